@@ -1,0 +1,161 @@
+"""The one frozen config behind every model of the toolkit.
+
+TransformerLens vocabulary throughout (``d_model``, ``n_heads``, ``d_head``, ``attn_only``,
+``normalization_type``). Construction validates; errors name the field and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+ATTENTION_KINDS = ("softmax", "linear")
+MASK_KINDS = ("causal", "full", "custom")
+INPUT_KINDS = ("tokens", "vectors")
+SEED_MODES = ("append", "add", "token")
+POSITIONAL_KINDS = ("learned", "sinusoidal", "none")
+NORMALIZATION_TYPES = ("LN", None)
+ACT_FNS = ("gelu", "gelu_new", "relu")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture of a :class:`~interp_rand.model.HookedTransformer`.
+
+    Attributes:
+        d_model, n_layers, n_heads, d_head, n_ctx: as in TransformerLens. ``n_ctx`` counts
+            every position the model sees, including a seed token (``seed_mode="token"``).
+        d_vocab: number of input tokens (``input_kind="tokens"``).
+        d_input: width of input vectors (``input_kind="vectors"``).
+        d_vocab_out: number of output logits per position (classes, or bits for BCE tasks).
+        attention: ``"softmax"``, or ``"linear"`` (the pattern is the masked, scaled scores with
+            no softmax: a fixed-size state, the capacity limit of PAPER.md's recall task).
+        mask: ``"causal"``, ``"full"``, or ``"custom"`` (a per-example ``[batch, pos, pos]``
+            boolean ``attention_mask`` is passed to ``forward``, e.g. cycle adjacency).
+        d_seed: width of the randomness channel; 0 means the model has none.
+        seed_mode: how the seed enters: ``"add"`` (``W_seed`` projection added to the residual
+            stream), ``"append"`` (joined to the input features before the input MLP, as if
+            concatenated to every token), or ``"token"`` (its own token at position 0).
+        d_input_mlp: width of an input MLP applied to the embedding (0: none).
+        attn_only: no MLP in the blocks.
+        d_mlp: MLP width (default ``4 * d_model``).
+        normalization_type: ``"LN"`` (pre-LayerNorm) or ``None``.
+        positional: ``"learned"``, ``"sinusoidal"`` (fixed table) or ``"none"``.
+        use_attn_result: compute the per-head output ``hook_result`` ``[batch, pos, head,
+            d_model]`` (costs memory; circuits turn it on when they need it).
+        init_range: std of the normal weight initialisation (TL's default rule if ``None``:
+            ``0.8 / sqrt(d_model)``).
+    """
+
+    d_model: int = 128
+    n_layers: int = 2
+    n_heads: int = 4
+    d_head: int | None = None
+    n_ctx: int = 64
+    d_vocab: int = 0
+    d_input: int = 0
+    d_vocab_out: int = 0
+    input_kind: str = "tokens"
+    attention: str = "softmax"
+    mask: str = "causal"
+    d_seed: int = 0
+    seed_mode: str = "add"
+    d_input_mlp: int = 0
+    attn_only: bool = False
+    d_mlp: int | None = None
+    act_fn: str = "gelu"
+    normalization_type: str | None = "LN"
+    positional: str = "learned"
+    eps: float = 1e-5
+    use_attn_result: bool = False
+    init_range: float | None = None
+
+    def __post_init__(self) -> None:
+        # Derived defaults are written back once, so the stored config is explicit.
+        if self.d_head is None and self.n_heads > 0 and self.d_model % self.n_heads == 0:
+            object.__setattr__(self, "d_head", self.d_model // self.n_heads)
+        if self.d_mlp is None:
+            object.__setattr__(self, "d_mlp", 4 * self.d_model)
+        if self.d_vocab_out == 0 and self.input_kind == "tokens":
+            object.__setattr__(self, "d_vocab_out", self.d_vocab)
+        if self.init_range is None:
+            object.__setattr__(self, "init_range", 0.8 / max(self.d_model, 1) ** 0.5)
+        self._validate()
+
+    def _validate(self) -> None:
+        def choice(name: str, allowed: tuple) -> None:
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ValueError(f"ModelConfig.{name}={value!r} is not allowed; choose from {allowed}")
+
+        def positive(name: str, minimum: int = 1) -> None:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+                raise ValueError(f"ModelConfig.{name}={value!r} must be an integer >= {minimum}")
+
+        for name, allowed in (
+            ("attention", ATTENTION_KINDS),
+            ("mask", MASK_KINDS),
+            ("input_kind", INPUT_KINDS),
+            ("seed_mode", SEED_MODES),
+            ("positional", POSITIONAL_KINDS),
+            ("normalization_type", NORMALIZATION_TYPES),
+            ("act_fn", ACT_FNS),
+        ):
+            choice(name, allowed)
+        for name in ("d_model", "n_layers", "n_heads", "n_ctx", "d_vocab_out"):
+            positive(name)
+        for name in ("d_seed", "d_input_mlp"):
+            positive(name, minimum=0)
+        if self.d_head is None:
+            raise ValueError(
+                f"ModelConfig.d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
+                "pick n_heads dividing d_model, or set d_head explicitly"
+            )
+        positive("d_head")
+        if not self.attn_only:
+            positive("d_mlp")
+        if self.input_kind == "tokens":
+            positive("d_vocab")
+        else:
+            positive("d_input")
+        if self.attention == "linear" and self.mask == "custom":
+            raise ValueError(
+                "ModelConfig.mask='custom' cannot be used with attention='linear': linear attention "
+                "keeps a fixed-size state, which needs mask 'causal' or 'full'"
+            )
+        if self.seed_mode == "append" and self.d_seed > 0 and self.d_input_mlp == 0:
+            raise ValueError(
+                "ModelConfig.seed_mode='append' joins the seed to the input features before the "
+                "input MLP, so it needs d_input_mlp > 0; use seed_mode='add' without an input MLP"
+            )
+        if self.eps <= 0:
+            raise ValueError(f"ModelConfig.eps={self.eps!r} must be > 0")
+
+    @property
+    def has_seed(self) -> bool:
+        return self.d_seed > 0
+
+    @property
+    def seed_offset(self) -> int:
+        """Positions taken by the seed token before the task's own positions (0 or 1)."""
+        return 1 if self.has_seed and self.seed_mode == "token" else 0
+
+    def replace(self, **changes: Any) -> "ModelConfig":
+        """A copy with fields changed (and validated again)."""
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise ValueError(f"ModelConfig has no field(s) {unknown}")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
+        allowed = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            raise ValueError(f"ModelConfig has no field(s) {unknown}; allowed: {sorted(allowed)}")
+        return cls(**data)
