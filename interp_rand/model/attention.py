@@ -1,0 +1,72 @@
+"""Multi-head attention, softmax or linear, with causal, full or per-example masks.
+
+Weights and hooks carry TransformerLens names and shapes: ``W_Q/W_K/W_V: [n_heads, d_model,
+d_head]``, ``W_O: [n_heads, d_head, d_model]``; ``hook_q/k/v/z: [batch, pos, head, d_head]``,
+``hook_attn_scores/hook_pattern: [batch, head, query_pos, key_pos]``,
+``hook_result: [batch, pos, head, d_model]`` (only with ``use_attn_result``).
+"""
+
+from __future__ import annotations
+
+import einops
+import torch
+from torch import Tensor, nn
+from transformer_lens.hook_points import HookPoint
+
+from interp_rand.model.config import ModelConfig
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        h, d, e = cfg.n_heads, cfg.d_model, cfg.d_head
+        self.W_Q = nn.Parameter(torch.empty(h, d, e))
+        self.W_K = nn.Parameter(torch.empty(h, d, e))
+        self.W_V = nn.Parameter(torch.empty(h, d, e))
+        self.W_O = nn.Parameter(torch.empty(h, e, d))
+        self.b_Q = nn.Parameter(torch.zeros(h, e))
+        self.b_K = nn.Parameter(torch.zeros(h, e))
+        self.b_V = nn.Parameter(torch.zeros(h, e))
+        self.b_O = nn.Parameter(torch.zeros(d))
+        self.scale = e**0.5
+        self.hook_q = HookPoint()
+        self.hook_k = HookPoint()
+        self.hook_v = HookPoint()
+        self.hook_attn_scores = HookPoint()
+        self.hook_pattern = HookPoint()
+        self.hook_z = HookPoint()
+        self.hook_result = HookPoint()
+
+    def forward(self, x: Tensor, allowed: Tensor | None) -> Tensor:
+        """``x: [batch, pos, d_model]``; ``allowed``: bool ``[pos, pos]`` or
+        ``[batch, pos, pos]`` (true where query may attend key), ``None`` for full attention.
+        Returns ``[batch, pos, d_model]``."""
+        q = self.hook_q(einops.einsum(x, self.W_Q, "b p d, h d e -> b p h e") + self.b_Q)
+        k = self.hook_k(einops.einsum(x, self.W_K, "b p d, h d e -> b p h e") + self.b_K)
+        v = self.hook_v(einops.einsum(x, self.W_V, "b p d, h d e -> b p h e") + self.b_V)
+        scores = einops.einsum(q, k, "b q h e, b k h e -> b h q k") / self.scale
+        if allowed is not None:
+            # [pos, pos] or [batch, pos, pos] -> broadcast over heads
+            keep = allowed if allowed.dim() == 2 else allowed[:, None]
+        if self.cfg.attention == "softmax":
+            if allowed is not None:
+                scores = scores.masked_fill(~keep, float("-inf"))
+            scores = self.hook_attn_scores(scores)
+            pattern = torch.softmax(scores, dim=-1)
+            if allowed is not None and allowed.dim() == 3:
+                # A query with no allowed key gives NaN; it reads nothing instead.
+                pattern = pattern.masked_fill(~keep, 0.0)
+        else:
+            # Linear attention: the pattern is the masked scores themselves (no softmax), so
+            # the causal sum over keys is a fixed-size state (PAPER.md, recall).
+            if allowed is not None:
+                scores = scores.masked_fill(~keep, 0.0)
+            scores = self.hook_attn_scores(scores)
+            pattern = scores
+        pattern = self.hook_pattern(pattern)
+        z = self.hook_z(einops.einsum(pattern, v, "b h q k, b k h e -> b q h e"))
+        if self.cfg.use_attn_result:
+            result = self.hook_result(einops.einsum(z, self.W_O, "b q h e, h e d -> b q h d"))
+            return result.sum(dim=2) + self.b_O
+        return einops.einsum(z, self.W_O, "b q h e, h e d -> b q d") + self.b_O

@@ -1,0 +1,36 @@
+"""One pre-norm transformer block with TransformerLens residual-stream hooks."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+from transformer_lens.hook_points import HookPoint
+
+from interp_rand.model.attention import Attention
+from interp_rand.model.config import ModelConfig
+from interp_rand.model.layer_norm import make_norm
+from interp_rand.model.mlp import MLP
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.ln1 = make_norm(cfg)
+        self.attn = Attention(cfg)
+        self.hook_resid_pre = HookPoint()
+        self.hook_attn_out = HookPoint()
+        self.hook_resid_post = HookPoint()
+        if not cfg.attn_only:
+            self.ln2 = make_norm(cfg)
+            self.mlp = MLP(cfg.d_model, cfg.d_mlp, cfg.act_fn)
+            self.hook_resid_mid = HookPoint()
+            self.hook_mlp_out = HookPoint()
+
+    def forward(self, resid: Tensor, allowed: Tensor | None) -> Tensor:
+        """``[batch, pos, d_model] -> [batch, pos, d_model]``."""
+        resid = self.hook_resid_pre(resid)
+        resid = resid + self.hook_attn_out(self.attn(self.ln1(resid), allowed))
+        if not self.cfg.attn_only:
+            resid = self.hook_resid_mid(resid)
+            resid = resid + self.hook_mlp_out(self.mlp(self.ln2(resid)))
+        return self.hook_resid_post(resid)
