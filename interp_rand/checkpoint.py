@@ -1,0 +1,198 @@
+"""Checkpoints: safetensors for tensors, JSON for everything else, written atomically.
+
+A run directory holds ``checkpoints/step_XXXXXXX/`` folders, each complete in itself:
+
+- ``model.safetensors``: the model's ``state_dict`` (TransformerLens names);
+- ``trainer.safetensors``: AdamW moments and the data generator's state (for resume);
+- ``checkpoint.json``: format tag, step, task/model/training configs, last metrics.
+
+A folder is written under a temporary name and renamed into place, so a killed run leaves
+either a whole checkpoint or none. Nothing is unpickled on load: safetensors and JSON only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from interp_rand.model.config import ModelConfig
+from interp_rand.model.transformer import HookedTransformer
+from interp_rand.tasks.base import Task, make_task
+from interp_rand.training.config import TrainConfig
+
+FORMAT = "interp-rand/checkpoint"
+VERSION = 1
+MODEL_FILE = "model.safetensors"
+TRAINER_FILE = "trainer.safetensors"
+META_FILE = "checkpoint.json"
+_PREFIX = "step_"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing, truncated, foreign or does not fit what it is loaded into."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything needed to rebuild a run: the task, the model and the training config."""
+
+    task_name: str
+    task_config: dict[str, Any]
+    model_config: ModelConfig
+    train_config: TrainConfig
+
+    def make_task(self) -> Task:
+        return make_task(self.task_name, **self.task_config)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task": {"name": self.task_name, "config": self.task_config},
+            "model": self.model_config.to_dict(),
+            "train": self.train_config.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunSpec":
+        return cls(
+            task_name=data["task"]["name"],
+            task_config=dict(data["task"]["config"]),
+            model_config=ModelConfig.from_dict(data["model"]),
+            train_config=TrainConfig.from_dict(data["train"]),
+        )
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    path: Path
+    step: int
+    spec: RunSpec
+    metrics: dict[str, Any]
+
+    def model(self) -> HookedTransformer:
+        """The model with this checkpoint's weights, in eval mode."""
+        model = HookedTransformer(self.spec.model_config)
+        state = _load_tensors(self.path / MODEL_FILE)
+        expected = model.state_dict()
+        missing = sorted(set(expected) - set(state))
+        unexpected = sorted(set(state) - set(expected))
+        wrong = sorted(k for k in set(state) & set(expected) if state[k].shape != expected[k].shape)
+        if missing or unexpected or wrong:
+            raise CheckpointError(
+                f"{self.path / MODEL_FILE} does not fit its own model config: missing {missing}, "
+                f"unexpected {unexpected}, wrong shapes {wrong}"
+            )
+        model.load_state_dict(state)
+        return model.eval()
+
+    def trainer_state(self) -> dict[str, torch.Tensor]:
+        return _load_tensors(self.path / TRAINER_FILE)
+
+
+def step_dir(run_dir: Path, step: int) -> Path:
+    return Path(run_dir) / "checkpoints" / f"{_PREFIX}{step:07d}"
+
+
+def list_checkpoints(run_dir: Path) -> list[Path]:
+    """Complete checkpoint folders of a run, oldest first."""
+    folder = Path(run_dir) / "checkpoints"
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.is_dir() and p.name.startswith(_PREFIX))
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    found = list_checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+def save_checkpoint(
+    run_dir: Path,
+    step: int,
+    spec: RunSpec,
+    model_state: dict[str, torch.Tensor],
+    trainer_state: dict[str, torch.Tensor],
+    metrics: dict[str, Any],
+    keep: int,
+) -> Path:
+    """Write a checkpoint atomically and prune all but the newest ``keep``."""
+    final = step_dir(run_dir, step)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
+    try:
+        save_file(_contiguous(model_state), tmp / MODEL_FILE)
+        save_file(_contiguous(trainer_state), tmp / TRAINER_FILE)
+        meta = {"format": FORMAT, "version": VERSION, "step": step, **spec.to_dict(), "metrics": metrics}
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2))
+        for name in (MODEL_FILE, TRAINER_FILE, META_FILE):
+            with open(tmp / name, "rb") as handle:
+                os.fsync(handle.fileno())
+        if final.exists():
+            shutil.rmtree(final)
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for old in list_checkpoints(run_dir)[:-keep]:
+        shutil.rmtree(old)
+    return final
+
+
+def load_checkpoint(path: str | Path) -> Checkpoint:
+    """Read a checkpoint folder, or the newest checkpoint of a run directory.
+
+    Raises :class:`CheckpointError` naming the file and what is wrong.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"{path} does not exist")
+    if not (path / META_FILE).exists():
+        latest = latest_checkpoint(path)
+        if latest is None:
+            raise CheckpointError(
+                f"{path} is neither a checkpoint folder (no {META_FILE}) nor a run directory "
+                "with checkpoints/step_* folders"
+            )
+        path = latest
+    meta_path = path / META_FILE
+    try:
+        meta = json.loads(meta_path.read_text())
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{meta_path} is not valid JSON (truncated?): {err}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise CheckpointError(
+            f"{meta_path} is not an interp-rand checkpoint (format tag "
+            f"{meta.get('format') if isinstance(meta, dict) else None!r}, expected {FORMAT!r})"
+        )
+    if meta.get("version") != VERSION:
+        raise CheckpointError(f"{meta_path} has version {meta.get('version')!r}; this build reads {VERSION}")
+    try:
+        spec = RunSpec.from_dict(meta)
+    except (KeyError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{meta_path} has an invalid config: {err}") from None
+    for name in (MODEL_FILE, TRAINER_FILE):
+        if not (path / name).exists():
+            raise CheckpointError(f"{path / name} is missing")
+    return Checkpoint(path=path, step=int(meta["step"]), spec=spec, metrics=meta.get("metrics", {}))
+
+
+def _load_tensors(file: Path) -> dict[str, torch.Tensor]:
+    try:
+        return load_file(file)
+    except FileNotFoundError:
+        raise CheckpointError(f"{file} is missing") from None
+    except (SafetensorError, OSError, ValueError) as err:
+        raise CheckpointError(f"{file} is not a readable safetensors file (truncated?): {err}") from None
+
+
+def _contiguous(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    # safetensors refuses views and shared storage; checkpoints own their bytes.
+    return {k: v.detach().contiguous().clone() for k, v in state.items()}

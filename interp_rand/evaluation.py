@@ -1,0 +1,91 @@
+"""Accuracy of a model on a task: exact match, per answer position, and per metadata value.
+
+Exact match is computed with teacher forcing. For a causal model this equals greedy
+autoregressive decoding: if every answer position is right given the right prefix, greedy
+decoding reproduces that prefix step by step, and conversely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from interp_rand.tasks.base import Batch, Task
+from interp_rand.training.losses import answer_correct, answer_loss
+
+# A per-example metadata tensor with at most this many distinct values gets a breakdown.
+_MAX_BREAKDOWN_VALUES = 32
+
+
+@dataclass
+class EvalResult:
+    """Accuracy figures. ``correct`` (``[batch, n_answer]`` bool) stays out of JSON."""
+
+    n_examples: int
+    loss: float
+    exact_match: float
+    per_position: list[float]
+    breakdown: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    correct: Tensor | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n_examples": self.n_examples,
+            "loss": self.loss,
+            "exact_match": self.exact_match,
+            "per_position": self.per_position,
+            "breakdown": self.breakdown,
+        }
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, task: Task, batch: Batch, chunk_size: int = 4096) -> EvalResult:
+    """Evaluate ``model`` on ``batch`` in chunks (no gradients, eval mode restored after).
+
+    ``breakdown[key][value] = {"n": count, "exact_match": share}`` for each per-example
+    metadata tensor ``[batch]`` with few distinct values (e.g. ``max_cascade`` of addition).
+    """
+    was_training = model.training
+    model.eval()
+    losses, corrects = [], []
+    try:
+        for start in range(0, len(batch), chunk_size):
+            part = batch[start : start + chunk_size]
+            logits = model(part.inputs, **part.model_kwargs())
+            if not torch.isfinite(logits).all():
+                raise FloatingPointError("the model produced non-finite logits during evaluation")
+            losses.append(answer_loss(logits, part, task.loss_kind))
+            corrects.append(answer_correct(logits, part, task.loss_kind))
+    finally:
+        model.train(was_training)
+    correct = torch.cat(corrects)
+    exact = correct.all(-1)
+    return EvalResult(
+        n_examples=len(batch),
+        loss=torch.cat(losses).mean().item(),
+        exact_match=exact.float().mean().item(),
+        per_position=correct.float().mean(0).tolist(),
+        breakdown=_breakdown(exact, batch.metadata),
+        correct=correct,
+    )
+
+
+def _breakdown(exact: Tensor, metadata: dict[str, Tensor]) -> dict[str, dict[str, dict[str, float]]]:
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for key, values in metadata.items():
+        if values.dim() != 1 or values.is_floating_point():
+            continue
+        distinct = values.unique()
+        if len(distinct) > _MAX_BREAKDOWN_VALUES:
+            continue
+        out[key] = {
+            str(int(v)): {
+                "n": int((values == v).sum()),
+                "exact_match": exact[values == v].float().mean().item(),
+            }
+            for v in distinct
+        }
+    return out

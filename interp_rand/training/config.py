@@ -1,0 +1,82 @@
+"""Training hyper-parameters: one frozen dataclass, validated on construction."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How a model is trained.
+
+    Attributes:
+        steps: optimiser steps in total (a resumed run continues to this number).
+        batch_size: examples per step.
+        lr: peak learning rate, reached after ``warmup_steps`` of linear warm-up, then cosine
+            annealing to ``lr * min_lr_ratio`` at ``steps``.
+        weight_decay, beta1, beta2, adam_eps: AdamW's.
+        grad_clip: max global gradient norm (0 disables clipping).
+        eval_every: steps between evaluations on a fixed held-out batch of ``eval_size``.
+        checkpoint_every: steps between checkpoints (one is always written at the end).
+        keep_checkpoints: how many of the newest checkpoints to keep on disk.
+        seed: seeds model initialisation, the data stream and the evaluation set; the same
+            seed gives bitwise-identical runs on CPU.
+        objective: registered objective name (``interp-rand train --help`` lists them).
+        stop_at_exact_match: stop early once evaluation exact-match reaches this (``None``:
+            train all ``steps``).
+    """
+
+    steps: int = 3000
+    batch_size: int = 256
+    lr: float = 1e-3
+    warmup_steps: int = 100
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.01
+    beta1: float = 0.9
+    beta2: float = 0.98
+    adam_eps: float = 1e-8
+    grad_clip: float = 1.0
+    eval_every: int = 250
+    eval_size: int = 2048
+    checkpoint_every: int = 500
+    keep_checkpoints: int = 2
+    seed: int = 0
+    objective: str = "erm"
+    stop_at_exact_match: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "eval_every", "eval_size", "checkpoint_every", "keep_checkpoints"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"TrainConfig.{name}={value!r} must be an integer >= 1")
+        if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise ValueError(f"TrainConfig.warmup_steps={self.warmup_steps!r} must be an integer >= 0")
+        if not self.lr > 0:
+            raise ValueError(f"TrainConfig.lr={self.lr!r} must be > 0")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"TrainConfig.min_lr_ratio={self.min_lr_ratio!r} must lie in [0, 1]")
+        for name in ("beta1", "beta2"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"TrainConfig.{name}={getattr(self, name)!r} must lie in [0, 1)")
+        if self.weight_decay < 0 or self.grad_clip < 0 or self.adam_eps <= 0:
+            raise ValueError(
+                "TrainConfig.weight_decay and grad_clip must be >= 0 and adam_eps > 0; got "
+                f"{self.weight_decay}, {self.grad_clip}, {self.adam_eps}"
+            )
+        if self.stop_at_exact_match is not None and not 0 < self.stop_at_exact_match <= 1:
+            raise ValueError(
+                f"TrainConfig.stop_at_exact_match={self.stop_at_exact_match!r} must lie in (0, 1]"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+        allowed = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            raise ValueError(f"TrainConfig has no field(s) {unknown}; allowed: {sorted(allowed)}")
+        return cls(**data)

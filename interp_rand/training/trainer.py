@@ -1,0 +1,196 @@
+"""The task-aware training loop.
+
+Answer-masked objective, AdamW, warm-up + cosine schedule, gradient clipping, periodic
+evaluation (exact match and per-position accuracy) on a fixed held-out batch, a progress bar,
+atomic checkpoints and resume. On CPU the same :class:`TrainConfig` seed gives bitwise-identical
+weights, whether the run went straight through or was killed and resumed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from interp_rand.checkpoint import CheckpointError, RunSpec, latest_checkpoint, load_checkpoint, save_checkpoint
+from interp_rand.evaluation import EvalResult, evaluate
+from interp_rand.model.config import ModelConfig
+from interp_rand.model.transformer import HookedTransformer
+from interp_rand.tasks.base import Task
+from interp_rand.training.config import TrainConfig
+from interp_rand.training.objectives import make_objective
+from interp_rand.training.schedule import warmup_cosine
+
+METRICS_FILE = "metrics.jsonl"
+# The evaluation set's generator is offset from the training seed so the two streams differ.
+_EVAL_SEED_OFFSET = 1_000_003
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite; the last good checkpoint is left untouched."""
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    step: int
+    model: HookedTransformer
+    last_eval: EvalResult | None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def train(
+    task: Task,
+    model_config: ModelConfig,
+    train_config: TrainConfig,
+    run_dir: str | Path,
+    *,
+    resume: bool = True,
+    progress: bool = True,
+) -> TrainResult:
+    """Train a model on ``task`` into ``run_dir``; continue from its last checkpoint if any.
+
+    Raises:
+        CheckpointError: ``run_dir`` holds checkpoints of another task/model, or ``resume`` is
+            false and it holds checkpoints at all.
+        TrainingDiverged: the loss became non-finite (names the step).
+    """
+    run_dir = Path(run_dir)
+    cfg = train_config
+    spec = RunSpec(task.name, task.config_dict(), model_config, cfg)
+    objective = make_objective(cfg.objective)
+    model = HookedTransformer(model_config, seed=cfg.seed)
+    model.train()
+    optimizer = torch.optim.AdamW(
+        model.parameters(),
+        lr=cfg.lr,
+        betas=(cfg.beta1, cfg.beta2),
+        eps=cfg.adam_eps,
+        weight_decay=cfg.weight_decay,
+    )
+    generator = torch.Generator().manual_seed(cfg.seed)
+    start = _resume(run_dir, spec, model, optimizer, generator) if resume else _refuse_existing(run_dir)
+    history = _read_history(run_dir, up_to=start)
+    eval_batch = task.sample(cfg.eval_size, torch.Generator().manual_seed(cfg.seed + _EVAL_SEED_OFFSET))
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    last_eval: EvalResult | None = None
+    running_loss: float | None = None
+    began = time.perf_counter()
+    bar = tqdm(total=cfg.steps, initial=start, desc=f"train {task.name}", disable=not progress, unit="step")
+    step = start
+    try:
+        while step < cfg.steps:
+            lr = warmup_cosine(step, peak=cfg.lr, warmup=cfg.warmup_steps, total=cfg.steps, floor_ratio=cfg.min_lr_ratio)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            batch = task.sample(cfg.batch_size, generator)
+            loss = objective(model, task, batch, generator)
+            if not torch.isfinite(loss):
+                kept = latest_checkpoint(run_dir)
+                raise TrainingDiverged(
+                    f"loss became {loss.item()} at step {step + 1}; stopped without writing a "
+                    f"checkpoint. Last good checkpoint: {kept or 'none'}"
+                )
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            optimizer.step()
+            step += 1
+            running_loss = loss.item() if running_loss is None else 0.9 * running_loss + 0.1 * loss.item()
+            bar.update(1)
+
+            stop = False
+            if step % cfg.eval_every == 0 or step == cfg.steps:
+                last_eval = evaluate(model, task, eval_batch)
+                record = {"step": step, "lr": lr, "train_loss": running_loss, **last_eval.to_dict()}
+                history.append(record)
+                _append_history(run_dir, record)
+                bar.set_postfix(loss=f"{running_loss:.4f}", exact=f"{last_eval.exact_match:.4f}")
+                stop = cfg.stop_at_exact_match is not None and last_eval.exact_match >= cfg.stop_at_exact_match
+            elif step % 10 == 0:
+                bar.set_postfix(loss=f"{running_loss:.4f}")
+            if step % cfg.checkpoint_every == 0 or step == cfg.steps or stop:
+                metrics = last_eval.to_dict() if last_eval else {}
+                save_checkpoint(
+                    run_dir, step, spec, model.state_dict(),
+                    _trainer_state(model, optimizer, generator), {"train_loss": running_loss, **metrics},
+                    keep=cfg.keep_checkpoints,
+                )
+            if stop:
+                break
+    finally:
+        bar.close()
+    model.eval()
+    return TrainResult(run_dir, step, model, last_eval, history, time.perf_counter() - began)
+
+
+# --------------------------------------------------------------------------------------
+def _refuse_existing(run_dir: Path) -> int:
+    found = latest_checkpoint(run_dir)
+    if found is not None:
+        raise CheckpointError(
+            f"{run_dir} already holds checkpoints ({found.name}); resume it or choose another folder"
+        )
+    return 0
+
+
+def _resume(run_dir: Path, spec: RunSpec, model, optimizer, generator: torch.Generator) -> int:
+    found = latest_checkpoint(run_dir)
+    if found is None:
+        return 0
+    ckpt = load_checkpoint(found)
+    mine, theirs = spec.to_dict(), ckpt.spec.to_dict()
+    # A resumed run may train for longer (or stop earlier); everything else must match.
+    mine["train"].pop("steps"), theirs["train"].pop("steps")
+    mine["train"].pop("stop_at_exact_match"), theirs["train"].pop("stop_at_exact_match")
+    if mine != theirs:
+        diff = {
+            section: {"checkpoint": theirs[section], "requested": mine[section]}
+            for section in mine
+            if mine[section] != theirs[section]
+        }
+        raise CheckpointError(
+            f"{found} belongs to a different run; differing sections: {json.dumps(diff)}. "
+            "Use another output folder or the same settings."
+        )
+    model.load_state_dict(ckpt.model().state_dict())
+    state = ckpt.trainer_state()
+    generator.set_state(state.pop("generator"))
+    for name, param in model.named_parameters():
+        prefix = f"adamw.{name}."
+        entries = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
+        if entries:
+            optimizer.state[param] = entries
+    return ckpt.step
+
+
+def _trainer_state(model, optimizer, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    out = {"generator": generator.get_state()}
+    for name, param in model.named_parameters():
+        for key, value in optimizer.state.get(param, {}).items():
+            out[f"adamw.{name}.{key}"] = value if torch.is_tensor(value) else torch.tensor(value)
+    return out
+
+
+def _read_history(run_dir: Path, up_to: int) -> list[dict[str, Any]]:
+    """Evaluation records up to the resumed step (later ones belong to lost steps)."""
+    path = run_dir / METRICS_FILE
+    if not path.exists():
+        return []
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    kept = [r for r in records if r["step"] <= up_to]
+    path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    return kept
+
+
+def _append_history(run_dir: Path, record: dict[str, Any]) -> None:
+    with open(run_dir / METRICS_FILE, "a") as handle:
+        handle.write(json.dumps(record) + "\n")
