@@ -142,6 +142,18 @@ class ModelConfig:
         """Positions taken by the seed token before the task's own positions (0 or 1)."""
         return 1 if self.has_seed and self.seed_mode == "token" else 0
 
+    # Read by ``transformer_lens.patching`` (``torch.zeros(..., device=model.cfg.device)``,
+    # ``model.cfg.n_key_value_heads`` for k/v patching); not fields, so not serialised.
+    @property
+    def device(self) -> None:
+        """``None``: TransformerLens's result tensors go on torch's default device."""
+        return None
+
+    @property
+    def n_key_value_heads(self) -> None:
+        """``None``: no grouped-query attention (keys/values have ``n_heads`` heads)."""
+        return None
+
     def replace(self, **changes: Any) -> "ModelConfig":
         """A copy with fields changed (and validated again)."""
         unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})

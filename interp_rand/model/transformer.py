@@ -46,7 +46,7 @@ class HookedTransformer(HookedRootModule):
             self.hook_seed_embed = HookPoint()  # [batch, pos, d_model]
         if cfg.positional != "none":
             self.pos_embed = PosEmbed(cfg)
-            self.hook_pos_embed = HookPoint()  # [1, pos, d_model]
+            self.hook_pos_embed = HookPoint()  # [batch, pos, d_model], as in TransformerLens
         self.blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
         self.ln_final = make_norm(cfg)
         self.unembed = Unembed(cfg)
@@ -99,7 +99,10 @@ class HookedTransformer(HookedRootModule):
         if cfg.seed_offset:
             x = torch.cat([seed_embed, x], dim=1)  # the seed token sits at position 0
         if cfg.positional != "none":
-            x = x + self.hook_pos_embed(self.pos_embed(x.shape[1]))
+            # Repeated over the batch (a copy, not an expand view), as TransformerLens does:
+            # decompose_resid stacks it with hook_embed, and patch hooks write into it.
+            pos = self.pos_embed(x.shape[1]).repeat(x.shape[0], 1, 1)
+            x = x + self.hook_pos_embed(pos)
         allowed = self._allowed(attention_mask, batch, n_pos)
         for block in self.blocks:
             x = block(x, allowed)

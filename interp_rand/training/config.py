@@ -14,11 +14,14 @@ class TrainConfig:
     Attributes:
         steps: optimiser steps in total (a resumed run continues to this number).
         batch_size: examples per step.
-        lr: peak learning rate, reached after ``warmup_steps`` of linear warm-up, then cosine
-            annealing to ``lr * min_lr_ratio`` at ``steps``.
-        weight_decay, beta1, beta2, adam_eps: AdamW's.
+        lr: peak learning rate (after warm-up; cosine annealing follows).
+        warmup_steps: steps of linear warm-up to ``lr``.
+        min_lr_ratio: the cosine schedule ends at ``lr * min_lr_ratio`` at ``steps``.
+        weight_decay: AdamW's decoupled weight decay.
+        beta1, beta2, adam_eps: AdamW's moment decay rates and epsilon.
         grad_clip: max global gradient norm (0 disables clipping).
-        eval_every: steps between evaluations on a fixed held-out batch of ``eval_size``.
+        eval_every: steps between evaluations on a fixed held-out batch.
+        eval_size: examples in that held-out batch (drawn once, from a seed of its own).
         checkpoint_every: steps between checkpoints (one is always written at the end).
         keep_checkpoints: how many of the newest checkpoints to keep on disk.
         seed: seeds model initialisation, the data stream and the evaluation set; the same

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from interp_rand.checkpoint import CheckpointError, RunSpec, latest_checkpoint, load_checkpoint, save_checkpoint
+from interp_rand.training.checkpoint import CheckpointError, RunSpec, latest_checkpoint, load_checkpoint, save_checkpoint
 from interp_rand.evaluation import EvalResult, evaluate
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer

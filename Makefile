@@ -1,0 +1,34 @@
+# Two commands a new user needs: `make demo` and `make test`. Each creates the virtual
+# environment on first use, installing exactly the versions pinned in constraints.txt
+# (torch 2.13.0 CPU build; other torch versions would pull a multi-GB CUDA build).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench venv clean lock
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet -c constraints.txt torch==2.13.0
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/interp-rand demo --out demo-output
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python bench/train_time.py
+	$(BIN)/python bench/throughput.py
+
+# Re-pin constraints.txt from the current environment (after changing dependencies).
+lock: $(STAMP)
+	$(BIN)/pip freeze --exclude-editable > constraints.txt
+
+clean:
+	rm -rf $(VENV) demo-output .pytest_cache
