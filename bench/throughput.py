@@ -18,7 +18,7 @@ from torch import nn
 
 from interp_rand.model import HookedTransformer, ModelConfig
 from interp_rand.tasks import make_task
-from interp_rand.training.losses import answer_loss
+from interp_rand.losses import answer_loss
 
 
 class PlainBlock(nn.Module):

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from interp_rand.tasks.base import Batch, Task
-from interp_rand.training.losses import answer_correct, answer_loss
+from interp_rand.losses import answer_correct, answer_loss
 
 # A per-example metadata tensor with at most this many distinct values gets a breakdown.
 _MAX_BREAKDOWN_VALUES = 32
@@ -41,6 +41,24 @@ class EvalResult:
         }
 
 
+def check_model_fits_task(model: nn.Module, task: Task) -> None:
+    """Raise ``ValueError`` if ``model`` (ours, with a ``ModelConfig``) cannot read ``task``'s
+    batches or write its answers: input kind, vocabulary, output width, seed width, context."""
+    cfg = getattr(model, "cfg", None)
+    if cfg is None or not hasattr(cfg, "input_kind"):
+        return  # not our model (e.g. a TransformerBridge): nothing to compare against
+    expected = task.model_config()
+    problems = [
+        f"{name}={getattr(cfg, name)!r} (task {task.name!r} needs {getattr(expected, name)!r})"
+        for name in ("input_kind", "d_vocab", "d_input", "d_vocab_out", "d_seed")
+        if getattr(cfg, name) != getattr(expected, name)
+    ]
+    if cfg.n_ctx < expected.n_ctx:
+        problems.append(f"n_ctx={cfg.n_ctx} (task {task.name!r} needs >= {expected.n_ctx})")
+    if problems:
+        raise ValueError(f"this model does not fit task {task.name!r}: " + "; ".join(problems))
+
+
 @torch.no_grad()
 def evaluate(model: nn.Module, task: Task, batch: Batch, chunk_size: int = 4096) -> EvalResult:
     """Evaluate ``model`` on ``batch`` in chunks (no gradients, eval mode restored after).
@@ -48,6 +66,7 @@ def evaluate(model: nn.Module, task: Task, batch: Batch, chunk_size: int = 4096)
     ``breakdown[key][value] = {"n": count, "exact_match": share}`` for each per-example
     metadata tensor ``[batch]`` with few distinct values (e.g. ``max_cascade`` of addition).
     """
+    check_model_fits_task(model, task)
     was_training = model.training
     model.eval()
     losses, corrects = [], []

@@ -2,7 +2,7 @@
 
 from interp_rand.training.config import TrainConfig
 from interp_rand.training.checkpoint import Checkpoint, CheckpointError, RunSpec, load_checkpoint
-from interp_rand.training.losses import answer_correct, answer_loss
+from interp_rand.losses import answer_correct, answer_loss
 from interp_rand.training.objectives import ERM, Objective, make_objective, objective_names, register_objective
 from interp_rand.training.trainer import TrainResult, TrainingDiverged, train
 

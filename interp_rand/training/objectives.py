@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from interp_rand.tasks.base import Batch, Task
-from interp_rand.training.losses import answer_loss
+from interp_rand.losses import answer_loss
 
 
 class Objective(Protocol):
