@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
 
             run_demo(args.out, progress=not args.quiet)
             return 0
-    except (ValueError, CheckpointError, TrainingDiverged) as err:
+    except (ValueError, CheckpointError, TrainingDiverged, FloatingPointError, OSError) as err:
         print(f"interp-rand {args.command}: error: {err}", file=sys.stderr)
         return 2
     parser.error(f"unknown command {args.command!r}")

@@ -165,7 +165,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     meta_path = path / META_FILE
     try:
         meta = json.loads(meta_path.read_text())
-    except json.JSONDecodeError as err:
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise CheckpointError(f"{meta_path} is not valid JSON (truncated?): {err}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CheckpointError(
@@ -176,12 +176,13 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         raise CheckpointError(f"{meta_path} has version {meta.get('version')!r}; this build reads {VERSION}")
     try:
         spec = RunSpec.from_dict(meta)
+        step = int(meta["step"])
     except (KeyError, TypeError, ValueError) as err:
         raise CheckpointError(f"{meta_path} has an invalid config: {err}") from None
     for name in (MODEL_FILE, TRAINER_FILE):
         if not (path / name).exists():
             raise CheckpointError(f"{path / name} is missing")
-    return Checkpoint(path=path, step=int(meta["step"]), spec=spec, metrics=meta.get("metrics", {}))
+    return Checkpoint(path=path, step=step, spec=spec, metrics=meta.get("metrics", {}))
 
 
 def _load_tensors(file: Path) -> dict[str, torch.Tensor]:

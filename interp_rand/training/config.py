@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +55,11 @@ class TrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"TrainConfig.{name}={value!r} must be an integer >= 1")
-        if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+        for name in ("lr", "min_lr_ratio", "weight_decay", "beta1", "beta2", "adam_eps", "grad_clip"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"TrainConfig.{name}={value!r} must be a finite number")
+        if not isinstance(self.warmup_steps, int) or isinstance(self.warmup_steps, bool) or self.warmup_steps < 0:
             raise ValueError(f"TrainConfig.warmup_steps={self.warmup_steps!r} must be an integer >= 0")
         if not self.lr > 0:
             raise ValueError(f"TrainConfig.lr={self.lr!r} must be > 0")

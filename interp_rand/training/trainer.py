@@ -9,6 +9,7 @@ weights, whether the run went straight through or was killed and resumed.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,10 @@ from interp_rand.training.objectives import make_objective
 from interp_rand.training.schedule import warmup_cosine
 
 METRICS_FILE = "metrics.jsonl"
+# Training settings that do not change the weights a step produces; a resume may change them.
+# (``steps`` changes the cosine schedule of the steps still to come, not of those taken.)
+_BOOKKEEPING_FIELDS = ("steps", "stop_at_exact_match", "eval_every", "eval_size", "checkpoint_every",
+                       "keep_checkpoints")
 # The evaluation set's generator is offset from the training seed so the two streams differ.
 _EVAL_SEED_OFFSET = 1_000_003
 
@@ -100,8 +105,12 @@ def train(
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or float("inf"))
+            if not torch.isfinite(grad_norm):
+                raise TrainingDiverged(
+                    f"gradient norm became {grad_norm.item()} at step {step + 1}; stopped without "
+                    f"writing a checkpoint. Last good checkpoint: {latest_checkpoint(run_dir) or 'none'}"
+                )
             optimizer.step()
             step += 1
             running_loss = loss.item() if running_loss is None else 0.9 * running_loss + 0.1 * loss.item()
@@ -109,7 +118,13 @@ def train(
 
             stop = False
             if step % cfg.eval_every == 0 or step == cfg.steps:
-                last_eval = evaluate(model, task, eval_batch)
+                try:
+                    last_eval = evaluate(model, task, eval_batch)
+                except FloatingPointError as err:
+                    raise TrainingDiverged(
+                        f"{err} at step {step}; stopped without writing a checkpoint. "
+                        f"Last good checkpoint: {latest_checkpoint(run_dir) or 'none'}"
+                    ) from None
                 record = {"step": step, "lr": lr, "train_loss": running_loss, **last_eval.to_dict()}
                 history.append(record)
                 _append_history(run_dir, record)
@@ -143,14 +158,17 @@ def _refuse_existing(run_dir: Path) -> int:
 
 
 def _resume(run_dir: Path, spec: RunSpec, model, optimizer, generator: torch.Generator) -> int:
+    for stray in (run_dir / "checkpoints").glob(".tmp-*"):
+        shutil.rmtree(stray, ignore_errors=True)  # the half-written folder of a killed save
     found = latest_checkpoint(run_dir)
     if found is None:
         return 0
     ckpt = load_checkpoint(found)
     mine, theirs = spec.to_dict(), ckpt.spec.to_dict()
-    # A resumed run may train for longer (or stop earlier); everything else must match.
-    mine["train"].pop("steps"), theirs["train"].pop("steps")
-    mine["train"].pop("stop_at_exact_match"), theirs["train"].pop("stop_at_exact_match")
+    # A resumed run may change its length and bookkeeping; whatever shapes the weights must match.
+    for config in (mine["train"], theirs["train"]):
+        for key in _BOOKKEEPING_FIELDS:
+            config.pop(key)
     if mine != theirs:
         diff = {
             section: {"checkpoint": theirs[section], "requested": mine[section]}

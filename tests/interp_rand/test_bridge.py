@@ -13,13 +13,6 @@ from interp_rand.model.bridge import bridge_config, bridge_incompatibilities, to
 TOL = 1e-5
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from intra-op threads (and lose a lot on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def make_cfg(**overrides) -> ModelConfig:

@@ -17,14 +17,6 @@ D_MODEL, N_HEADS, N_LAYERS, N_CTX, D_VOCAB = 16, 2, 2, 8, 7
 D_HEAD = D_MODEL // N_HEADS
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from intra-op threads, and on a busy machine OpenMP's
-    thread hand-offs make each op ~100x slower; restore the setting afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def make_cfg(**overrides) -> ModelConfig:

@@ -1,0 +1,242 @@
+"""Tests of checkpoints: round trips, the run-dir/step-folder lookup, RunSpec JSON, clear
+errors for missing, truncated, foreign, outdated and mismatched checkpoints, and that loading
+never unpickles anything."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from interp_rand.model import HookedTransformer
+from interp_rand.tasks import AdditionTask
+from interp_rand.training import CheckpointError, RunSpec, TrainConfig, load_checkpoint, train
+from interp_rand.training.checkpoint import (
+    FORMAT,
+    META_FILE,
+    MODEL_FILE,
+    TRAINER_FILE,
+    VERSION,
+    list_checkpoints,
+    step_dir,
+)
+
+
+
+
+TASK = AdditionTask(n_digits=2)
+MODEL_CFG = TASK.model_config(d_model=16, n_heads=2, n_layers=1)
+TRAIN_CFG = TrainConfig(steps=20, batch_size=32, lr=3e-3, warmup_steps=2, eval_every=10, eval_size=64,
+                        checkpoint_every=10, keep_checkpoints=3, seed=3)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One tiny addition run (checkpoints at 10 and 20) shared read-only by the module."""
+    run_dir = tmp_path_factory.mktemp("ckpt") / "run"
+    result = train(TASK, MODEL_CFG, TRAIN_CFG, run_dir, progress=False)
+    return run_dir, result
+
+
+@pytest.fixture
+def run_copy(trained, tmp_path):
+    """A private copy of the trained run, free to damage."""
+    run_dir, _ = trained
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    return copy
+
+
+def eval_tokens():
+    return TASK.sample(8, torch.Generator().manual_seed(11))
+
+
+# ------------------------------------------------------------------------------ round trip
+def test_round_trip_gives_identical_logits(trained):
+    run_dir, result = trained
+    ckpt = load_checkpoint(run_dir)
+    assert ckpt.step == 20
+    assert ckpt.path == step_dir(run_dir, 20)
+    model = ckpt.model()
+    assert not model.training
+    batch = eval_tokens()
+    with torch.no_grad():
+        assert torch.equal(model(batch.inputs), result.model(batch.inputs))
+    for name, tensor in result.model.state_dict().items():
+        assert torch.equal(model.state_dict()[name], tensor), name
+    assert ckpt.metrics["exact_match"] == pytest.approx(result.last_eval.exact_match)
+    assert "train_loss" in ckpt.metrics
+
+
+def test_load_accepts_run_dir_or_step_folder(trained):
+    run_dir, _ = trained
+    assert [p.name for p in list_checkpoints(run_dir)] == ["step_0000010", "step_0000020"]
+    older = load_checkpoint(step_dir(run_dir, 10))
+    assert older.step == 10 and older.path == step_dir(run_dir, 10)
+    assert load_checkpoint(str(run_dir)).step == 20
+    w10 = older.model().state_dict()
+    w20 = load_checkpoint(run_dir).model().state_dict()
+    assert any(not torch.equal(w10[k], w20[k]) for k in w10)
+
+
+def test_trainer_state_holds_generator_and_adam_moments(trained):
+    run_dir, _ = trained
+    state = load_checkpoint(run_dir).trainer_state()
+    assert state["generator"].dtype == torch.uint8
+    assert any(k.startswith("adamw.") and k.endswith(".exp_avg") for k in state)
+    assert any(k.endswith(".exp_avg_sq") for k in state)
+
+
+def test_run_spec_round_trips_through_json(trained):
+    run_dir, _ = trained
+    spec = RunSpec(TASK.name, TASK.config_dict(), MODEL_CFG, TRAIN_CFG)
+    again = RunSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert again == spec
+    assert again.make_task() == TASK
+    assert load_checkpoint(run_dir).spec == spec
+    meta = json.loads((step_dir(run_dir, 20) / META_FILE).read_text())
+    assert meta["format"] == FORMAT and meta["version"] == VERSION and meta["step"] == 20
+    assert meta["task"] == {"name": "addition", "config": TASK.config_dict()}
+
+
+def test_checkpoint_holds_only_safetensors_and_json(trained):
+    run_dir, _ = trained
+    for folder in list_checkpoints(run_dir):
+        names = sorted(p.name for p in folder.iterdir())
+        assert names == sorted([MODEL_FILE, TRAINER_FILE, META_FILE])
+        assert all(p.suffix in (".safetensors", ".json") for p in folder.iterdir())
+    assert not list(run_dir.rglob("*.pt")) and not list(run_dir.rglob("*.pkl"))
+
+
+def test_loading_never_unpickles(trained, monkeypatch):
+    run_dir, _ = trained
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("checkpoint loading must not unpickle")
+
+    monkeypatch.setattr(torch, "load", forbidden)
+    monkeypatch.setattr(pickle, "load", forbidden)
+    monkeypatch.setattr(pickle, "loads", forbidden)
+    ckpt = load_checkpoint(run_dir)
+    assert isinstance(ckpt.model(), HookedTransformer)
+    assert "generator" in ckpt.trainer_state()
+
+
+# ------------------------------------------------------------------------------ errors
+def test_missing_dir_names_path(tmp_path):
+    missing = tmp_path / "no-such-run"
+    with pytest.raises(CheckpointError, match="does not exist") as err:
+        load_checkpoint(missing)
+    assert str(missing) in str(err.value)
+
+
+def test_dir_without_checkpoints(tmp_path):
+    (tmp_path / "checkpoints").mkdir()
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(tmp_path)
+    assert str(tmp_path) in str(err.value)
+    assert "neither a checkpoint folder" in str(err.value)
+
+
+def test_truncated_model_file(run_copy):
+    model_file = step_dir(run_copy, 20) / MODEL_FILE
+    data = model_file.read_bytes()
+    model_file.write_bytes(data[: len(data) // 2])
+    ckpt = load_checkpoint(run_copy)
+    with pytest.raises(CheckpointError) as err:
+        ckpt.model()
+    assert str(model_file) in str(err.value)
+    assert "not a readable safetensors file" in str(err.value)
+    assert "truncated" in str(err.value)
+
+
+def test_truncated_trainer_file(run_copy):
+    trainer_file = step_dir(run_copy, 20) / TRAINER_FILE
+    trainer_file.write_bytes(trainer_file.read_bytes()[:5])
+    with pytest.raises(CheckpointError, match="not a readable safetensors file") as err:
+        load_checkpoint(run_copy).trainer_state()
+    assert str(trainer_file) in str(err.value)
+
+
+@pytest.mark.parametrize("garbage", [b'{"format": "interp-rand/check', b"\xff\xfe\x00\x81 not text"])
+def test_garbage_json_names_checkpoint_json(run_copy, garbage):
+    meta = step_dir(run_copy, 20) / META_FILE
+    meta.write_bytes(garbage)
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(run_copy)
+    assert str(meta) in str(err.value)
+
+
+@pytest.mark.parametrize("content", [{"hello": 1}, [1, 2, 3], {"format": "someone-else", "version": 1}])
+def test_foreign_json(run_copy, content):
+    meta = step_dir(run_copy, 20) / META_FILE
+    meta.write_text(json.dumps(content))
+    with pytest.raises(CheckpointError, match="is not an interp-rand checkpoint") as err:
+        load_checkpoint(run_copy)
+    assert str(meta) in str(err.value)
+
+
+def test_wrong_version(run_copy):
+    meta_path = step_dir(run_copy, 20) / META_FILE
+    meta = json.loads(meta_path.read_text())
+    meta["version"] = VERSION + 98
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match=f"version {VERSION + 98}") as err:
+        load_checkpoint(run_copy)
+    assert str(meta_path) in str(err.value)
+
+
+def test_invalid_config_in_json(run_copy):
+    meta_path = step_dir(run_copy, 20) / META_FILE
+    meta = json.loads(meta_path.read_text())
+    meta["model"]["d_model"] = -4
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="invalid config") as err:
+        load_checkpoint(run_copy)
+    assert "d_model" in str(err.value)
+
+
+def test_missing_step_in_json(run_copy):
+    meta_path = step_dir(run_copy, 20) / META_FILE
+    meta = json.loads(meta_path.read_text())
+    del meta["step"]
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="step"):
+        load_checkpoint(run_copy)
+
+
+@pytest.mark.parametrize("name", [TRAINER_FILE, MODEL_FILE])
+def test_missing_tensor_file(run_copy, name):
+    missing = step_dir(run_copy, 20) / name
+    missing.unlink()
+    with pytest.raises(CheckpointError, match="is missing") as err:
+        load_checkpoint(run_copy)
+    assert str(missing) in str(err.value)
+
+
+def test_tensors_that_do_not_fit_the_config(run_copy):
+    other = HookedTransformer(TASK.model_config(d_model=24, n_heads=2, n_layers=1))
+    model_file = step_dir(run_copy, 20) / MODEL_FILE
+    save_file({k: v.contiguous() for k, v in other.state_dict().items()}, model_file)
+    ckpt = load_checkpoint(run_copy)
+    with pytest.raises(CheckpointError, match="does not fit") as err:
+        ckpt.model()
+    message = str(err.value)
+    assert str(model_file) in message
+    assert "wrong shapes" in message and "embed.W_E" in message
+
+
+def test_missing_and_unexpected_tensors_are_listed(run_copy):
+    state = load_checkpoint(run_copy).model().state_dict()
+    state = {k: v.contiguous() for k, v in state.items()}
+    removed = "unembed.W_U"
+    del state[removed]
+    state["extra.weight"] = torch.zeros(2)
+    save_file(state, step_dir(run_copy, 20) / MODEL_FILE)
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(run_copy).model()
+    assert removed in str(err.value) and "extra.weight" in str(err.value)

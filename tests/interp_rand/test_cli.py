@@ -1,0 +1,262 @@
+"""Tests of the ``interp-rand`` command line, called in-process (plus one smoke test of the
+installed console script), and of the dataclass -> argparse option builder."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import io
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from interp_rand.cli import main
+from interp_rand.cli.options import add_dataclass_options, collect, field_docs
+from interp_rand.tasks import task_class, task_names
+from interp_rand.training import TrainConfig
+from interp_rand.training.checkpoint import META_FILE, list_checkpoints
+
+
+
+
+TINY_SORT = ["--length", "4", "--vocab", "8", "--d-model", "16", "--n-heads", "2", "--n-layers", "1",
+             "--steps", "30", "--batch-size", "32", "--eval-every", "10", "--eval-size", "64",
+             "--checkpoint-every", "10", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def sort_run(tmp_path_factory):
+    """``interp-rand train sort ...`` once for the module; returns (run dir, stdout)."""
+    out = tmp_path_factory.mktemp("cli") / "sort-run"
+    stdout = io.StringIO()  # capsys is function-scoped, so capture by hand
+    with contextlib.redirect_stdout(stdout):
+        code = main(["train", "sort", *TINY_SORT, "--out", str(out)])
+    assert code == 0
+    return out, stdout.getvalue()
+
+
+def run_cli(argv, capsys):
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# ------------------------------------------------------------------------------ tasks
+def test_tasks_lists_every_task_with_options(capsys):
+    code, out, _ = run_cli(["tasks"], capsys)
+    assert code == 0
+    assert set(task_names()) >= {"sort", "addition"}
+    for name in task_names():
+        cls = task_class(name)
+        assert f"{name}: {cls.description}" in out
+        for field in dataclasses.fields(cls):
+            assert f"--{field.name.replace('_', '-')} (default {field.default!r})" in out
+    assert "--n-digits (default 5)" in out
+    assert "--cascade-fraction" in out and "--answer-order" in out
+    # the options carry their docstring help
+    assert "list length" in out
+
+
+# ------------------------------------------------------------------------------ train
+def test_train_writes_checkpoint_with_given_config(sort_run):
+    out, stdout = sort_run
+    assert [p.name for p in list_checkpoints(out)][-1] == "step_0000030"
+    meta = json.loads((out / "checkpoints" / "step_0000030" / META_FILE).read_text())
+    assert meta["task"] == {"name": "sort", "config": {"length": 4, "vocab": 8}}
+    assert meta["model"]["d_model"] == 16
+    assert meta["model"]["n_heads"] == 2 and meta["model"]["n_layers"] == 1
+    assert meta["model"]["d_head"] == 8 and meta["model"]["d_mlp"] == 64  # derived from d_model 16
+    assert meta["model"]["d_vocab"] == 9 and meta["model"]["n_ctx"] == 8  # the task decides these
+    assert meta["train"]["steps"] == 30 and meta["train"]["batch_size"] == 32
+    assert meta["train"]["eval_size"] == 64 and meta["train"]["checkpoint_every"] == 10
+    assert meta["train"]["lr"] == TrainConfig().lr  # untouched options keep their defaults
+    summary = json.loads(stdout)
+    assert summary["step"] == 30 and summary["run_dir"] == str(out)
+    assert 0 <= summary["exact_match"] <= 1 and "breakdown" not in summary
+    assert (out / "metrics.jsonl").read_text().count("\n") == 3
+
+
+def test_train_no_resume_refuses_existing_run(sort_run, capsys):
+    out, _ = sort_run
+    code, _, err = run_cli(["train", "sort", *TINY_SORT, "--out", str(out), "--no-resume"], capsys)
+    assert code == 2
+    assert "already holds checkpoints" in err
+
+
+def test_train_resume_with_other_model_is_an_error(sort_run, capsys):
+    out, _ = sort_run
+    args = [a if a != "16" else "32" for a in TINY_SORT]  # --d-model 32
+    code, _, err = run_cli(["train", "sort", *args, "--out", str(out)], capsys)
+    assert code == 2
+    assert "interp-rand train: error:" in err and "differing sections" in err and '"model"' in err
+
+
+def test_train_unknown_task_lists_choices(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "nope"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "nope" in err and "sort" in err and "addition" in err
+
+
+def test_train_bad_task_option(tmp_path, capsys):
+    argv = ["train", "sort", *TINY_SORT, "--out", str(tmp_path / "x")]
+    argv[argv.index("--length") + 1] = "1"
+    code, _, err = run_cli(argv, capsys)
+    assert code == 2
+    assert "length" in err and "interp-rand train: error:" in err
+    assert not (tmp_path / "x" / "checkpoints").exists()
+
+
+def test_train_bad_model_option(tmp_path, capsys):
+    code, _, err = run_cli(["train", "sort", "--d-model", "10", "--n-heads", "4", "--quiet",
+                            "--out", str(tmp_path / "x")], capsys)
+    assert code == 2
+    assert "d_model" in err and "n_heads" in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_train_bad_option_type_is_an_argparse_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "sort", "--steps", "many"])
+    assert exit_info.value.code == 2
+    assert "--steps" in capsys.readouterr().err
+
+
+def test_train_help_lists_options(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "sort", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    flags = set(re.findall(r"--[a-z][a-z-]*", out))
+    assert flags >= {"--length", "--vocab", "--steps", "--d-model", "--n-heads", "--objective", "--out",
+                     "--stop-at-exact-match", "--no-resume", "--d-input-mlp"}
+    assert not flags & {"--d-vocab", "--d-input", "--d-vocab-out", "--input-kind"}
+    assert "task default" in out  # model options are overrides
+
+
+# ------------------------------------------------------------------------------ eval
+def test_eval_writes_eval_json(sort_run, capsys):
+    out, _ = sort_run
+    code, stdout, _ = run_cli(["eval", str(out), "--n", "200"], capsys)
+    assert code == 0
+    report = json.loads((out / "eval.json").read_text())
+    assert report["n_examples"] == 200
+    assert 0 <= report["exact_match"] <= 1
+    assert report["task"] == "sort" and report["step"] == 30
+    assert len(report["per_position"]) == 4
+    assert str(out / "eval.json") in stdout
+    # same seed, same numbers; and a step folder works as well as the run dir
+    code, _, _ = run_cli(["eval", str(out / "checkpoints" / "step_0000030"), "--n", "200"], capsys)
+    assert code == 0
+    assert json.loads((out / "eval.json").read_text())["exact_match"] == report["exact_match"]
+
+
+def test_eval_wrong_task(sort_run, capsys):
+    out, _ = sort_run
+    code, _, err = run_cli(["eval", str(out), "--task", "addition", "--n", "10"], capsys)
+    assert code == 2
+    assert "'sort'" in err and "'addition'" in err
+
+
+def test_eval_missing_dir(tmp_path, capsys):
+    missing = tmp_path / "nonexistent"
+    code, _, err = run_cli(["eval", str(missing)], capsys)
+    assert code == 2
+    assert str(missing) in err and "interp-rand eval: error:" in err
+
+
+def test_eval_bad_n(sort_run, capsys):
+    out, _ = sort_run
+    code, _, err = run_cli(["eval", str(out), "--n", "0"], capsys)
+    assert code == 2 and "--n" in err
+
+
+def test_console_script_help():
+    script = Path(sys.executable).parent / "interp-rand"
+    assert script.exists(), script
+    done = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    for command in ("train", "eval", "tasks", "demo"):
+        assert command in done.stdout
+
+
+# ------------------------------------------------------------------------------ options
+@dataclass(frozen=True)
+class Toy:
+    """A toy config.
+
+    Attributes:
+        x: an integer
+            that spans two lines.
+        rate, other: a float and a
+            second float.
+        flag: a switch.
+        maybe: an optional integer.
+    """
+
+    x: int = 1
+    rate: float = 0.5
+    other: float = 2.0
+    flag: bool = True
+    maybe: int | None = 7
+
+
+def toy_parser(**kwargs) -> tuple[argparse.ArgumentParser, list[str]]:
+    parser = argparse.ArgumentParser(prog="toy")
+    names = add_dataclass_options(parser, Toy, **kwargs)
+    return parser, names
+
+
+def test_field_docs():
+    docs = field_docs(Toy)
+    assert docs["x"] == "an integer that spans two lines."
+    assert docs["rate"] == docs["other"] == "a float and a second float."
+    assert docs["flag"] == "a switch."
+    assert field_docs(TrainConfig)["beta2"].startswith("AdamW's moment decay")
+    assert field_docs(int) == {}
+
+
+def test_dataclass_options_parse_types():
+    parser, names = toy_parser()
+    assert names == ["x", "rate", "other", "flag", "maybe"]
+    args = parser.parse_args(["--x", "3", "--rate", "0.25", "--no-flag", "--maybe", "none"])
+    values = collect(args, names)
+    assert values == {"x": 3, "rate": 0.25, "other": 2.0, "flag": False, "maybe": None}
+    assert type(values["x"]) is int and type(values["rate"]) is float
+    assert Toy(**values) == Toy(x=3, rate=0.25, flag=False, maybe=None)
+    args = parser.parse_args(["--flag", "--maybe", "12"])
+    assert collect(args, names) == {"x": 1, "rate": 0.5, "other": 2.0, "flag": True, "maybe": 12}
+    assert collect(parser.parse_args(["--maybe", "None"]), ["maybe"]) == {"maybe": None}
+
+
+def test_dataclass_options_bad_value():
+    parser, _ = toy_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--x", "3.5"])
+
+
+def test_dataclass_options_without_defaults_collects_only_given():
+    parser, names = toy_parser(keep_default=False)
+    args = parser.parse_args(["--x", "3", "--no-flag"])
+    assert collect(args, names) == {"x": 3, "flag": False}
+    assert collect(parser.parse_args([]), names) == {}
+
+
+def test_dataclass_options_skip_defaults_and_choices(capsys):
+    parser, names = toy_parser(skip=("other",), defaults={"x": 9}, choices={"maybe": (1, 2)})
+    assert "other" not in names
+    assert collect(parser.parse_args([]), names)["x"] == 9
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--maybe", "3"])
+    capsys.readouterr()
+    parser.print_help()
+    help_text = capsys.readouterr().out
+    assert "--other" not in help_text
+    assert "an integer that spans two lines. (default: 9)" in " ".join(help_text.split())
