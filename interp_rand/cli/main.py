@@ -129,7 +129,8 @@ def _tasks() -> int:
         print(f"{name}: {cls.description}")
         docs = field_docs(cls)
         for field in dataclasses.fields(cls):
-            print(f"    --{field.name.replace('_', '-')} (default {field.default!r}) {docs.get(field.name, '')}")
+            text = docs.get(field.name, "").replace("``", "")
+            print(f"    --{field.name.replace('_', '-'):<20} default {field.default!r:<8} {text}")
     return 0
 
 

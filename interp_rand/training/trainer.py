@@ -82,6 +82,9 @@ def train(
     generator = torch.Generator().manual_seed(cfg.seed)
     start = _resume(run_dir, spec, model, optimizer, generator) if resume else _refuse_existing(run_dir)
     history = _read_history(run_dir, up_to=start)
+    # A run that already stopped at its target has nothing left to do.
+    reached = bool(start and history and cfg.stop_at_exact_match is not None
+                   and history[-1]["exact_match"] >= cfg.stop_at_exact_match)
     eval_batch = task.sample(cfg.eval_size, torch.Generator().manual_seed(cfg.seed + _EVAL_SEED_OFFSET))
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -91,7 +94,7 @@ def train(
     bar = tqdm(total=cfg.steps, initial=start, desc=f"train {task.name}", disable=not progress, unit="step")
     step = start
     try:
-        while step < cfg.steps:
+        while step < cfg.steps and not reached:
             lr = warmup_cosine(step, peak=cfg.lr, warmup=cfg.warmup_steps, total=cfg.steps, floor_ratio=cfg.min_lr_ratio)
             for group in optimizer.param_groups:
                 group["lr"] = lr

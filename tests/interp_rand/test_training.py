@@ -345,6 +345,12 @@ def test_stop_at_exact_match_stops_early_with_checkpoint(tmp_path):
     assert_same_weights(ckpt.model().state_dict(), result.model.state_dict())
     # the evaluation before the last one was below the threshold (it really stopped at the first)
     assert all(r["exact_match"] < 0.5 for r in result.history[:-1])
+    # running it again finds the target reached and trains no further
+    again = run(tmp_path, steps=400, warmup_steps=10, eval_every=25, eval_size=128,
+                checkpoint_every=1000, stop_at_exact_match=0.5)
+    assert again.step == result.step
+    assert_same_weights(again.model.state_dict(), result.model.state_dict())
+    assert metric_steps(tmp_path) == [r["step"] for r in result.history]
 
 
 class _NanAtStep15:
