@@ -1,13 +1,70 @@
-"""Answer-masked losses and predictions: the loss lives only on a task's answer positions."""
+"""Answer-masked losses and correctness: the loss lives only on a task's answer positions.
+
+Loss kinds plug in through one registry: a kind is a pair of functions on the answer-position
+logits ``[batch, n_answer, d_vocab_out]`` and the batch, one giving the per-example loss
+``[batch]``, the other per-answer correctness ``[batch, n_answer]``. A task names its kind in
+``Task.loss_kind``; a task with its own loss (e.g. colouring's edge-conflict loss) registers a
+kind next to its code with :func:`register_loss_kind`.
+"""
 
 from __future__ import annotations
+
+from typing import Callable, NamedTuple
 
 import torch.nn.functional as F
 from torch import Tensor
 
 from interp_rand.tasks.base import Batch
 
-LOSS_KINDS = ("ce", "bce")
+
+class LossKind(NamedTuple):
+    loss: Callable[[Tensor, Batch], Tensor]
+    correct: Callable[[Tensor, Batch], Tensor]
+
+
+def _ce_loss(picked: Tensor, batch: Batch) -> Tensor:
+    # [batch, n_answer, vocab] -> [batch, vocab, n_answer] for cross_entropy's class axis
+    return F.cross_entropy(picked.transpose(1, 2), batch.answer_targets(), reduction="none").mean(-1)
+
+
+def _ce_correct(picked: Tensor, batch: Batch) -> Tensor:
+    return picked.argmax(-1) == batch.answer_targets()
+
+
+def _bce_loss(picked: Tensor, batch: Batch) -> Tensor:
+    targets = batch.answer_targets().to(picked.dtype)
+    return F.binary_cross_entropy_with_logits(picked, targets, reduction="none").mean((-1, -2))
+
+
+def _bce_correct(picked: Tensor, batch: Batch) -> Tensor:
+    return ((picked > 0) == batch.answer_targets().bool()).all(-1)
+
+
+_KINDS: dict[str, LossKind] = {
+    # cross-entropy against class targets [batch, pos]
+    "ce": LossKind(_ce_loss, _ce_correct),
+    # binary cross-entropy of every output unit against float targets [batch, pos, d_vocab_out]
+    # (e.g. recall's value bits); an answer position is right when every bit is
+    "bce": LossKind(_bce_loss, _bce_correct),
+}
+
+
+def register_loss_kind(name: str, loss: Callable[[Tensor, Batch], Tensor],
+                       correct: Callable[[Tensor, Batch], Tensor]) -> None:
+    """Add a loss kind: ``loss(picked, batch) -> [batch]``, ``correct(picked, batch) ->
+    [batch, n_answer]`` where ``picked`` is the answer-position logits."""
+    _KINDS[name] = LossKind(loss, correct)
+
+
+def loss_kinds() -> list[str]:
+    return sorted(_KINDS)
+
+
+def _kind(kind: str) -> LossKind:
+    try:
+        return _KINDS[kind]
+    except KeyError:
+        raise ValueError(f"loss kind {kind!r} is not one of {loss_kinds()}") from None
 
 
 def answer_logits(logits: Tensor, batch: Batch) -> Tensor:
@@ -16,36 +73,13 @@ def answer_logits(logits: Tensor, batch: Batch) -> Tensor:
 
 
 def answer_loss(logits: Tensor, batch: Batch, kind: str) -> Tensor:
-    """Per-example loss ``[batch]``, averaged over answer positions only.
-
-    ``kind="ce"``: cross-entropy against class targets ``[batch, pos]``.
-    ``kind="bce"``: binary cross-entropy of every output unit against float targets
-    ``[batch, pos, d_vocab_out]`` (e.g. the value bits of recall), averaged over units.
-    """
-    picked = answer_logits(logits, batch)
-    targets = batch.answer_targets()
-    if kind == "ce":
-        # [batch, n_answer, vocab] -> [batch, vocab, n_answer] for cross_entropy's class axis
-        per_position = F.cross_entropy(picked.transpose(1, 2), targets, reduction="none")
-    elif kind == "bce":
-        per_position = F.binary_cross_entropy_with_logits(
-            picked, targets.to(picked.dtype), reduction="none"
-        ).mean(-1)
-    else:
-        raise ValueError(f"loss kind {kind!r} is not one of {LOSS_KINDS}")
-    return per_position.mean(-1)
+    """Per-example loss ``[batch]`` from answer positions only, averaged over them."""
+    return _kind(kind).loss(answer_logits(logits, batch), batch)
 
 
 def answer_correct(logits: Tensor, batch: Batch, kind: str) -> Tensor:
-    """``[batch, n_answer]`` bool: is the argmax (``ce``) or every thresholded bit (``bce``)
-    right at each answer position."""
-    picked = answer_logits(logits, batch)
-    targets = batch.answer_targets()
-    if kind == "ce":
-        return picked.argmax(-1) == targets
-    if kind == "bce":
-        return ((picked > 0) == targets.bool()).all(-1)
-    raise ValueError(f"loss kind {kind!r} is not one of {LOSS_KINDS}")
+    """``[batch, n_answer]`` bool: is each answer position right."""
+    return _kind(kind).correct(answer_logits(logits, batch), batch)
 
 
-__all__ = ["LOSS_KINDS", "answer_correct", "answer_logits", "answer_loss"]
+__all__ = ["LossKind", "answer_correct", "answer_logits", "answer_loss", "loss_kinds", "register_loss_kind"]
