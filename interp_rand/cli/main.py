@@ -18,6 +18,7 @@ from interp_rand.model import config as model_config_module
 from interp_rand.model.config import ModelConfig
 from interp_rand.tasks import task_class, task_names
 from interp_rand.training import TrainConfig, objective_names, train
+from interp_rand.training.config import SEED_SOURCES
 from interp_rand.training.trainer import TrainingDiverged
 
 _MODEL_CHOICES = {
@@ -59,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         task_fields = add_dataclass_options(sub.add_argument_group(f"{name} task options"), cls)
         train_fields = add_dataclass_options(
             sub.add_argument_group("training options"), TrainConfig,
-            choices={"objective": tuple(objective_names())},
+            choices={"objective": tuple(objective_names()), "seed_source": SEED_SOURCES},
         )
         model_fields = add_dataclass_options(
             sub.add_argument_group("model options (override the task's default model)"),

@@ -4,6 +4,7 @@ from interp_rand.training.config import TrainConfig
 from interp_rand.training.checkpoint import Checkpoint, CheckpointError, RunSpec, load_checkpoint
 from interp_rand.losses import answer_correct, answer_loss
 from interp_rand.training.objectives import ERM, Objective, make_objective, objective_names, register_objective
+from interp_rand.training.qnorm import QNorm, q_norm
 from interp_rand.training.trainer import TrainResult, TrainingDiverged, train
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "load_checkpoint",
     "ERM",
     "Objective",
+    "QNorm",
     "TrainConfig",
     "TrainResult",
     "TrainingDiverged",
@@ -20,6 +22,7 @@ __all__ = [
     "answer_loss",
     "make_objective",
     "objective_names",
+    "q_norm",
     "register_objective",
     "train",
 ]

@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+SEED_SOURCES = ("fresh", "fixed")
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -27,7 +29,12 @@ class TrainConfig:
         keep_checkpoints: how many of the newest checkpoints to keep on disk.
         seed: seeds model initialisation, the data stream and the evaluation set; the same
             seed gives bitwise-identical runs on CPU.
-        objective: registered objective name (``interp-rand train --help`` lists them).
+        objective: registered objective name: ``erm`` (mean loss) or ``qnorm`` (PAPER.md's
+            q-norm over seed-averaged losses; needs a task with a seed channel).
+        q: the q-norm's exponent (>= 1; 1 is the mean, large q approaches the worst input).
+        m_seeds: seeds drawn per step and shared by every input of the batch (q-norm).
+        seed_source: ``fresh`` (random seeds each step) or ``fixed`` (the task's constant seed
+            r0: a deterministic model); only for tasks with a seed channel.
         stop_at_exact_match: stop early once evaluation exact-match reaches this (``None``:
             train all ``steps``).
     """
@@ -48,6 +55,9 @@ class TrainConfig:
     keep_checkpoints: int = 2
     seed: int = 0
     objective: str = "erm"
+    q: float = 1.0
+    m_seeds: int = 1
+    seed_source: str = "fresh"
     stop_at_exact_match: float | None = None
 
     def __post_init__(self) -> None:
@@ -59,6 +69,12 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"TrainConfig.{name}={value!r} must be a finite number")
+        if not self.q >= 1:
+            raise ValueError(f"TrainConfig.q={self.q!r} must be >= 1 (1 is the mean, larger q weights the worst inputs)")
+        if not isinstance(self.m_seeds, int) or isinstance(self.m_seeds, bool) or self.m_seeds < 1:
+            raise ValueError(f"TrainConfig.m_seeds={self.m_seeds!r} must be an integer >= 1")
+        if self.seed_source not in SEED_SOURCES:
+            raise ValueError(f"TrainConfig.seed_source={self.seed_source!r} is not allowed; choose from {SEED_SOURCES}")
         if not isinstance(self.warmup_steps, int) or isinstance(self.warmup_steps, bool) or self.warmup_steps < 0:
             raise ValueError(f"TrainConfig.warmup_steps={self.warmup_steps!r} must be an integer >= 0")
         if not self.lr > 0:

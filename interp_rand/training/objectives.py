@@ -1,9 +1,12 @@
 """Training objectives: one signature, one registry.
 
-An objective turns (model, task, batch, generator) into the scalar to minimise. ERM is the
-plain answer-masked mean; the q-norm over shared seeds of PAPER.md plugs in here as another
-registered class (it needs the model and the generator to draw its m seeds, hence the
-signature).
+An objective turns (model, task, batch, generator) into the scalar to minimise. It is built
+from the run's :class:`TrainConfig` (``make_objective(config)``), so objectives with options
+(the q-norm's ``q`` and ``m_seeds``, the seed mode) read them from there.
+
+Seeds. For a task with a randomness channel, ``seed_source`` decides what the model sees:
+``"fresh"`` (random seeds, the ``A_R`` variants of PAPER.md) or ``"fixed"`` (the task's constant
+seed ``r0``: deterministic by construction, the ``A_r0`` variants).
 """
 
 from __future__ import annotations
@@ -13,26 +16,42 @@ from typing import ClassVar, Protocol
 import torch
 from torch import Tensor, nn
 
-from interp_rand.tasks.base import Batch, Task
 from interp_rand.losses import answer_loss
+from interp_rand.tasks.base import Batch, Task
+from interp_rand.training.config import TrainConfig
 
 
 class Objective(Protocol):
     name: ClassVar[str]
     description: ClassVar[str]
 
+    def __init__(self, config: TrainConfig) -> None: ...
+
     def __call__(self, model: nn.Module, task: Task, batch: Batch, generator: torch.Generator) -> Tensor:
         """Scalar loss for one optimiser step."""
         ...
 
 
+def fixed_seeds_if_asked(task: Task, batch: Batch, config: TrainConfig) -> Batch:
+    """``batch`` with every seed replaced by the task's ``r0`` when ``seed_source="fixed"``."""
+    if config.seed_source != "fixed" or batch.seeds is None:
+        return batch
+    r0 = task.fixed_seed()
+    return task.with_seeds(batch, r0.expand(len(batch), *r0.shape))
+
+
 class ERM:
-    """Expected loss: the mean answer loss over the batch (q = 1 in PAPER.md's terms)."""
+    """Expected loss: the mean answer loss over the batch (q = 1 in PAPER.md's terms). With a
+    seeded task each example keeps its own fresh seed (or ``r0`` in ``seed_source="fixed"``)."""
 
     name: ClassVar[str] = "erm"
     description: ClassVar[str] = "mean answer-masked loss over the batch (empirical risk)"
 
+    def __init__(self, config: TrainConfig) -> None:
+        self.config = config
+
     def __call__(self, model: nn.Module, task: Task, batch: Batch, generator: torch.Generator) -> Tensor:
+        batch = fixed_seeds_if_asked(task, batch, self.config)
         logits = model(batch.inputs, **batch.model_kwargs())
         return answer_loss(logits, batch, task.loss_kind).mean()
 
@@ -44,14 +63,16 @@ def objective_names() -> list[str]:
     return sorted(_OBJECTIVES)
 
 
-def make_objective(name: str) -> Objective:
-    """The registered objective ``name``; unknown names list what exists."""
+def make_objective(config: TrainConfig) -> Objective:
+    """The registered objective ``config.objective``, built from ``config``; unknown names
+    list what exists."""
     try:
-        return _OBJECTIVES[name]()
+        cls = _OBJECTIVES[config.objective]
     except KeyError:
         raise ValueError(
-            f"unknown objective {name!r}; registered objectives: {', '.join(objective_names())}"
+            f"unknown objective {config.objective!r}; registered objectives: {', '.join(objective_names())}"
         ) from None
+    return cls(config)
 
 
 def register_objective(cls: type) -> type:

@@ -69,7 +69,7 @@ def train(
     run_dir = Path(run_dir)
     cfg = train_config
     spec = RunSpec(task.name, task.config_dict(), model_config, cfg)
-    objective = make_objective(cfg.objective)
+    objective = make_objective(cfg)
     model = HookedTransformer(model_config, seed=cfg.seed)
     model.train()
     optimizer = torch.optim.AdamW(

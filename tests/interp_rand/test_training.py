@@ -202,10 +202,10 @@ def test_train_config_dict_round_trip_and_unknown_field():
 
 def test_make_objective_unknown_lists_registered():
     with pytest.raises(ValueError) as err:
-        make_objective("nope")
+        make_objective(TrainConfig(objective="nope"))
     assert "'nope'" in str(err.value)
     assert "erm" in str(err.value)
-    assert isinstance(make_objective("erm"), ERM)
+    assert isinstance(make_objective(TrainConfig(objective="erm")), ERM)
 
 
 # ------------------------------------------------------------------------------ the loop
@@ -360,9 +360,9 @@ class _NanAtStep15:
     description: ClassVar[str] = "test only"
     snapshot: ClassVar[dict] = {}
 
-    def __init__(self):
+    def __init__(self, config):
         self.calls = 0
-        self.erm = ERM()
+        self.erm = ERM(config)
 
     def __call__(self, model, task, batch, generator):
         self.calls += 1

@@ -1,0 +1,403 @@
+"""Distributed 3-colouring of cycles (PAPER.md, Task 2).
+
+A random cycle on ``N`` labelled vertices: a uniform permutation ``order`` of the ids
+``0 .. N-1`` placed on a ring, so the vertex at ring position ``i`` (``order[i]``) is adjacent
+to those at ``i - 1`` and ``i + 1`` (mod ``N``). Token ``i`` is ``one_hot(order[i])``; its seed
+is that vertex's own ``Uniform[0, 1)`` noise scalar (``seeds: [batch, N, 1]``). The attention
+mask is the cycle adjacency: each token sees exactly its two ring neighbours, not itself, so a
+model with ``L`` blocks is an ``L``-round local message-passing algorithm.
+
+Every position is an answer position: the model outputs ``n_colors`` logits per vertex. There
+is no single right colouring, so the loss is its own kind, ``"coloring"``: the expected number
+of monochromatic edges ``sum_{edges (u, v)} sum_c P(u=c) P(v=c)``; a position is correct when
+its argmax colour differs from both neighbours' (so exact match = a valid colouring).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from interp_rand.tasks.base import Batch, PairBatch, register_task
+from interp_rand.tasks.randomized import first_seed, replace_seeds
+
+if TYPE_CHECKING:
+    from interp_rand.model.config import ModelConfig
+    from interp_rand.training.config import TrainConfig
+
+LOSS_KIND = "coloring"
+# exhaustive() holds (N-1)! permutations while it filters them: 3.6M rows at N = 11.
+EXHAUSTIVE_MAX_VERTICES = 11
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# ---------------------------------------------------------------------- the cycle graph
+
+
+def ring_adjacency(n_vertices: int, device: torch.device | str | None = None) -> Tensor:
+    """``[N, N]`` bool: position ``i`` may attend exactly ``i - 1`` and ``i + 1`` (mod ``N``)."""
+    positions = torch.arange(n_vertices, device=device)
+    offset = (positions[None, :] - positions[:, None]) % n_vertices  # [query, key]
+    return (offset == 1) | (offset == n_vertices - 1)
+
+
+def check_adjacency(mask: Tensor) -> None:
+    """Raise ``ValueError`` unless ``mask`` (``[pos, pos]`` or ``[batch, pos, pos]`` bool) is
+    the adjacency of a simple graph of degree exactly 2: symmetric, no self-loops, two
+    neighbours per position. The message names the offending (row,) positions."""
+    if mask.dtype != torch.bool or mask.dim() not in (2, 3) or mask.shape[-1] != mask.shape[-2]:
+        raise ValueError(f"mask must be bool [pos, pos] or [batch, pos, pos]; got {mask.dtype} "
+                         f"{tuple(mask.shape)}")
+    full = mask if mask.dim() == 3 else mask[None]
+    asymmetric = (full != full.transpose(1, 2)).nonzero()
+    if len(asymmetric):
+        where = [tuple(index) for index in asymmetric[:5].tolist()]
+        raise ValueError(f"mask is not symmetric at (row, query, key) = {where}")
+    self_loops = full.diagonal(dim1=1, dim2=2).nonzero()
+    if len(self_loops):
+        where = [tuple(index) for index in self_loops[:5].tolist()]
+        raise ValueError(f"mask lets a position attend itself at (row, position) = {where}")
+    degree = full.sum(-1)  # [batch, pos]
+    wrong = (degree != 2).nonzero()
+    if len(wrong):
+        where = [(*index, int(degree[tuple(index)])) for index in wrong[:5].tolist()]
+        raise ValueError(f"mask must give every position exactly 2 neighbours; (row, position, "
+                         f"degree) = {where}")
+
+
+def _answer_mask(batch: Batch) -> Tensor:
+    """``[batch, n_answer, n_answer]`` bool: the adjacency among the answer positions."""
+    if batch.attention_mask is None:
+        raise ValueError("the coloring loss needs the batch's attention_mask (the graph's edges)")
+    positions = batch.answer_positions
+    return batch.attention_mask[:, positions][:, :, positions]
+
+
+def coloring_loss(picked: Tensor, batch: Batch) -> Tensor:
+    """``[batch]``: expected monochromatic edges, ``sum_{edges (u,v)} sum_c P(u=c) P(v=c)``.
+
+    ``picked``: ``[batch, N, n_colors]`` logits. The edges are read from the batch's
+    (symmetric) attention mask, so every edge is counted twice and the sum halved.
+    """
+    probs = picked.softmax(-1)
+    adjacency = _answer_mask(batch).to(probs.dtype)
+    return 0.5 * torch.einsum("bic,bjc,bij->b", probs, probs, adjacency)
+
+
+def coloring_correct(picked: Tensor, batch: Batch) -> Tensor:
+    """``[batch, N]`` bool: the argmax colour of each vertex differs from all its neighbours'."""
+    colour = picked.argmax(-1)
+    same = colour[:, :, None] == colour[:, None, :]  # [batch, N, N]
+    return ~(same & _answer_mask(batch)).any(-1)
+
+
+def register_coloring_loss() -> None:
+    """Register the ``"coloring"`` loss kind (idempotent).
+
+    ``interp_rand.losses`` imports ``interp_rand.tasks.base``, which runs this package's
+    ``__init__``; so when ``losses`` is imported first, this module loads while ``losses`` is
+    half-initialised. Then the module-level call below fails quietly and
+    :class:`ColoringTask`'s construction registers the kind instead (nothing can use the kind
+    before a ``ColoringTask`` exists).
+    """
+    from interp_rand.losses import register_loss_kind
+
+    register_loss_kind(LOSS_KIND, coloring_loss, coloring_correct)
+
+
+try:
+    register_coloring_loss()
+except ImportError:  # interp_rand.losses is mid-import; see register_coloring_loss
+    pass
+
+
+# ---------------------------------------------------------------------- scales
+
+
+@dataclass(frozen=True)
+class ColoringScale:
+    """One named training scale of the colouring experiment. Field names shared with
+    ``TrainConfig`` mean the same there.
+
+    Attributes:
+        n_vertices: ``N``.
+        steps, batch_size, lr, warmup_steps, min_lr_ratio, weight_decay, beta1, beta2,
+            adam_eps, grad_clip: as in ``TrainConfig``.
+        m_seeds: ``m``, seeds drawn per step and shared by the batch (q-norm objective).
+        q: the norm's exponent for the q-norm variants.
+        eval_seeds: seeds per input when measuring per-input success.
+    """
+
+    n_vertices: int
+    steps: int
+    batch_size: int
+    lr: float
+    warmup_steps: int
+    min_lr_ratio: float
+    weight_decay: float
+    beta1: float
+    beta2: float
+    adam_eps: float
+    grad_clip: float
+    m_seeds: int
+    q: float
+    eval_seeds: int
+
+    def train_config(self, **overrides: Any) -> "TrainConfig":
+        """A ``TrainConfig`` with every field of this scale that ``TrainConfig`` also has (the
+        optimiser settings, and ``q``/``m_seeds`` where it has them); ``overrides`` win. The
+        variant (``objective``, ``seed_mode``) is the caller's choice."""
+        from interp_rand.training.config import TrainConfig
+
+        shared = {f.name for f in dataclasses.fields(TrainConfig)}
+        kwargs = {k: v for k, v in dataclasses.asdict(self).items() if k in shared}
+        kwargs.update(overrides)
+        return TrainConfig(**kwargs)
+
+
+# PAPER.md: Adam with weight decay 0.1, batch 256, m = 10, q = 10, 300k steps, N = 10, 100
+# evaluation seeds. Not in the paper: the learning rate and its schedule, Adam's betas/eps and
+# clipping; ours are 1e-3 with 1k warm-up steps annealed to 1e-4, PyTorch's Adam defaults, clip 1.
+COLORING_PAPER = ColoringScale(
+    n_vertices=10,
+    steps=300_000,
+    batch_size=256,
+    lr=1e-3,
+    warmup_steps=1_000,
+    min_lr_ratio=0.1,
+    weight_decay=0.1,
+    beta1=0.9,
+    beta2=0.999,
+    adam_eps=1e-8,
+    grad_clip=1.0,
+    m_seeds=10,
+    q=10.0,
+    eval_seeds=100,
+)
+
+# CPU scale: the same cycle size, model, m and q (the deterministic impossibility depends on N
+# and the 2-round mask, not on training length); 5k steps of batch 64 (x m = 10 seeds: 640
+# sequences of 10 tokens, measured ~25 ms per q-norm step on one core, ~2 min a run) with a higher
+# peak rate to make up for the 60x shorter run. Not yet verified to reproduce the paper's numbers.
+COLORING_CPU = dataclasses.replace(
+    COLORING_PAPER,
+    steps=5_000,
+    batch_size=64,
+    lr=3e-3,
+    warmup_steps=200,
+)
+
+
+# ---------------------------------------------------------------------- the task
+
+
+@register_task
+@dataclass(frozen=True)
+class ColoringTask:
+    """Colour a random cycle with ``n_colors`` colours by 2-round local message passing.
+
+    Attributes:
+        n_vertices: ``N``, the cycle length (>= 3).
+        n_colors: colours to choose from (>= 3: odd cycles need three).
+    """
+
+    name: ClassVar[str] = "coloring"
+    description: ClassVar[str] = "colour a random cycle; each vertex sees its two neighbours (seeded)"
+    loss_kind: ClassVar[str] = LOSS_KIND
+
+    n_vertices: int = 10
+    n_colors: int = 3
+
+    def __post_init__(self) -> None:
+        self.validate()
+        register_coloring_loss()
+
+    # ------------------------------------------------------------------ config
+
+    @property
+    def d_seed(self) -> int:
+        return 1
+
+    @property
+    def seed_shape(self) -> tuple[int, ...]:
+        """``(N, 1)``: one noise scalar per vertex (ring position)."""
+        return (self.n_vertices, 1)
+
+    def validate(self) -> None:
+        if not _is_int(self.n_vertices) or self.n_vertices < 3:
+            raise ValueError(f"ColoringTask.n_vertices={self.n_vertices!r} must be an integer >= 3")
+        if not _is_int(self.n_colors) or self.n_colors < 3:
+            raise ValueError(f"ColoringTask.n_colors={self.n_colors!r} must be an integer >= 3")
+
+    def config_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def model_config(self, **overrides: Any) -> "ModelConfig":
+        """PAPER.md's colouring model; ``overrides`` win.
+
+        Two blocks of one softmax head (key size 16, width 16) under the cycle-adjacency mask,
+        the vertex noise added to the residual stream. PAPER.md does not say whether the blocks
+        have MLPs or LayerNorm: we keep TransformerLens's defaults (both on, ``d_mlp = 4 *
+        d_model``).
+        """
+        from interp_rand.model.config import ModelConfig
+
+        allowed = {f.name for f in dataclasses.fields(ModelConfig)}
+        unknown = sorted(set(overrides) - allowed)
+        if unknown:
+            raise ValueError(f"ModelConfig has no field(s) {unknown}; allowed: {sorted(allowed)}")
+        kwargs: dict[str, Any] = dict(
+            d_model=16,
+            n_layers=2,
+            n_heads=1,
+            d_head=16,
+            n_ctx=self.n_vertices,
+            d_input=self.n_vertices,
+            d_vocab_out=self.n_colors,
+            input_kind="vectors",
+            attention="softmax",
+            mask="custom",
+            d_seed=1,
+            seed_mode="add",
+            positional="learned",
+        )
+        kwargs.update(overrides)
+        return ModelConfig(**kwargs)
+
+    # ------------------------------------------------------------------ seeds
+
+    def sample_seeds(self, m: int, generator: torch.Generator) -> Tensor:
+        """``[m, N, 1]`` float: independent ``Uniform[0, 1)`` noise per vertex."""
+        return torch.rand(m, self.n_vertices, 1, generator=generator, device=generator.device)
+
+    def fixed_seed(self) -> Tensor:
+        """``[N, 1]`` the deterministic variants' seed ``r0`` (see ``first_seed``)."""
+        return first_seed(self)
+
+    def all_seeds(self) -> Tensor:
+        """Not available: the noise is continuous."""
+        raise ValueError("ColoringTask seeds are continuous Uniform[0, 1) noise and cannot be enumerated")
+
+    def with_seeds(self, batch: Batch, seeds: Tensor) -> Batch:
+        """``batch`` with ``seeds: [len(batch), N, 1]`` in place of its own."""
+        return replace_seeds(batch, seeds, self.seed_shape)
+
+    # ------------------------------------------------------------------ batches
+
+    def reference_coloring(self, device: torch.device | str | None = None) -> Tensor:
+        """``[N]`` long: a valid colouring by ring position (0/1 alternating, 2 last if odd)."""
+        colours = torch.arange(self.n_vertices, device=device) % 2
+        if self.n_vertices % 2:
+            colours[-1] = 2
+        return colours
+
+    def sample(self, n: int, generator: torch.Generator) -> Batch:
+        """``n`` uniform random cycles, each with fresh per-vertex noise."""
+        device = generator.device
+        order = torch.rand(n, self.n_vertices, generator=generator, device=device).argsort(1)
+        return self._build(order, self.sample_seeds(n, generator))
+
+    def build(self, order: Tensor, seeds: Tensor | None = None) -> Batch:
+        """The batch for given cycles.
+
+        Args:
+            order: ``[batch, N]`` integer, a permutation of ``0 .. N-1`` per row (the vertex id
+                at each ring position).
+            seeds: ``[batch, N, 1]`` noise, or ``None`` (zeros, to be replaced with
+                :meth:`with_seeds`).
+
+        Returns:
+            A :class:`Batch`: ``inputs`` ``[batch, N, N]`` float one-hot ids, ``attention_mask``
+            ``[batch, N, N]`` (the ring adjacency, checked by :func:`check_adjacency`),
+            ``loss_mask`` all true, ``seeds`` ``[batch, N, 1]``, metadata ``order``. ``targets``
+            ``[batch, N]`` hold :meth:`reference_coloring` only so that shapes are uniform: the
+            ``"coloring"`` loss and correctness never read them.
+        """
+        n, N = len(order), self.n_vertices
+        if order.shape != (n, N) or order.dtype.is_floating_point or order.dtype == torch.bool:
+            raise ValueError(
+                f"order must be integer [batch, n_vertices={N}], got {order.dtype} {tuple(order.shape)}"
+            )
+        identity = torch.arange(N, dtype=order.dtype, device=order.device).expand(n, N)
+        if not torch.equal(order.sort(1).values, identity):
+            raise ValueError(f"every row of order must be a permutation of 0..{N - 1}")
+        if seeds is None:
+            seeds = torch.zeros(n, N, 1, device=order.device)
+        elif seeds.shape != (n, N, 1):
+            raise ValueError(f"seeds must be [batch={n}, n_vertices={N}, 1], got {tuple(seeds.shape)}")
+        batch = self._build(order.long(), seeds.float())
+        check_adjacency(batch.attention_mask)
+        return batch
+
+    def _build(self, order: Tensor, seeds: Tensor) -> Batch:
+        """:meth:`build` without input checks (the sampling hot path)."""
+        n, N = order.shape
+        device = order.device
+        inputs = torch.eye(N, device=device)[order]  # [batch, N, N]
+        return Batch(
+            inputs=inputs,
+            targets=self.reference_coloring(device).expand(n, N).clone(),
+            loss_mask=torch.ones(n, N, dtype=torch.bool, device=device),
+            answer_positions=torch.arange(N, device=device),
+            seeds=seeds,
+            # The same ring for every row, expanded (a view) because the model wants
+            # [batch, pos, pos].
+            attention_mask=ring_adjacency(N, device).expand(n, N, N),
+            metadata={"order": order},
+        )
+
+    def exhaustive(self) -> Batch:
+        """Every distinct cycle once: ``(N-1)!/2`` rows (181,440 for ``N = 10``; ``N <= 11``).
+
+        Each cycle is written with vertex 0 at ring position 0 and in the orientation with
+        ``order[1] < order[N-1]``, rows in lexicographic order. Seeds are zeros: evaluation
+        replaces them with :meth:`with_seeds`.
+        """
+        N = self.n_vertices
+        if N > EXHAUSTIVE_MAX_VERTICES:
+            raise ValueError(
+                f"exhaustive() needs n_vertices <= {EXHAUSTIVE_MAX_VERTICES} "
+                f"((N-1)!/2 rows); got n_vertices={N}"
+            )
+        flat = itertools.chain.from_iterable(itertools.permutations(range(1, N)))
+        count = math.factorial(N - 1)
+        rest = torch.from_numpy(np.fromiter(flat, dtype=np.int64, count=count * (N - 1)))
+        rest = rest.view(count, N - 1)  # [(N-1)!, N-1], lexicographic
+        rest = rest[rest[:, 0] < rest[:, -1]]  # one orientation of each cycle
+        order = torch.cat([torch.zeros(len(rest), 1, dtype=torch.long), rest], dim=1)
+        return self._build(order, torch.zeros(len(order), N, 1))
+
+    # ------------------------------------------------------------------ patching
+
+    def corrupt(self, batch: Batch, generator: torch.Generator) -> PairBatch:
+        """Swap the vertex ids at two ring positions (seeds stay with the positions).
+
+        The pair is uniform among those whose swap gives a different cycle: every pair for
+        ``N >= 5``; for ``N = 4`` only neighbouring positions (swapping opposite ones is a
+        reflection). A triangle is the only cycle on 3 vertices, so for ``N = 3`` the swap is
+        uniform and the cycle cannot change. ``changed`` ``[batch]`` is the lower of the two
+        swapped positions.
+        """
+        order = batch.metadata["order"]
+        n, N = order.shape
+        device = order.device
+        offsets = torch.tensor([1, 3] if N == 4 else list(range(1, N)), device=generator.device)
+        first = torch.randint(0, N, (n,), generator=generator, device=generator.device).to(device)
+        pick = torch.randint(0, len(offsets), (n,), generator=generator, device=generator.device)
+        second = (first + offsets[pick].to(device)) % N
+        rows = torch.arange(n, device=device)
+        swapped = order.clone()
+        swapped[rows, first] = order[rows, second]
+        swapped[rows, second] = order[rows, first]
+        corrupted = self._build(swapped, batch.seeds)
+        return PairBatch(clean=batch, corrupted=corrupted, changed=torch.minimum(first, second))

@@ -1,0 +1,88 @@
+"""The seed interface: an optional extension of :class:`~interp_rand.tasks.base.Task` for
+tasks whose model receives random seeds through the randomness channel (PAPER.md).
+
+A randomized task draws a fresh seed per example in ``sample`` and tells the trainer and the
+evaluator what its seeds look like, so that they can redraw them (the q-norm's m shared seeds),
+pin them (the deterministic variants' fixed seed ``r0``) or enumerate them (recall's 1,024 bit
+patterns), always through :meth:`RandomizedTask.with_seeds`.
+
+Seed shapes: ``seed_shape = (d_seed,)`` is one seed shared by every position of an example
+(the model sees ``seeds: [batch, d_seed]``); ``seed_shape = (n_pos, d_seed)`` is one seed per
+position (``seeds: [batch, n_pos, d_seed]``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+from interp_rand.tasks.base import Batch, Task
+
+# ``fixed_seed()`` is the first seed drawn from a generator seeded with this, so ``r0`` is a
+# typical draw of the seed distribution (all-zero bits or all-zero noise would be atypical).
+FIXED_SEED_GENERATOR_SEED = 0
+
+
+@runtime_checkable
+class RandomizedTask(Task, Protocol):
+    """A task whose examples come with random seeds (in addition to :class:`Task`).
+
+    ``sample(n, generator)`` returns batches whose ``seeds`` are fresh draws, one per example.
+    """
+
+    @property
+    def d_seed(self) -> int:
+        """Width of the randomness channel (the model's ``d_seed``)."""
+        ...
+
+    @property
+    def seed_shape(self) -> tuple[int, ...]:
+        """``(d_seed,)`` for one seed shared by all positions, ``(n_pos, d_seed)`` per position."""
+        ...
+
+    def sample_seeds(self, m: int, generator: torch.Generator) -> Tensor:
+        """``[m, *seed_shape]`` float: fresh seeds from the task's seed distribution."""
+        ...
+
+    def fixed_seed(self) -> Tensor:
+        """``[*seed_shape]``: the constant seed ``r0`` of the deterministic variants, i.e.
+        ``sample_seeds(1, torch.Generator().manual_seed(FIXED_SEED_GENERATOR_SEED))[0]``."""
+        ...
+
+    def all_seeds(self) -> Tensor:
+        """``[n_seeds, *seed_shape]`` every possible seed, where they can be enumerated;
+        ``ValueError`` otherwise."""
+        ...
+
+    def with_seeds(self, batch: Batch, seeds: Tensor) -> Batch:
+        """``batch`` with its ``seeds`` replaced by ``seeds: [len(batch), *seed_shape]``."""
+        ...
+
+
+def first_seed(task: RandomizedTask) -> Tensor:
+    """``[*seed_shape]`` the fixed seed ``r0``: the first draw of a generator seeded with
+    :data:`FIXED_SEED_GENERATOR_SEED` (CPU, so it is the same on every machine)."""
+    generator = torch.Generator().manual_seed(FIXED_SEED_GENERATOR_SEED)
+    return task.sample_seeds(1, generator)[0]
+
+
+def replace_seeds(batch: Batch, seeds: Tensor, seed_shape: tuple[int, ...]) -> Batch:
+    """``batch`` with ``seeds`` (``[len(batch), *seed_shape]``, real or bool) as float seeds on
+    the device of ``batch.inputs`` (so a CPU ``fixed_seed()`` can be used with a GPU batch).
+
+    Raises ``ValueError`` naming the expected shape if ``seeds`` does not fit.
+    """
+    expected = (len(batch), *seed_shape)
+    if not isinstance(seeds, Tensor) or tuple(seeds.shape) != expected:
+        got = tuple(seeds.shape) if isinstance(seeds, Tensor) else type(seeds).__name__
+        raise ValueError(f"seeds must have shape [batch, *seed_shape] = {list(expected)}; got {got}")
+    if seeds.is_complex():
+        raise ValueError(f"seeds must be real, got dtype {seeds.dtype}")
+    dtype = seeds.dtype if seeds.is_floating_point() else torch.float32
+    return dataclasses.replace(batch, seeds=seeds.to(device=batch.inputs.device, dtype=dtype))
+
+
+__all__ = ["FIXED_SEED_GENERATOR_SEED", "RandomizedTask", "first_seed", "replace_seeds"]

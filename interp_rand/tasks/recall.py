@@ -1,0 +1,367 @@
+"""Associative recall under a memory limit (PAPER.md, Task 1).
+
+``N`` key/value pairs, then a query; the model must output the queried key's value bits.
+Every token is a real vector of width ``N + value_bits``::
+
+    position 0 .. N-1   [one_hot(key_i) (N), value_i bits (value_bits)]   keys: a random
+                                                                          permutation of 0..N-1
+    position N          [one_hot(query key),  zeros (value_bits)]          query: one of the keys
+
+The only answer position is the query (``N``); its target is the queried pair's value bits
+(binary cross-entropy, ``loss_kind="bce"``). The **recall distance** of an example is
+``N - 1 - query_index``: how many pairs came after the queried one.
+
+Seeds: one ``seed_bits``-bit Bernoulli(1/2) vector per example, seen at every position (PAPER.md
+concatenates it to every token; our model does so with ``seed_mode="append"`` before the input
+MLP), so only ``2**seed_bits`` seeds exist and :meth:`RecallTask.all_seeds` enumerates them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from interp_rand.tasks.base import Batch, PairBatch, register_task
+from interp_rand.tasks.randomized import first_seed, replace_seeds
+
+if TYPE_CHECKING:
+    from interp_rand.model.config import ModelConfig
+    from interp_rand.training.config import TrainConfig
+
+MAX_PAIRS = 64
+# all_seeds() materialises 2**seed_bits rows; beyond this the seeds are not "enumerable".
+MAX_ENUMERABLE_SEED_BITS = 16
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_integer(t: Tensor) -> bool:
+    return not (t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool)
+
+
+def _rows_are_permutations(t: Tensor) -> bool:
+    """Is every row of ``t: [batch, N]`` a permutation of ``0 .. N-1``?"""
+    n, N = t.shape
+    return torch.equal(t.sort(1).values, torch.arange(N, dtype=t.dtype, device=t.device).expand(n, N))
+
+
+@dataclass(frozen=True)
+class RecallScale:
+    """One named training scale of the recall experiments (the sweep over ``N`` and the
+    optimiser settings). Field names shared with ``TrainConfig`` mean the same there.
+
+    Attributes:
+        n_pairs: the task sizes ``N`` swept.
+        d_model: the model width (PAPER.md does not state it).
+        steps, batch_size, lr, warmup_steps, min_lr_ratio, weight_decay, beta1, beta2,
+            adam_eps, grad_clip: as in ``TrainConfig`` (``lr`` is the peak; the schedule
+            anneals to ``lr * min_lr_ratio``).
+        m_seeds: ``m``, seeds drawn per step and shared by the batch (q-norm objective).
+        q: the norm's exponent for the q-norm variants (``q = 1`` is ERM).
+        eval_seeds: seeds per input when measuring per-input success.
+    """
+
+    n_pairs: tuple[int, ...]
+    d_model: int
+    steps: int
+    batch_size: int
+    lr: float
+    warmup_steps: int
+    min_lr_ratio: float
+    weight_decay: float
+    beta1: float
+    beta2: float
+    adam_eps: float
+    grad_clip: float
+    m_seeds: int
+    q: float
+    eval_seeds: int
+
+    def train_config(self, **overrides: Any) -> "TrainConfig":
+        """A ``TrainConfig`` with every field of this scale that ``TrainConfig`` also has (the
+        optimiser settings, and ``q``/``m_seeds`` where it has them); ``overrides`` win. The
+        variant (``objective``, ``seed_mode``) is the caller's choice."""
+        from interp_rand.training.config import TrainConfig
+
+        shared = {f.name for f in dataclasses.fields(TrainConfig)}
+        kwargs = {k: v for k, v in dataclasses.asdict(self).items() if k in shared}
+        kwargs.update(overrides)
+        return TrainConfig(**kwargs)
+
+
+# PAPER.md: Adam (beta 0.9/0.95, eps 1e-5), batch 512, clip 1, lr warm-up to 3e-3 then annealed
+# to 3e-4, m = 30, q = 100, N in 8..20, 100 evaluation seeds. Not in the paper, our choices: the
+# number of steps and the warm-up length (50k / 1k), the annealing shape (TrainConfig's cosine),
+# d_model (64) and weight decay (none: the paper names plain Adam).
+RECALL_PAPER = RecallScale(
+    n_pairs=(8, 10, 11, 12, 14, 16, 18, 20),
+    d_model=64,
+    steps=50_000,
+    batch_size=512,
+    lr=3e-3,
+    warmup_steps=1_000,
+    min_lr_ratio=0.1,
+    weight_decay=0.0,
+    beta1=0.9,
+    beta2=0.95,
+    adam_eps=1e-5,
+    grad_clip=1.0,
+    m_seeds=30,
+    q=100.0,
+    eval_seeds=100,
+)
+
+# CPU scale: N = 8 (below the deterministic capacity of ~11 pairs), 12 (where deterministic
+# models drop to 0 worst-case) and 16; the model, optimiser settings and q are the paper's, so the
+# comparison stays the same. Batch 128 with m = 10 (the q-norm step sees 1,280 sequences) and 3k
+# steps: measured ~70 ms per q-norm step at N = 16 on one core, ~3.5 min per q-norm run (ERM runs
+# ~10x less), so the 4 variants x 3 sizes fit in ~15 min on 2 cores. Not yet verified to reproduce
+# the paper's curves; raise steps first if they do not.
+RECALL_CPU = dataclasses.replace(
+    RECALL_PAPER,
+    n_pairs=(8, 12, 16),
+    steps=3_000,
+    batch_size=128,
+    warmup_steps=200,
+    m_seeds=10,
+)
+
+
+@register_task
+@dataclass(frozen=True)
+class RecallTask:
+    """Recall the value bits of a queried key among ``n_pairs`` key/value pairs.
+
+    Attributes:
+        n_pairs: ``N``, the number of pairs (2 .. 64).
+        value_bits: bits per value (>= 1; the paper uses 5).
+        seed_bits: width of the seed shared by all positions (>= 1; the paper uses 10).
+    """
+
+    name: ClassVar[str] = "recall"
+    description: ClassVar[str] = "recall a queried key's value bits among N pairs (seeded, linear attention)"
+    loss_kind: ClassVar[str] = "bce"
+
+    n_pairs: int = 12
+    value_bits: int = 5
+    seed_bits: int = 10
+
+    def __post_init__(self) -> None:
+        # Fail at construction, not at the first sample deep inside a training run.
+        self.validate()
+
+    # ------------------------------------------------------------------ config
+
+    @property
+    def d_input(self) -> int:
+        """Token width: one-hot key (``N``) plus value bits."""
+        return self.n_pairs + self.value_bits
+
+    @property
+    def n_ctx(self) -> int:
+        """``N + 1``: the pairs and the query."""
+        return self.n_pairs + 1
+
+    @property
+    def d_seed(self) -> int:
+        return self.seed_bits
+
+    @property
+    def seed_shape(self) -> tuple[int, ...]:
+        """``(seed_bits,)``: one seed shared by every position."""
+        return (self.seed_bits,)
+
+    def validate(self) -> None:
+        if not _is_int(self.n_pairs) or not 2 <= self.n_pairs <= MAX_PAIRS:
+            raise ValueError(f"RecallTask.n_pairs={self.n_pairs!r} must be an integer in 2..{MAX_PAIRS}")
+        if not _is_int(self.value_bits) or self.value_bits < 1:
+            raise ValueError(f"RecallTask.value_bits={self.value_bits!r} must be an integer >= 1")
+        if not _is_int(self.seed_bits) or self.seed_bits < 1:
+            raise ValueError(f"RecallTask.seed_bits={self.seed_bits!r} must be an integer >= 1")
+
+    def config_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def model_config(self, **overrides: Any) -> "ModelConfig":
+        """PAPER.md's recall model; ``overrides`` win.
+
+        Causal linear attention (its fixed-size state is the memory limit), 2 attention-only
+        blocks of one head with key size 5, an input MLP of width 40, no LayerNorm, the seed
+        joined to every token before the input MLP.
+        """
+        from interp_rand.model.config import ModelConfig
+
+        allowed = {f.name for f in dataclasses.fields(ModelConfig)}
+        unknown = sorted(set(overrides) - allowed)
+        if unknown:
+            raise ValueError(f"ModelConfig has no field(s) {unknown}; allowed: {sorted(allowed)}")
+        kwargs: dict[str, Any] = dict(
+            # PAPER.md does not state the width; 64 is our choice (RECALL_PAPER.d_model).
+            d_model=RECALL_PAPER.d_model,
+            n_layers=2,
+            n_heads=1,
+            d_head=5,
+            n_ctx=self.n_ctx,
+            d_input=self.d_input,
+            d_vocab_out=self.value_bits,
+            input_kind="vectors",
+            attention="linear",
+            mask="causal",
+            attn_only=True,
+            d_input_mlp=40,
+            normalization_type=None,
+            d_seed=self.seed_bits,
+            seed_mode="append",
+            positional="learned",
+        )
+        kwargs.update(overrides)
+        return ModelConfig(**kwargs)
+
+    # ------------------------------------------------------------------ seeds
+
+    def sample_seeds(self, m: int, generator: torch.Generator) -> Tensor:
+        """``[m, seed_bits]`` float Bernoulli(1/2) bits."""
+        bits = torch.randint(0, 2, (m, self.seed_bits), generator=generator, device=generator.device)
+        return bits.float()
+
+    def fixed_seed(self) -> Tensor:
+        """``[seed_bits]`` the deterministic variants' seed ``r0`` (see ``first_seed``)."""
+        return first_seed(self)
+
+    def all_seeds(self) -> Tensor:
+        """``[2**seed_bits, seed_bits]`` float: row ``i`` is ``i`` in binary, most significant
+        bit first (so rows are in lexicographic order). Only for ``seed_bits <= 16``."""
+        if self.seed_bits > MAX_ENUMERABLE_SEED_BITS:
+            raise ValueError(
+                f"all_seeds() needs seed_bits <= {MAX_ENUMERABLE_SEED_BITS} "
+                f"(2**seed_bits rows); got seed_bits={self.seed_bits}"
+            )
+        powers = 2 ** torch.arange(self.seed_bits - 1, -1, -1)
+        return ((torch.arange(2**self.seed_bits)[:, None] // powers) % 2).float()
+
+    def with_seeds(self, batch: Batch, seeds: Tensor) -> Batch:
+        """``batch`` with ``seeds: [len(batch), seed_bits]`` in place of its own."""
+        return replace_seeds(batch, seeds, self.seed_shape)
+
+    # ------------------------------------------------------------------ batches
+
+    def answer_positions(self, device: torch.device | str | None = None) -> Tensor:
+        """``[1]`` long: the query position ``N``."""
+        return torch.tensor([self.n_pairs], device=device)
+
+    def sample(self, n: int, generator: torch.Generator) -> Batch:
+        """``n`` examples: uniform key order, uniform value bits, a uniform queried pair and a
+        fresh seed per example."""
+        device = generator.device
+        key_order = torch.rand(n, self.n_pairs, generator=generator, device=device).argsort(1)
+        shape = (n, self.n_pairs, self.value_bits)
+        values = torch.randint(0, 2, shape, generator=generator, device=device)
+        query_index = torch.randint(0, self.n_pairs, (n,), generator=generator, device=device)
+        return self._build(key_order, values, query_index, self.sample_seeds(n, generator))
+
+    def build(
+        self, key_order: Tensor, values: Tensor, query_index: Tensor, seeds: Tensor | None = None
+    ) -> Batch:
+        """The batch for given pairs and queries.
+
+        Args:
+            key_order: ``[batch, N]`` integer, a permutation of ``0 .. N-1`` per row (the key
+                id of the pair at each position).
+            values: ``[batch, N, value_bits]`` 0/1, the value of the pair at each position.
+            query_index: ``[batch]`` integer in ``0 .. N-1``, the queried pair's position.
+            seeds: ``[batch, seed_bits]`` or ``None`` (all-zero seeds, to be replaced with
+                :meth:`with_seeds`).
+
+        Returns:
+            A :class:`Batch`: ``inputs`` ``[batch, N+1, N+value_bits]`` float, ``targets``
+            ``[batch, N+1, value_bits]`` float (the queried value at position ``N``, zeros
+            elsewhere), ``loss_mask`` ``[batch, N+1]`` (true at ``N`` only), ``seeds``
+            ``[batch, seed_bits]``, metadata ``query_index``, ``query_key`` ``[batch]``,
+            ``values`` ``[batch, N, value_bits]`` long, ``key_order`` ``[batch, N]``.
+        """
+        n, N = len(key_order), self.n_pairs
+        if key_order.shape != (n, N) or not _is_integer(key_order):
+            raise ValueError(
+                f"key_order must be integer [batch, n_pairs={N}], "
+                f"got {key_order.dtype} {tuple(key_order.shape)}"
+            )
+        if not _rows_are_permutations(key_order):
+            raise ValueError(f"every row of key_order must be a permutation of 0..{N - 1}")
+        if values.shape != (n, N, self.value_bits) or not ((values == 0) | (values == 1)).all():
+            raise ValueError(
+                f"values must be 0/1 [batch, n_pairs={N}, value_bits={self.value_bits}], "
+                f"got {tuple(values.shape)}"
+            )
+        if query_index.shape != (n,) or not _is_integer(query_index):
+            raise ValueError(
+                f"query_index must be integer [batch={n}], "
+                f"got {query_index.dtype} {tuple(query_index.shape)}"
+            )
+        if n and (int(query_index.min()) < 0 or int(query_index.max()) >= N):
+            raise ValueError(f"query_index must lie in 0..{N - 1}")
+        if seeds is None:
+            seeds = torch.zeros(n, self.seed_bits, device=key_order.device)
+        elif seeds.shape != (n, self.seed_bits):
+            raise ValueError(f"seeds must be [batch={n}, seed_bits={self.seed_bits}], got {tuple(seeds.shape)}")
+        return self._build(key_order.long(), values.long(), query_index.long(), seeds.float())
+
+    def _build(self, key_order: Tensor, values: Tensor, query_index: Tensor, seeds: Tensor) -> Batch:
+        """:meth:`build` without input checks (the sampling hot path)."""
+        n, N, V = len(key_order), self.n_pairs, self.value_bits
+        device = key_order.device
+        rows = torch.arange(n, device=device)
+        query_key = key_order[rows, query_index]
+
+        eye = torch.eye(N, device=device)
+        pairs = torch.cat([eye[key_order], values.float()], dim=-1)  # [batch, N, N + V]
+        query = torch.cat([eye[query_key], torch.zeros(n, V, device=device)], dim=-1)
+        inputs = torch.cat([pairs, query[:, None]], dim=1)  # [batch, N + 1, N + V]
+
+        targets = torch.zeros(n, N + 1, V, device=device)
+        targets[:, N] = values[rows, query_index].float()
+        loss_mask = torch.zeros(n, N + 1, dtype=torch.bool, device=device)
+        loss_mask[:, N] = True
+        return Batch(
+            inputs=inputs,
+            targets=targets,
+            loss_mask=loss_mask,
+            answer_positions=self.answer_positions(device),
+            seeds=seeds,
+            metadata={
+                "query_index": query_index,
+                "query_key": query_key,
+                "values": values,
+                "key_order": key_order,
+            },
+        )
+
+    # ------------------------------------------------------------------ patching
+
+    def corrupt(self, batch: Batch, generator: torch.Generator) -> PairBatch:
+        """Query another pair: per row, a uniform pair whose value differs from the queried
+        one in at least one bit (pairs, values and seeds unchanged).
+
+        Where every other pair holds the same value as the queried one (probability
+        ``2**(-value_bits * (N-1))`` per row) the answer cannot change; those rows query a
+        uniform other pair and keep their answer. ``changed`` ``[batch]`` is the newly
+        queried pair's position (the new ``query_index``).
+        """
+        meta = batch.metadata
+        key_order, values, query_index = meta["key_order"], meta["values"], meta["query_index"]
+        n, N = key_order.shape
+        device = key_order.device
+        rows = torch.arange(n, device=device)
+        other = torch.arange(N, device=device) != query_index[:, None]  # [batch, N]
+        differs = (values != values[rows, query_index][:, None]).any(-1) & other
+        candidates = torch.where(differs.any(1, keepdim=True), differs, other)
+        # argmax of random scores over the candidates = a uniform candidate.
+        scores = torch.rand(n, N, generator=generator, device=generator.device).to(device)
+        new_query = torch.where(candidates, scores, -1.0).argmax(1)
+        corrupted = self._build(key_order, values, new_query, batch.seeds)
+        return PairBatch(clean=batch, corrupted=corrupted, changed=new_query)

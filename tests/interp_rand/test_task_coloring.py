@@ -1,0 +1,216 @@
+"""ColoringTask: ring layout and adjacency mask, the edge-conflict loss and correctness on
+hand-made logits, exhaustive enumeration against canonical forms, per-vertex seeds and their
+locality in the model, corruption, validation."""
+
+import itertools
+
+import pytest
+import torch
+
+from interp_rand.evaluation import evaluate
+from interp_rand.losses import answer_correct, answer_loss, loss_kinds
+from interp_rand.model import HookedTransformer
+from interp_rand.tasks import ColoringTask, RandomizedTask, make_task, task_names
+from interp_rand.tasks.coloring import (
+    COLORING_CPU,
+    COLORING_PAPER,
+    check_adjacency,
+    ring_adjacency,
+)
+
+
+def gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def canonical(order: list[int]) -> tuple[int, ...]:
+    """The smallest rotation/reflection of a ring: equal iff the two rings are the same cycle."""
+    n = len(order)
+    forms = [order[i:] + order[:i] for i in range(n)]
+    forms += [list(reversed(form)) for form in forms]
+    return min(tuple(form) for form in forms)
+
+
+def edges(order: list[int]) -> set[frozenset[int]]:
+    return {frozenset((order[i], order[(i + 1) % len(order)])) for i in range(len(order))}
+
+
+def confident(colours: list[list[int]], n_colors: int = 3) -> torch.Tensor:
+    """``[batch, N, n_colors]`` logits putting (almost) all probability on ``colours``."""
+    return 50.0 * torch.nn.functional.one_hot(torch.tensor(colours), n_colors).float()
+
+
+def test_shapes_layout_and_seeds():
+    task = ColoringTask(n_vertices=7)
+    batch = task.sample(16, gen())
+    assert batch.inputs.shape == (16, 7, 7) and batch.inputs.dtype == torch.float32
+    assert batch.seeds.shape == (16, 7, 1) and ((batch.seeds >= 0) & (batch.seeds < 1)).all()
+    assert len(batch.seeds.unique()) == 16 * 7  # fresh noise per vertex and example
+    assert batch.attention_mask.shape == (16, 7, 7) and batch.attention_mask.dtype == torch.bool
+    assert batch.loss_mask.all() and torch.equal(batch.answer_positions, torch.arange(7))
+    order = batch.metadata["order"]
+    assert torch.equal(batch.inputs.argmax(-1), order)
+    assert torch.equal(order.sort(1).values, torch.arange(7).expand(16, 7))
+    # Targets: one valid reference colouring, the same for every row.
+    assert torch.equal(batch.targets, torch.tensor([0, 1, 0, 1, 0, 1, 2]).expand(16, 7))
+
+
+def test_mask_allows_exactly_the_two_ring_neighbours():
+    for n in (3, 4, 10):
+        batch = ColoringTask(n_vertices=n).sample(5, gen(n))
+        mask = batch.attention_mask
+        for i in range(n):
+            allowed = set(mask[:, i].nonzero()[:, 1].tolist())
+            assert allowed == {(i - 1) % n, (i + 1) % n}
+            assert all(set(mask[row, i].nonzero()[:, 0].tolist()) == allowed for row in range(5))
+        assert torch.equal(mask, mask.transpose(1, 2)) and not mask.diagonal(dim1=1, dim2=2).any()
+        # The graph of the tokens is the cycle of the sampled order.
+        order = batch.metadata["order"][0].tolist()
+        token_edges = {frozenset((order[i], order[j])) for i, j in mask[0].nonzero().tolist()}
+        assert token_edges == edges(order)
+
+
+def test_check_adjacency_names_what_is_wrong():
+    ring = ring_adjacency(5)
+    check_adjacency(ring)
+    check_adjacency(ring.expand(3, 5, 5))
+    asymmetric = ring.clone()
+    asymmetric[0, 1] = False
+    asymmetric[0, 2] = True  # still degree 2, but 0 -> 2 without 2 -> 0
+    with pytest.raises(ValueError, match=r"not symmetric at .*\(0, 0, 1\)"):
+        check_adjacency(asymmetric)
+    loop = ring.clone()
+    loop[3, 3] = True
+    with pytest.raises(ValueError, match=r"attend itself .*\(0, 3\)"):
+        check_adjacency(loop)
+    chord = ring.clone()
+    chord[0, 2] = chord[2, 0] = True
+    with pytest.raises(ValueError, match=r"exactly 2 neighbours.*\(0, 0, 3\)"):
+        check_adjacency(chord)
+    with pytest.raises(ValueError, match="bool"):
+        check_adjacency(ring.float())
+
+
+def test_loss_zero_for_a_confident_valid_colouring_and_n_for_a_constant_one():
+    task = ColoringTask(n_vertices=5)
+    batch = task.sample(2, gen())
+    valid = confident([[0, 1, 0, 1, 2], [2, 0, 1, 0, 1]])
+    constant = confident([[1] * 5, [0] * 5])
+    assert "coloring" in loss_kinds()
+    assert torch.allclose(answer_loss(valid, batch, "coloring"), torch.zeros(2), atol=1e-6)
+    assert torch.allclose(answer_loss(constant, batch, "coloring"), torch.full((2,), 5.0))
+    # Uniform outputs: each of the N edges conflicts with probability 1/3.
+    uniform = torch.zeros(2, 5, 3)
+    assert torch.allclose(answer_loss(uniform, batch, "coloring"), torch.full((2,), 5 / 3))
+    assert answer_correct(valid, batch, "coloring").all()
+    assert not answer_correct(constant, batch, "coloring").any()
+
+
+def test_correct_marks_exactly_the_conflicting_positions():
+    task = ColoringTask(n_vertices=5)
+    batch = task.sample(3, gen(1))
+    colours = [[0, 1, 0, 1, 1], [0, 0, 1, 2, 1], [1, 0, 2, 0, 1]]  # conflicts: 3-4, 0-1, 4-0
+    expected = torch.tensor([[1, 1, 1, 0, 0], [0, 0, 1, 1, 1], [0, 1, 1, 1, 0]], dtype=torch.bool)
+    assert torch.equal(answer_correct(confident(colours), batch, "coloring"), expected)
+    # One conflicting edge costs 1 (of a maximum of N).
+    assert torch.allclose(answer_loss(confident(colours), batch, "coloring"), torch.ones(3), atol=1e-6)
+
+
+def test_exhaustive_enumerates_every_cycle_once():
+    small = ColoringTask(n_vertices=5).exhaustive()
+    assert len(small) == 12 and small.seeds.shape == (12, 5, 1) and not small.seeds.any()
+    forms = {canonical(row) for row in small.metadata["order"].tolist()}
+    every_cycle = {canonical(list(p)) for p in itertools.permutations(range(5))}
+    assert forms == every_cycle and len(forms) == 12
+    big = ColoringTask(n_vertices=10).exhaustive()
+    order = big.metadata["order"]
+    assert order.shape == (181_440, 10) and big.inputs.shape == (181_440, 10, 10)
+    assert (order[:, 0] == 0).all() and (order[:, 1] < order[:, -1]).all()
+    assert len(order.unique(dim=0)) == 181_440
+    assert torch.equal(order.sort(1).values, torch.arange(10).expand(181_440, 10))
+    with pytest.raises(ValueError, match="n_vertices"):
+        ColoringTask(n_vertices=12).exhaustive()
+
+
+def test_per_vertex_seeds_reach_their_own_token_and_act_locally():
+    task = ColoringTask(n_vertices=8)
+    batch = task.sample(3, gen(2))
+    model = HookedTransformer(task.model_config(n_layers=1), seed=0)
+    _, cache = model.run_with_cache(batch.inputs, **batch.model_kwargs())
+    assert torch.equal(cache["hook_seed"], batch.seeds)
+    logits = model(batch.inputs, **batch.model_kwargs())
+    for vertex in (0, 3, 7):
+        seeds = batch.seeds.clone()
+        seeds[:, vertex] += 0.5
+        moved = model(batch.inputs, seeds=seeds, attention_mask=batch.attention_mask)
+        changed = (moved - logits).abs().amax(-1) > 1e-6  # [batch, N]
+        local = torch.zeros(8, dtype=torch.bool)
+        local[[(vertex - 1) % 8, vertex, (vertex + 1) % 8]] = True
+        assert torch.equal(changed, local.expand(3, 8))
+    # Two rounds of message passing reach two hops.
+    deep = HookedTransformer(task.model_config(), seed=0)
+    seeds = batch.seeds.clone()
+    seeds[:, 0] += 0.5
+    change = deep(batch.inputs, seeds=seeds, attention_mask=batch.attention_mask) - deep(
+        batch.inputs, **batch.model_kwargs())
+    two_hops = torch.tensor([1, 1, 1, 0, 0, 0, 1, 1], dtype=torch.bool)
+    assert torch.equal(change.abs().amax(-1) > 1e-6, two_hops.expand(3, 8))
+
+
+def test_fixed_seed_with_seeds_and_no_enumeration():
+    task = ColoringTask(n_vertices=6)
+    r0 = task.fixed_seed()
+    assert r0.shape == (6, 1) and torch.equal(r0, ColoringTask(n_vertices=6).fixed_seed())
+    batch = task.sample(4, gen())
+    replaced = task.with_seeds(batch, r0.expand(4, 6, 1))
+    assert torch.equal(replaced.seeds, r0.expand(4, 6, 1))
+    with pytest.raises(ValueError, match="seed_shape"):
+        task.with_seeds(batch, torch.zeros(4, 6))
+    with pytest.raises(ValueError, match="enumerated"):
+        task.all_seeds()
+
+
+def test_model_config_and_evaluate():
+    task = ColoringTask()
+    cfg = task.model_config()
+    assert (cfg.mask, cfg.attention, cfg.seed_mode, cfg.d_seed) == ("custom", "softmax", "add", 1)
+    assert (cfg.d_model, cfg.d_head, cfg.n_heads, cfg.n_layers, cfg.n_ctx) == (16, 16, 1, 2, 10)
+    assert (cfg.d_input, cfg.d_vocab_out, cfg.attn_only, cfg.normalization_type) == (10, 3, False, "LN")
+    model = HookedTransformer(cfg, seed=0)
+    result = evaluate(model, task, task.sample(64, gen(3)))
+    assert 0 < result.loss < 10 and len(result.per_position) == 10
+
+
+def test_corrupt_gives_another_cycle_by_one_swap():
+    for n in (4, 6):
+        task = ColoringTask(n_vertices=n)
+        batch = task.sample(100, gen(n))
+        pair = task.corrupt(batch, gen(n + 1))
+        clean, corrupted = batch.metadata["order"], pair.corrupted.metadata["order"]
+        assert torch.equal(pair.corrupted.seeds, batch.seeds)
+        diff = clean != corrupted
+        assert (diff.sum(1) == 2).all()
+        assert torch.equal(pair.changed, diff.float().argmax(1))  # the lower swapped position
+        for row in range(100):
+            assert canonical(clean[row].tolist()) != canonical(corrupted[row].tolist())
+
+
+def test_build_validation_registry_and_scales():
+    task = ColoringTask(n_vertices=4)
+    batch = task.build(torch.tensor([[2, 0, 3, 1]]), torch.full((1, 4, 1), 0.25))
+    assert torch.equal(batch.inputs[0].argmax(-1), torch.tensor([2, 0, 3, 1]))
+    with pytest.raises(ValueError, match="permutation"):
+        task.build(torch.tensor([[2, 2, 3, 1]]))
+    with pytest.raises(ValueError, match="seeds"):
+        task.build(torch.tensor([[2, 0, 3, 1]]), torch.zeros(1, 4))
+    for config, field in (({"n_vertices": 2}, "n_vertices"), ({"n_colors": 2}, "n_colors")):
+        with pytest.raises(ValueError, match=f"ColoringTask.{field}"):
+            ColoringTask(**config)
+    assert "coloring" in task_names()
+    made = make_task("coloring", n_vertices=6)
+    assert isinstance(made, ColoringTask) and isinstance(made, RandomizedTask)
+    assert made.seed_shape == (6, 1) and made.d_seed == 1
+    paper = COLORING_PAPER.train_config()
+    assert (paper.batch_size, paper.weight_decay, paper.steps) == (256, 0.1, 300_000)
+    assert (COLORING_PAPER.m_seeds, COLORING_PAPER.q) == (10, 10)
+    assert COLORING_CPU.steps < COLORING_PAPER.steps and COLORING_CPU.n_vertices == 10
