@@ -168,7 +168,7 @@ def success_matrix(
     batch: Batch,
     seeds: Tensor | None,
     *,
-    chunk_size: int = 65536,
+    chunk_size: int = 4096,
     keep_probs: bool = True,
 ) -> SeedRun:
     """Run ``model`` on every (input, seed) pair of ``batch`` x ``seeds``.

@@ -91,6 +91,19 @@ def build_parser() -> argparse.ArgumentParser:
     eval_parser.add_argument("--seed", type=int, default=DEFAULT_EVAL_SEED,
                              help="seed of the evaluation examples")
 
+    repro = commands.add_parser(
+        "reproduce", help="train and compare the paper's model variants on a randomized task",
+        description="Train the variants A^E_r0, A^q_r0, A^E_R, A^q_R (and A^q_R with m = 1) on "
+        "recall (sweeping N) or colouring (sweeping q), evaluate each over many seeds, and write a "
+        "table and a figure with the paper's values beside ours.",
+    )
+    repro.add_argument("task", choices=["recall", "coloring"])
+    repro.add_argument("--scale", choices=["cpu", "paper"], default="cpu",
+                       help="cpu: minutes on 2 cores; paper: the paper's settings, for a GPU (default: cpu)")
+    repro.add_argument("--out", type=Path, default=None, help="output folder (default: reproduction/TASK-SCALE)")
+    repro.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
+    repro.add_argument("--quiet", action="store_true", help="no progress bars")
+
     demo = commands.add_parser(
         "demo", help="train small sort and addition models on CPU and evaluate them",
         description="The main job on an embedded default: trains small sort and addition models "
@@ -112,6 +125,14 @@ def main(argv: list[str] | None = None) -> int:
             return _train(args)
         if args.command == "eval":
             return _eval(args)
+        if args.command == "reproduce":
+            from interp_rand.reproduce import reproduce, table
+
+            out = args.out or Path("reproduction") / f"{args.task}-{args.scale}"
+            rows = reproduce(args.task, args.scale, out, progress=not args.quiet, train_seed=args.seed)
+            print(table(args.task, rows))
+            print(f"wrote reproduction.json, reproduction.md and reproduction.html to {out}")
+            return 0
         if args.command == "demo":
             from interp_rand.demo import run_demo
 

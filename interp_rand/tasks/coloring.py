@@ -101,6 +101,12 @@ def coloring_correct(picked: Tensor, batch: Batch) -> Tensor:
     return ~(same & _answer_mask(batch)).any(-1)
 
 
+def valid_ring_colorings(colours: Tensor) -> Tensor:
+    """``[..., N]`` colours by ring position -> ``[...]`` bool: no two ring neighbours share a
+    colour (for judging sampled outputs, which have no logits)."""
+    return ((colours != colours.roll(1, -1)) & (colours != colours.roll(-1, -1))).all(-1)
+
+
 def register_coloring_loss() -> None:
     """Register the ``"coloring"`` loss kind (idempotent).
 

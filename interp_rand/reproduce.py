@@ -1,0 +1,178 @@
+"""``interp-rand reproduce recall|coloring``: PAPER.md's comparison of the model variants.
+
+Trains every variant at each setting of the sweep (recall: the number of pairs ``N``;
+colouring: the norm exponent ``q``), evaluates each over many seeds (average and worst-5%
+success, majority-k, the output-sampled baseline, predictive variance, success histogram),
+saves each evaluation as ``seeded_eval.json`` next to its checkpoint, and writes
+``reproduction.json``, ``reproduction.md`` (the table, with the paper's values beside ours)
+and ``reproduction.html`` (the figure) to the output folder.
+
+The variants (PAPER.md):
+
+=============  =========  ==========================================================
+``A^E_r0``     ERM        one fixed seed r0 in training and evaluation: deterministic
+``A^q_r0``     q-norm     fixed r0
+``A^E_R``      ERM        fresh random seeds
+``A^q_R``      q-norm     m fresh seeds shared by the batch: the model of interest
+``A^q_R (m=1)``  q-norm   one seed per step: the paper finds this gives no gain
+=============  =========  ==========================================================
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from interp_rand.figures.reproduction import reproduction_figure
+from interp_rand.seeded_evaluation import sampled_success, save_summary, success_matrix, summarize
+from interp_rand.tasks import make_task
+from interp_rand.tasks.coloring import COLORING_CPU, COLORING_PAPER, valid_ring_colorings
+from interp_rand.tasks.recall import RECALL_CPU, RECALL_PAPER
+from interp_rand.training import TrainConfig, train
+
+SCALES = {
+    "recall": {"cpu": RECALL_CPU, "paper": RECALL_PAPER},
+    "coloring": {"cpu": COLORING_CPU, "paper": COLORING_PAPER},
+}
+
+# Read off PAPER.md (values marked ≈ there were read off the paper's plots).
+PAPER_POINTS: dict[str, list[dict[str, Any]]] = {
+    "recall": (
+        [{"variant": v, "N": n, "metric": "worst_5pct", "value": 1.0 if n <= 11 else 0.0}
+         for v in ("A^E_r0", "A^q_r0", "A^E_R") for n in (8, 10, 11, 12, 14, 16, 18, 20)]
+        + [{"variant": "A^q_R", "N": n, "metric": "worst_5pct", "value": v}
+           for n, v in ((12, 0.67), (14, 0.42), (16, 0.29), (20, 0.20))]
+        + [{"variant": "A^q_R", "N": 20, "metric": "average", "value": 0.40},
+           {"variant": "A^E_R", "N": 20, "metric": "average", "value": 0.57}]
+    ),
+    "coloring": [
+        {"variant": "A^E_R", "q": 1.0, "metric": "average", "value": 0.89},
+        {"variant": "A^E_R", "q": 1.0, "metric": "worst_5pct", "value": 0.0},
+        {"variant": "A^q_R", "q": 10.0, "metric": "average", "value": 0.86},
+        {"variant": "A^q_R", "q": 10.0, "metric": "worst_5pct", "value": 0.70},
+    ],
+}
+PAPER_NOTES = {
+    "recall": "paper: majority-30 of A^q_R ≈ 100% worst-case at every N; majority-5 ≈ 50% at N = 20",
+    "coloring": "paper: majority vote ≈ 100%; deterministic-sampled ≤ 7% worst-case",
+}
+EVAL_INPUTS = {"recall": 1000, "coloring": 5000}
+# Seeds are drawn from generators offset from the training seed so no stream is reused.
+EVAL_SEED = 99_991
+
+
+def variants(task_name: str, scale) -> list[tuple[str, dict[str, Any]]]:
+    """(variant name, sweep value, TrainConfig overrides) for one task at one scale."""
+    erm = {"objective": "erm", "q": 1.0, "m_seeds": 1}
+    qnorm = {"objective": "qnorm", "q": scale.q, "m_seeds": scale.m_seeds}
+    out = [
+        ("A^E_r0", {**erm, "seed_source": "fixed"}),
+        ("A^q_r0", {**qnorm, "m_seeds": 1, "seed_source": "fixed"}),
+        ("A^E_R", {**erm, "seed_source": "fresh"}),
+        ("A^q_R", {**qnorm, "seed_source": "fresh"}),
+        ("A^q_R (m=1)", {**qnorm, "m_seeds": 1, "seed_source": "fresh"}),
+    ]
+    if task_name == "coloring":
+        # the sweep over q: the randomized variant at smaller exponents too
+        out += [("A^q_R", {**qnorm, "q": q, "seed_source": "fresh"}) for q in (2.0, 4.0) if q < scale.q]
+    return out
+
+
+def reproduce(task_name: str, scale_name: str = "cpu", out: str | Path = "reproduction",
+              progress: bool = True, train_seed: int = 0) -> list[dict[str, Any]]:
+    """Train and evaluate every variant; returns the table rows (also written to ``out``)."""
+    if task_name not in SCALES:
+        raise ValueError(f"reproduce: task must be one of {sorted(SCALES)}, got {task_name!r}")
+    if scale_name not in SCALES[task_name]:
+        raise ValueError(f"reproduce: scale must be one of {sorted(SCALES[task_name])}, got {scale_name!r}")
+    scale = SCALES[task_name][scale_name]
+    out = Path(out)
+    rows = []
+    settings = [{"n_pairs": n} for n in scale.n_pairs] if task_name == "recall" else [{"n_vertices": scale.n_vertices}]
+    for task_config in settings:
+        task = make_task(task_name, **task_config)
+        model_config = task.model_config(**({"d_model": scale.d_model} if hasattr(scale, "d_model") else {}))
+        for variant, overrides in variants(task_name, scale):
+            config = scale.train_config(seed=train_seed, eval_size=512, eval_every=max(1, scale.steps // 10),
+                                        checkpoint_every=scale.steps, **overrides)
+            label = variant.replace("^", "").replace(" ", "").replace("(", "_").replace(")", "").replace("=", "")
+            run_dir = out / "runs" / "_".join([f"{k}{v}" for k, v in task_config.items()] + [label, f"q{config.q:g}"])
+            result = train(task, model_config, config, run_dir, progress=progress)
+            row = evaluate_variant(task, result.model, scale, config)
+            row.update(variant=variant, q=config.q, m_seeds=config.m_seeds, steps=result.step,
+                       train_seconds=round(result.seconds, 1), run_dir=str(run_dir), **task_config)
+            if task_name == "recall":
+                row["N"] = task_config["n_pairs"]
+            save_summary(row, run_dir / "seeded_eval.json")
+            rows.append(row)
+    write_outputs(task_name, scale_name, rows, out)
+    return rows
+
+
+def evaluate_variant(task, model, scale, config: TrainConfig) -> dict[str, Any]:
+    """Seeded evaluation of one trained variant: fresh inputs, ``scale.eval_seeds`` seeds (the
+    single r0 for fixed-seed variants, whose sampled baseline then draws that many samples)."""
+    generator = torch.Generator().manual_seed(EVAL_SEED)
+    batch = task.sample(EVAL_INPUTS[task.name], generator)
+    fixed = config.seed_source == "fixed"
+    seeds = task.fixed_seed()[None] if fixed else task.sample_seeds(scale.eval_seeds, generator)
+    run = success_matrix(model, task, batch, seeds)
+    correct_fn = valid_ring_colorings if task.name == "coloring" else None
+    summary = summarize(run, majority_ks=(5, 30), generator=generator,
+                        correct_fn=(lambda o: correct_fn(o)) if correct_fn else None)
+    if fixed:
+        sampled = sampled_success(run, generator, n_samples=scale.eval_seeds, correct_fn=correct_fn)
+        summary["sampled"] = {"average": sampled.mean().item(),
+                              "worst": torch.quantile(sampled, 0.05, interpolation="lower").item()}
+    return summary
+
+
+def write_outputs(task_name: str, scale_name: str, rows: list[dict[str, Any]], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    x_key = "N" if task_name == "recall" else "q"
+    (out / "reproduction.json").write_text(json.dumps(
+        {"task": task_name, "scale": scale_name, "rows": rows, "paper": PAPER_POINTS[task_name],
+         "paper_note": PAPER_NOTES[task_name]}, indent=2))
+    (out / "reproduction.md").write_text(table(task_name, rows))
+    title = f"{task_name}: ours ({scale_name} scale) and the paper's values"
+    reproduction_figure(rows, PAPER_POINTS[task_name], x_key, title).write_html(
+        out / "reproduction.html", include_plotlyjs=True)
+
+
+def _paper_value(task_name: str, row: dict[str, Any], metric: str) -> str:
+    x_key = "N" if task_name == "recall" else "q"
+    for p in PAPER_POINTS[task_name]:
+        if p["variant"] == row["variant"] and p["metric"] == metric and p[x_key] == row[x_key]:
+            return f"{p['value']:.2f}"
+    return "–"
+
+
+def table(task_name: str, rows: list[dict[str, Any]]) -> str:
+    """The table as Markdown: ours and, where PAPER.md has one, the paper's value beside it."""
+    x_key = "N" if task_name == "recall" else "q"
+
+    def fmt(value) -> str:
+        return "–" if value is None else f"{value:.2f}"
+
+    lines = [
+        f"| {x_key} | variant | m | average (paper) | worst-5% (paper) | maj-5 worst | maj-30 worst "
+        "| sampled worst | seed variance | histogram (10 bins) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        majority = {k: (r.get(f"majority_{k}") or {}).get("worst") for k in (5, 30)}
+        lines.append(
+            f"| {r[x_key]:g} | {r['variant']} | {r['m_seeds']} | {fmt(r['average'])} ({_paper_value(task_name, r, 'average')}) "
+            f"| {fmt(r['worst_5pct'])} ({_paper_value(task_name, r, 'worst_5pct')}) | {fmt(majority[5])} "
+            f"| {fmt(majority[30])} | {fmt((r.get('sampled') or {}).get('worst'))} "
+            f"| {r['predictive_variance']:.2e} | {' '.join(str(c) for c in r['histogram']['counts'])} |"
+        )
+    lines.append("")
+    lines.append(PAPER_NOTES[task_name])
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["PAPER_POINTS", "SCALES", "reproduce", "table", "variants"]
