@@ -28,8 +28,8 @@ TARGET = 0.999
 BENCHES = {
     "sort": {
         "task": {"name": "sort", "length": 10, "vocab": 64},
-        "model": {"d_model": 128, "n_layers": 2, "n_heads": 4},
-        "train": dict(steps=2400, batch_size=256, lr=1e-3, warmup_steps=100),
+        "model": {"d_model": 128, "n_layers": 2, "n_heads": 4, "d_mlp": 256},
+        "train": dict(steps=2200, batch_size=256, lr=1.5e-3, warmup_steps=100),
         "budget_s": 300,
     },
     "addition": {

@@ -29,7 +29,7 @@ import torch
 from interp_rand.figures.reproduction import reproduction_figure
 from interp_rand.seeded_evaluation import sampled_success, save_summary, success_matrix, summarize
 from interp_rand.tasks import make_task
-from interp_rand.tasks.coloring import COLORING_CPU, COLORING_PAPER, valid_ring_colorings
+from interp_rand.tasks.coloring import COLORING_CPU, COLORING_PAPER, valid_colorings
 from interp_rand.tasks.recall import RECALL_CPU, RECALL_PAPER
 from interp_rand.training import TrainConfig, train
 
@@ -120,9 +120,9 @@ def evaluate_variant(task, model, scale, config: TrainConfig) -> dict[str, Any]:
     fixed = config.seed_source == "fixed"
     seeds = task.fixed_seed()[None] if fixed else task.sample_seeds(scale.eval_seeds, generator)
     run = success_matrix(model, task, batch, seeds)
-    correct_fn = valid_ring_colorings if task.name == "coloring" else None
-    summary = summarize(run, majority_ks=(5, 30), generator=generator,
-                        correct_fn=(lambda o: correct_fn(o)) if correct_fn else None)
+    # colouring has no single right answer: sampled colourings are judged on the graph
+    correct_fn = (lambda sampled: valid_colorings(sampled, batch.attention_mask)) if task.name == "coloring" else None
+    summary = summarize(run, majority_ks=(5, 30), generator=generator, correct_fn=correct_fn)
     if fixed:
         sampled = sampled_success(run, generator, n_samples=scale.eval_seeds, correct_fn=correct_fn)
         summary["sampled"] = {"average": sampled.mean().item(),

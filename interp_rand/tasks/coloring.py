@@ -1,11 +1,14 @@
 """Distributed 3-colouring of cycles (PAPER.md, Task 2).
 
 A random cycle on ``N`` labelled vertices: a uniform permutation ``order`` of the ids
-``0 .. N-1`` placed on a ring, so the vertex at ring position ``i`` (``order[i]``) is adjacent
-to those at ``i - 1`` and ``i + 1`` (mod ``N``). Token ``i`` is ``one_hot(order[i])``; its seed
-is that vertex's own ``Uniform[0, 1)`` noise scalar (``seeds: [batch, N, 1]``). The attention
-mask is the cycle adjacency: each token sees exactly its two ring neighbours, not itself, so a
-model with ``L`` blocks is an ``L``-round local message-passing algorithm.
+``0 .. N-1`` placed on a ring, so the vertex ``order[i]`` at ring position ``i`` is adjacent to
+``order[i - 1]`` and ``order[i + 1]`` (mod ``N``). Tokens are the *vertices in id order*: token
+``v`` is ``one_hot(v)`` and its seed is vertex ``v``'s own ``Uniform[0, 1)`` noise scalar
+(``seeds: [batch, N, 1]``). The cycle itself lives only in the attention mask, the cycle
+adjacency: each token sees exactly its two neighbours, not itself, so a model with ``L`` blocks
+is an ``L``-round local message-passing algorithm on vertices with unique ids. (Were tokens in
+ring order, positions would reveal the ring and a fixed pattern by position would colour every
+cycle: the task would be trivial.)
 
 Every position is an answer position: the model outputs ``n_colors`` logits per vertex. There
 is no single right colouring, so the loss is its own kind, ``"coloring"``: the expected number
@@ -101,10 +104,19 @@ def coloring_correct(picked: Tensor, batch: Batch) -> Tensor:
     return ~(same & _answer_mask(batch)).any(-1)
 
 
-def valid_ring_colorings(colours: Tensor) -> Tensor:
-    """``[..., N]`` colours by ring position -> ``[...]`` bool: no two ring neighbours share a
-    colour (for judging sampled outputs, which have no logits)."""
-    return ((colours != colours.roll(1, -1)) & (colours != colours.roll(-1, -1))).all(-1)
+def valid_colorings(colours: Tensor, adjacency: Tensor) -> Tensor:
+    """``colours: [batch, k, N]`` (k colourings per graph, e.g. sampled outputs, which have no
+    logits) and ``adjacency: [batch, N, N]`` -> ``[batch, k]`` bool: no edge is monochromatic."""
+    same = colours[..., :, None] == colours[..., None, :]  # [batch, k, N, N]
+    return ~(same & adjacency[:, None]).any(-1).any(-1)
+
+
+def cycle_adjacency(order: Tensor) -> Tensor:
+    """``[batch, N, N]`` bool adjacency between vertex ids of the cycles ``order: [batch, N]``
+    (vertex ids by ring position): ``u ~ v`` iff their ring positions differ by 1 mod ``N``."""
+    ring_position = order.argsort(1)  # [batch, N]: ring position of each vertex id
+    ring = ring_adjacency(order.shape[1], order.device)
+    return ring[ring_position[:, :, None], ring_position[:, None, :]]
 
 
 def register_coloring_loss() -> None:
@@ -236,7 +248,7 @@ class ColoringTask:
 
     @property
     def seed_shape(self) -> tuple[int, ...]:
-        """``(N, 1)``: one noise scalar per vertex (ring position)."""
+        """``(N, 1)``: one noise scalar per vertex (token = vertex id)."""
         return (self.n_vertices, 1)
 
     def validate(self) -> None:
@@ -349,17 +361,17 @@ class ColoringTask:
         """:meth:`build` without input checks (the sampling hot path)."""
         n, N = order.shape
         device = order.device
-        inputs = torch.eye(N, device=device)[order]  # [batch, N, N]
+        ring_position = order.argsort(1)  # [batch, N]: where each vertex id sits on the ring
         return Batch(
-            inputs=inputs,
-            targets=self.reference_coloring(device).expand(n, N).clone(),
+            # token v = one_hot(v) for every cycle: the graph is only in the attention mask
+            inputs=torch.eye(N, device=device).expand(n, N, N),
+            # a valid colouring per vertex, for uniform shapes only (the loss ignores it)
+            targets=self.reference_coloring(device)[ring_position],
             loss_mask=torch.ones(n, N, dtype=torch.bool, device=device),
             answer_positions=torch.arange(N, device=device),
             seeds=seeds,
-            # The same ring for every row, expanded (a view) because the model wants
-            # [batch, pos, pos].
-            attention_mask=ring_adjacency(N, device).expand(n, N, N),
-            metadata={"order": order},
+            attention_mask=cycle_adjacency(order),
+            metadata={"order": order, "ring_position": ring_position},
         )
 
     def exhaustive(self) -> Batch:
@@ -386,7 +398,7 @@ class ColoringTask:
     # ------------------------------------------------------------------ patching
 
     def corrupt(self, batch: Batch, generator: torch.Generator) -> PairBatch:
-        """Swap the vertex ids at two ring positions (seeds stay with the positions).
+        """Swap the vertex ids at two ring positions (each vertex keeps its own noise; tokens are vertex ids).
 
         The pair is uniform among those whose swap gives a different cycle: every pair for
         ``N >= 5``; for ``N = 4`` only neighbouring positions (swapping opposite ones is a

@@ -24,7 +24,7 @@ from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Task
 from interp_rand.training.config import TrainConfig
-from interp_rand.training.objectives import make_objective
+from interp_rand.training.objectives import fixed_seeds_if_asked, make_objective
 from interp_rand.training.schedule import warmup_cosine
 
 METRICS_FILE = "metrics.jsonl"
@@ -86,6 +86,8 @@ def train(
     reached = bool(start and history and cfg.stop_at_exact_match is not None
                    and history[-1]["exact_match"] >= cfg.stop_at_exact_match)
     eval_batch = task.sample(cfg.eval_size, torch.Generator().manual_seed(cfg.seed + _EVAL_SEED_OFFSET))
+    # a fixed-seed (r0) model is judged on r0, the only seed it is ever given
+    eval_batch = fixed_seeds_if_asked(task, eval_batch, cfg)
 
     run_dir.mkdir(parents=True, exist_ok=True)
     last_eval: EvalResult | None = None
