@@ -23,14 +23,14 @@ from interp_rand.training import TrainConfig, train
 DEMO_RUNS: dict[str, dict[str, Any]] = {
     "sort": {
         "task": {"name": "sort", "length": 8, "vocab": 32},
-        "model": {"d_model": 64, "n_layers": 2, "n_heads": 4},
+        "model": {"d_model": 64, "n_layers": 2, "n_heads": 4, "d_mlp": 128},
         "train": TrainConfig(steps=1500, batch_size=128, lr=3e-3, warmup_steps=100, eval_every=100,
                              eval_size=1000, checkpoint_every=500, stop_at_exact_match=0.999),
         "eval": {"fresh": 10_000},
     },
     "addition": {
         "task": {"name": "addition", "n_digits": 3},
-        "model": {"d_model": 64, "n_layers": 2, "n_heads": 4},
+        "model": {"d_model": 64, "n_layers": 2, "n_heads": 4, "d_mlp": 128},
         "train": TrainConfig(steps=2500, batch_size=128, lr=3e-3, warmup_steps=100, eval_every=100,
                              eval_size=1000, checkpoint_every=500, stop_at_exact_match=0.999),
         "eval": {"exhaustive": True},
@@ -49,11 +49,12 @@ def run_demo(out: str | Path, progress: bool = True) -> dict[str, Any]:
         task = make_task(task_spec.pop("name"), **task_spec)
         result = train(task, task.model_config(**spec["model"]), spec["train"], out / name, progress=progress)
         if spec["eval"].get("exhaustive"):
-            batch, label = task.exhaustive(), "all problems"
+            batch = task.exhaustive()
+            label = f"all {len(batch):,} problems"
         else:
             n = spec["eval"]["fresh"]
-            batch, label = task.sample(n, torch.Generator().manual_seed(EVAL_SEED)), f"{n} fresh examples"
-        evaluation = evaluate(result.model, task, batch)
+            batch, label = task.sample(n, torch.Generator().manual_seed(EVAL_SEED)), f"{n:,} fresh examples"
+        evaluation = evaluate(result.model, task, batch, progress=progress)
         report = {"task": task.name, "task_config": task.config_dict(), "step": result.step,
                   "train_seconds": round(result.seconds, 1), "evaluated_on": label, **evaluation.to_dict()}
         (out / name / "eval.json").write_text(json.dumps(report, indent=2))
@@ -71,7 +72,7 @@ def _table(summary: dict[str, Any]) -> str:
     for name, r in summary.items():
         per_position = " ".join(f"{p:.3f}" for p in r["per_position"])
         lines.append(
-            f"{name:<10} {r['step']:>6} {r['train_seconds']:>8} {r['n_examples']:>10} ({r['evaluated_on']:<9.9}) "
+            f"{name:<10} {r['step']:>6} {r['train_seconds']:>8} {r['evaluated_on']:>22} "
             f"{r['exact_match']:>12.4f}  {per_position}"
         )
     return "\n".join(lines)

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from tqdm.auto import tqdm
 
 from interp_rand.tasks.base import Batch, Task
 from interp_rand.losses import answer_correct, answer_loss
@@ -60,7 +61,8 @@ def check_model_fits_task(model: nn.Module, task: Task) -> None:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, task: Task, batch: Batch, chunk_size: int = 4096) -> EvalResult:
+def evaluate(model: nn.Module, task: Task, batch: Batch, chunk_size: int = 4096,
+             progress: bool = False) -> EvalResult:
     """Evaluate ``model`` on ``batch`` in chunks (no gradients, eval mode restored after).
 
     ``breakdown[key][value] = {"n": count, "exact_match": share}`` for each per-example
@@ -71,7 +73,8 @@ def evaluate(model: nn.Module, task: Task, batch: Batch, chunk_size: int = 4096)
     model.eval()
     losses, corrects = [], []
     try:
-        for start in range(0, len(batch), chunk_size):
+        starts = range(0, len(batch), chunk_size)
+        for start in tqdm(starts, desc=f"evaluate {task.name}", unit="chunk", disable=not progress or len(starts) < 2):
             part = batch[start : start + chunk_size]
             logits = model(part.inputs, **part.model_kwargs())
             if not torch.isfinite(logits).all():
