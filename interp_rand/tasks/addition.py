@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor
 
-from interp_rand.tasks.base import Batch, PairBatch, register_task
+from interp_rand.tasks.base import Batch, PairBatch, model_config_from, register_task
 
 if TYPE_CHECKING:
     from interp_rand.model.config import ModelConfig
@@ -168,14 +168,7 @@ class AdditionTask:
 
     def model_config(self, **overrides: Any) -> "ModelConfig":
         """Default: a small 2-layer softmax transformer sized for this task; ``overrides`` win."""
-        # Imported here so that importing the task registry stays light.
-        from interp_rand.model.config import ModelConfig
-
-        allowed = {f.name for f in dataclasses.fields(ModelConfig)}
-        unknown = sorted(set(overrides) - allowed)
-        if unknown:
-            raise ValueError(f"ModelConfig has no field(s) {unknown}; allowed: {sorted(allowed)}")
-        kwargs: dict[str, Any] = dict(
+        defaults: dict[str, Any] = dict(
             d_model=128,
             n_layers=2,
             n_heads=4,
@@ -186,9 +179,7 @@ class AdditionTask:
             attention="softmax",
             mask="causal",
         )
-        kwargs.update(overrides)
-        # Constructed once so derived fields (d_head, d_mlp) follow the overridden d_model.
-        return ModelConfig(**kwargs)
+        return model_config_from(defaults, overrides)
 
     # ------------------------------------------------------------------ layout
 

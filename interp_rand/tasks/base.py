@@ -148,6 +148,19 @@ class Task(Protocol):
         ...
 
 
+def model_config_from(defaults: dict[str, Any], overrides: dict[str, Any]) -> "ModelConfig":
+    """A task's default model with the user's ``overrides`` applied, built once so derived
+    fields (``d_head``, ``d_mlp``) follow an overridden ``d_model``; unknown fields are named."""
+    # Imported here so that importing the task registry stays light.
+    from interp_rand.model.config import ModelConfig
+
+    allowed = {f.name for f in dataclasses.fields(ModelConfig)}
+    unknown = sorted(set(overrides) - allowed)
+    if unknown:
+        raise ValueError(f"ModelConfig has no field(s) {unknown}; allowed: {sorted(allowed)}")
+    return ModelConfig(**{**defaults, **overrides})
+
+
 _REGISTRY: dict[str, type] = {}
 
 

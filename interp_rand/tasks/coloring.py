@@ -28,12 +28,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from interp_rand.tasks.base import Batch, PairBatch, register_task
-from interp_rand.tasks.randomized import first_seed, replace_seeds
+from interp_rand.tasks.base import Batch, PairBatch, model_config_from, register_task
+from interp_rand.tasks.randomized import ExperimentScale, first_seed, replace_seeds
 
 if TYPE_CHECKING:
     from interp_rand.model.config import ModelConfig
-    from interp_rand.training.config import TrainConfig
 
 LOSS_KIND = "coloring"
 # exhaustive() holds (N-1)! permutations while it filters them: 3.6M rows at N = 11.
@@ -143,44 +142,16 @@ except ImportError:  # interp_rand.losses is mid-import; see register_coloring_l
 
 
 @dataclass(frozen=True)
-class ColoringScale:
+class ColoringScale(ExperimentScale):
     """One named training scale of the colouring experiment. Field names shared with
     ``TrainConfig`` mean the same there.
 
     Attributes:
         n_vertices: ``N``.
-        steps, batch_size, lr, warmup_steps, min_lr_ratio, weight_decay, beta1, beta2,
-            adam_eps, grad_clip: as in ``TrainConfig``.
-        m_seeds: ``m``, seeds drawn per step and shared by the batch (q-norm objective).
-        q: the norm's exponent for the q-norm variants.
-        eval_seeds: seeds per input when measuring per-input success.
+        (and the optimiser settings and seed budget of :class:`ExperimentScale`)
     """
 
     n_vertices: int
-    steps: int
-    batch_size: int
-    lr: float
-    warmup_steps: int
-    min_lr_ratio: float
-    weight_decay: float
-    beta1: float
-    beta2: float
-    adam_eps: float
-    grad_clip: float
-    m_seeds: int
-    q: float
-    eval_seeds: int
-
-    def train_config(self, **overrides: Any) -> "TrainConfig":
-        """A ``TrainConfig`` with every field of this scale that ``TrainConfig`` also has (the
-        optimiser settings, and ``q``/``m_seeds`` where it has them); ``overrides`` win. The
-        variant (``objective``, ``seed_mode``) is the caller's choice."""
-        from interp_rand.training.config import TrainConfig
-
-        shared = {f.name for f in dataclasses.fields(TrainConfig)}
-        kwargs = {k: v for k, v in dataclasses.asdict(self).items() if k in shared}
-        kwargs.update(overrides)
-        return TrainConfig(**kwargs)
 
 
 # PAPER.md: Adam with weight decay 0.1, batch 256, m = 10, q = 10, 300k steps, N = 10, 100
@@ -268,13 +239,7 @@ class ColoringTask:
         have MLPs or LayerNorm: we keep TransformerLens's defaults (both on, ``d_mlp = 4 *
         d_model``).
         """
-        from interp_rand.model.config import ModelConfig
-
-        allowed = {f.name for f in dataclasses.fields(ModelConfig)}
-        unknown = sorted(set(overrides) - allowed)
-        if unknown:
-            raise ValueError(f"ModelConfig has no field(s) {unknown}; allowed: {sorted(allowed)}")
-        kwargs: dict[str, Any] = dict(
+        defaults: dict[str, Any] = dict(
             d_model=16,
             n_layers=2,
             n_heads=1,
@@ -289,8 +254,7 @@ class ColoringTask:
             seed_mode="add",
             positional="learned",
         )
-        kwargs.update(overrides)
-        return ModelConfig(**kwargs)
+        return model_config_from(defaults, overrides)
 
     # ------------------------------------------------------------------ seeds
 

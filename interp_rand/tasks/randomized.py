@@ -14,12 +14,16 @@ position (``seeds: [batch, n_pos, d_seed]``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
 
 from interp_rand.tasks.base import Batch, Task
+
+if TYPE_CHECKING:
+    from interp_rand.training.config import TrainConfig
 
 # ``fixed_seed()`` is the first seed drawn from a generator seeded with this, so ``r0`` is a
 # typical draw of the seed distribution (all-zero bits or all-zero noise would be atypical).
@@ -62,6 +66,44 @@ class RandomizedTask(Task, Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ExperimentScale:
+    """The optimiser settings and seed budget of one named scale of a randomized experiment
+    (a CPU-scaled or the paper-scale one); each task adds the fields of its sweep.
+
+    Attributes:
+        steps, batch_size, lr, warmup_steps, min_lr_ratio, weight_decay, beta1, beta2,
+            adam_eps, grad_clip: as in ``TrainConfig`` (``lr`` is the peak; the schedule
+            anneals to ``lr * min_lr_ratio``).
+        m_seeds: ``m``, seeds drawn per step and shared by the batch (q-norm objective).
+        q: the norm's exponent for the q-norm variants (``q = 1`` is ERM).
+        eval_seeds: seeds per input when measuring per-input success.
+    """
+
+    steps: int
+    batch_size: int
+    lr: float
+    warmup_steps: int
+    min_lr_ratio: float
+    weight_decay: float
+    beta1: float
+    beta2: float
+    adam_eps: float
+    grad_clip: float
+    m_seeds: int
+    q: float
+    eval_seeds: int
+
+    def train_config(self, **overrides: Any) -> "TrainConfig":
+        """A ``TrainConfig`` with every field of this scale that ``TrainConfig`` also has;
+        ``overrides`` win. The variant (``objective``, ``seed_source``) is the caller's choice."""
+        from interp_rand.training.config import TrainConfig
+
+        shared = {f.name for f in dataclasses.fields(TrainConfig)}
+        kwargs = {k: v for k, v in dataclasses.asdict(self).items() if k in shared}
+        return TrainConfig(**{**kwargs, **overrides})
+
+
 def first_seed(task: RandomizedTask) -> Tensor:
     """``[*seed_shape]`` the fixed seed ``r0``: the first draw of a generator seeded with
     :data:`FIXED_SEED_GENERATOR_SEED` (CPU, so it is the same on every machine)."""
@@ -85,4 +127,4 @@ def replace_seeds(batch: Batch, seeds: Tensor, seed_shape: tuple[int, ...]) -> B
     return dataclasses.replace(batch, seeds=seeds.to(device=batch.inputs.device, dtype=dtype))
 
 
-__all__ = ["FIXED_SEED_GENERATOR_SEED", "RandomizedTask", "first_seed", "replace_seeds"]
+__all__ = ["ExperimentScale", "FIXED_SEED_GENERATOR_SEED", "RandomizedTask", "first_seed", "replace_seeds"]

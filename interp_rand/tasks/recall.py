@@ -25,12 +25,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor
 
-from interp_rand.tasks.base import Batch, PairBatch, register_task
-from interp_rand.tasks.randomized import first_seed, replace_seeds
+from interp_rand.tasks.base import Batch, PairBatch, model_config_from, register_task
+from interp_rand.tasks.randomized import ExperimentScale, first_seed, replace_seeds
 
 if TYPE_CHECKING:
     from interp_rand.model.config import ModelConfig
-    from interp_rand.training.config import TrainConfig
 
 MAX_PAIRS = 64
 # all_seeds() materialises 2**seed_bits rows; beyond this the seeds are not "enumerable".
@@ -52,47 +51,18 @@ def _rows_are_permutations(t: Tensor) -> bool:
 
 
 @dataclass(frozen=True)
-class RecallScale:
+class RecallScale(ExperimentScale):
     """One named training scale of the recall experiments (the sweep over ``N`` and the
     optimiser settings). Field names shared with ``TrainConfig`` mean the same there.
 
     Attributes:
         n_pairs: the task sizes ``N`` swept.
         d_model: the model width (PAPER.md does not state it).
-        steps, batch_size, lr, warmup_steps, min_lr_ratio, weight_decay, beta1, beta2,
-            adam_eps, grad_clip: as in ``TrainConfig`` (``lr`` is the peak; the schedule
-            anneals to ``lr * min_lr_ratio``).
-        m_seeds: ``m``, seeds drawn per step and shared by the batch (q-norm objective).
-        q: the norm's exponent for the q-norm variants (``q = 1`` is ERM).
-        eval_seeds: seeds per input when measuring per-input success.
+        (and the optimiser settings and seed budget of :class:`ExperimentScale`)
     """
 
     n_pairs: tuple[int, ...]
     d_model: int
-    steps: int
-    batch_size: int
-    lr: float
-    warmup_steps: int
-    min_lr_ratio: float
-    weight_decay: float
-    beta1: float
-    beta2: float
-    adam_eps: float
-    grad_clip: float
-    m_seeds: int
-    q: float
-    eval_seeds: int
-
-    def train_config(self, **overrides: Any) -> "TrainConfig":
-        """A ``TrainConfig`` with every field of this scale that ``TrainConfig`` also has (the
-        optimiser settings, and ``q``/``m_seeds`` where it has them); ``overrides`` win. The
-        variant (``objective``, ``seed_mode``) is the caller's choice."""
-        from interp_rand.training.config import TrainConfig
-
-        shared = {f.name for f in dataclasses.fields(TrainConfig)}
-        kwargs = {k: v for k, v in dataclasses.asdict(self).items() if k in shared}
-        kwargs.update(overrides)
-        return TrainConfig(**kwargs)
 
 
 # PAPER.md: Adam (beta 0.9/0.95, eps 1e-5), batch 512, clip 1, lr warm-up to 3e-3 then annealed
@@ -195,13 +165,7 @@ class RecallTask:
         blocks of one head with key size 5, an input MLP of width 40, no LayerNorm, the seed
         joined to every token before the input MLP.
         """
-        from interp_rand.model.config import ModelConfig
-
-        allowed = {f.name for f in dataclasses.fields(ModelConfig)}
-        unknown = sorted(set(overrides) - allowed)
-        if unknown:
-            raise ValueError(f"ModelConfig has no field(s) {unknown}; allowed: {sorted(allowed)}")
-        kwargs: dict[str, Any] = dict(
+        defaults: dict[str, Any] = dict(
             # PAPER.md does not state the width; 64 is our choice (RECALL_PAPER.d_model).
             d_model=RECALL_PAPER.d_model,
             n_layers=2,
@@ -220,8 +184,7 @@ class RecallTask:
             seed_mode="append",
             positional="learned",
         )
-        kwargs.update(overrides)
-        return ModelConfig(**kwargs)
+        return model_config_from(defaults, overrides)
 
     # ------------------------------------------------------------------ seeds
 
