@@ -19,7 +19,7 @@ import torch
 from tqdm.auto import tqdm
 
 from interp_rand.training.checkpoint import CheckpointError, RunSpec, latest_checkpoint, load_checkpoint, save_checkpoint
-from interp_rand.evaluation import EvalResult, evaluate
+from interp_rand.evaluation import EvalResult, check_model_fits_task, evaluate
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Task
@@ -71,6 +71,7 @@ def train(
     spec = RunSpec(task.name, task.config_dict(), model_config, cfg)
     objective = make_objective(cfg)
     model = HookedTransformer(model_config, seed=cfg.seed)
+    check_model_fits_task(model, task)
     model.train()
     optimizer = torch.optim.AdamW(
         model.parameters(),
@@ -103,19 +104,12 @@ def train(
             batch = task.sample(cfg.batch_size, generator)
             loss = objective(model, task, batch, generator)
             if not torch.isfinite(loss):
-                kept = latest_checkpoint(run_dir)
-                raise TrainingDiverged(
-                    f"loss became {loss.item()} at step {step + 1}; stopped without writing a "
-                    f"checkpoint. Last good checkpoint: {kept or 'none'}"
-                )
+                raise _diverged(f"loss became {loss.item()}", step + 1, run_dir)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or float("inf"))
             if not torch.isfinite(grad_norm):
-                raise TrainingDiverged(
-                    f"gradient norm became {grad_norm.item()} at step {step + 1}; stopped without "
-                    f"writing a checkpoint. Last good checkpoint: {latest_checkpoint(run_dir) or 'none'}"
-                )
+                raise _diverged(f"gradient norm became {grad_norm.item()}", step + 1, run_dir)
             optimizer.step()
             step += 1
             running_loss = loss.item() if running_loss is None else 0.9 * running_loss + 0.1 * loss.item()
@@ -126,10 +120,7 @@ def train(
                 try:
                     last_eval = evaluate(model, task, eval_batch)
                 except FloatingPointError as err:
-                    raise TrainingDiverged(
-                        f"{err} at step {step}; stopped without writing a checkpoint. "
-                        f"Last good checkpoint: {latest_checkpoint(run_dir) or 'none'}"
-                    ) from None
+                    raise _diverged(str(err), step, run_dir) from None
                 record = {"step": step, "lr": lr, "train_loss": running_loss, **last_eval.to_dict()}
                 history.append(record)
                 _append_history(run_dir, record)
@@ -153,6 +144,13 @@ def train(
 
 
 # --------------------------------------------------------------------------------------
+def _diverged(what: str, step: int, run_dir: Path) -> TrainingDiverged:
+    return TrainingDiverged(
+        f"{what} at step {step}; stopped without writing a checkpoint. "
+        f"Last good checkpoint: {latest_checkpoint(run_dir) or 'none'}"
+    )
+
+
 def _refuse_existing(run_dir: Path) -> int:
     found = latest_checkpoint(run_dir)
     if found is not None:

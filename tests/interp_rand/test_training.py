@@ -308,11 +308,17 @@ def test_resume_refuses_another_model(tmp_path):
 
 def test_resume_refuses_another_task_config(tmp_path):
     run(tmp_path, steps=10, checkpoint_every=10)
-    # same model config (built from the original task), different task settings
+    # same model config (built from the original task, and still fitting), different task settings
     with pytest.raises(CheckpointError) as err:
-        run(tmp_path, task=SortTask(length=4, vocab=7), mcfg=model_cfg(), steps=20, checkpoint_every=10)
+        run(tmp_path, task=SortTask(length=3, vocab=8), mcfg=model_cfg(), steps=20, checkpoint_every=10)
     message = str(err.value)
     assert '"task"' in message and '"model"' not in message
+
+
+def test_a_model_that_does_not_fit_the_task_is_refused_before_training(tmp_path):
+    with pytest.raises(ValueError, match="d_vocab=9"):
+        run(tmp_path, task=SortTask(length=4, vocab=7), mcfg=model_cfg(), steps=5)
+    assert not list_checkpoints(tmp_path)
 
 
 def test_resume_refuses_other_training_settings_but_allows_more_steps(tmp_path):
