@@ -1,0 +1,193 @@
+"""Run a model on every (input, seed) pair: the :class:`SeedRun` the metrics read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from interp_rand.evaluation import check_model_fits_task
+from interp_rand.losses import answer_correct, answer_logits
+from interp_rand.tasks.base import Batch, Task
+
+#: Loss kinds whose logits are independent bits (one logit per output unit); every other
+#: kind's logits are classes (argmax / softmax).
+BIT_LOSS_KINDS = ("bce",)
+
+
+@dataclass(frozen=True)
+class SeedRun:
+    """A model's behaviour on ``n`` inputs x ``S`` seeds.
+
+    Attributes:
+        success: ``[n, S]`` bool, every answer position of input ``i`` under seed ``j`` right
+            (``answer_correct(...).all(-1)``, so the task's own notion of correct).
+        outputs: ``[n, S, n_answer]`` long, one hashable discrete output per answer position:
+            the argmax class, or for bit tasks (``"bce"``) the thresholded bits packed into an
+            integer, ``sum_k (logit_k > 0) << k``.
+        probs: ``[n, S, n_answer, K]`` float, the output distribution: the softmax over
+            ``K = d_vocab_out`` classes, or for bit tasks the per-bit sigmoid probabilities
+            (``K = n_bits``; bit ``k`` is 1 with probability ``probs[..., k]``, independently;
+            the joint over ``2**n_bits`` packed outputs is their product and is not stored).
+            ``None`` when ``success_matrix(..., keep_probs=False)``.
+        loss_kind: the task's loss kind.
+        target_outputs: ``[n, n_answer]`` long, the right output in the encoding of
+            ``outputs``, for tasks where correct means equal to the target (``"ce"``,
+            ``"bce"``); ``None`` for other kinds (e.g. colouring, where any valid colouring is
+            right).
+    """
+
+    success: Tensor
+    outputs: Tensor
+    probs: Tensor | None
+    loss_kind: str
+    target_outputs: Tensor | None = None
+
+    @property
+    def n_inputs(self) -> int:
+        return self.success.shape[0]
+
+    @property
+    def n_seeds(self) -> int:
+        return self.success.shape[1]
+
+    @property
+    def bits(self) -> bool:
+        """True when outputs are packed bits (``probs`` then holds per-bit probabilities)."""
+        return self.loss_kind in BIT_LOSS_KINDS
+
+
+# ----------------------------------------------------------------------------------------
+# Running the model on every (input, seed) pair
+# ----------------------------------------------------------------------------------------
+def _check_seeds(batch: Batch, seeds: Tensor | None) -> int:
+    """Validate ``seeds`` against ``batch``; return ``S`` (1 when ``seeds`` is None)."""
+    if seeds is None:
+        return 1
+    if seeds.dim() not in (2, 3) or seeds.shape[0] < 1:
+        raise ValueError(
+            f"seeds must be [S, d_seed] or [S, pos, d_seed] with S >= 1; got {tuple(seeds.shape)}"
+        )
+    if seeds.dim() == 3 and seeds.shape[1] != batch.inputs.shape[1]:
+        raise ValueError(
+            f"per-position seeds must be [S, pos={batch.inputs.shape[1]}, d_seed]; "
+            f"got {tuple(seeds.shape)}"
+        )
+    return seeds.shape[0]
+
+
+def _expand_rows(batch: Batch, seeds: Tensor | None, start: int, stop: int) -> Batch:
+    """Rows ``start:stop`` of the ``n*S``-row batch: row ``r`` = input ``r // S``, seed ``r % S``."""
+    n_seeds = 1 if seeds is None else seeds.shape[0]
+    rows = torch.arange(start, stop, device=batch.inputs.device)
+    part = batch[rows // n_seeds]
+    new_seeds = None if seeds is None else seeds.to(batch.inputs.device)[rows % n_seeds]
+    return Batch(
+        inputs=part.inputs,
+        targets=part.targets,
+        loss_mask=part.loss_mask,
+        answer_positions=part.answer_positions,
+        seeds=new_seeds,
+        attention_mask=part.attention_mask,
+        metadata=part.metadata,
+    )
+
+
+def expand_over_seeds(batch: Batch, seeds: Tensor | None) -> Batch:
+    """The ``n*S``-row batch pairing every input of ``batch`` with every seed.
+
+    Row ``i * S + j`` holds input ``i`` (its inputs, targets, masks and metadata) with seed
+    ``seeds[j]`` (input-major order). ``seeds`` is ``[S, d_seed]`` (one seed for all positions)
+    or ``[S, pos, d_seed]`` (per position); it replaces any seeds ``batch`` carries. With
+    ``seeds=None`` the result is ``batch`` itself with no seeds (``S = 1``).
+
+    This materialises all ``n*S`` rows; :func:`success_matrix` builds them chunk by chunk.
+    """
+    n_seeds = _check_seeds(batch, seeds)
+    return _expand_rows(batch, seeds, 0, len(batch) * n_seeds)
+
+
+def pack_bits(bits: Tensor) -> Tensor:
+    """``[..., n_bits]`` bool/0-1 -> ``[...]`` long, ``sum_k bit_k << k``."""
+    n_bits = bits.shape[-1]
+    if n_bits > 62:
+        raise ValueError(f"cannot pack {n_bits} bits into an int64 output")
+    weights = torch.ones(n_bits, dtype=torch.long, device=bits.device) << torch.arange(
+        n_bits, device=bits.device
+    )
+    return (bits.long() * weights).sum(-1)
+
+
+def _discrete(picked: Tensor, loss_kind: str) -> tuple[Tensor, Tensor]:
+    """Answer-position logits ``[rows, n_answer, K]`` -> (outputs ``[rows, n_answer]`` long,
+    probs ``[rows, n_answer, K]``)."""
+    if loss_kind in BIT_LOSS_KINDS:
+        return pack_bits(picked > 0), torch.sigmoid(picked.float())
+    return picked.argmax(-1), torch.softmax(picked.float(), dim=-1)
+
+
+def _target_outputs(batch: Batch, loss_kind: str) -> Tensor | None:
+    if loss_kind == "ce":
+        return batch.answer_targets().long()
+    if loss_kind in BIT_LOSS_KINDS:
+        return pack_bits(batch.answer_targets() > 0.5)
+    return None
+
+
+@torch.no_grad()
+def success_matrix(
+    model: nn.Module,
+    task: Task,
+    batch: Batch,
+    seeds: Tensor | None,
+    *,
+    chunk_size: int = 4096,
+    keep_probs: bool = True,
+) -> SeedRun:
+    """Run ``model`` on every (input, seed) pair of ``batch`` x ``seeds``.
+
+    Args:
+        model: called as ``model(inputs, seeds=..., attention_mask=...)`` (only the keyword
+            arguments the rows carry), returning ``[rows, pos, d_vocab_out]`` logits.
+        task: supplies ``loss_kind`` (correctness via :func:`~interp_rand.losses.answer_correct`).
+        batch: ``n`` inputs; any seeds it carries are replaced by ``seeds``.
+        seeds: ``[S, d_seed]`` (shared by all positions) or ``[S, pos, d_seed]`` (per position),
+            every input meets every seed; ``None`` for a model without a seed channel (``S = 1``,
+            no seeds passed).
+        chunk_size: rows (input-seed pairs) per forward pass.
+        keep_probs: store the output distribution (``SeedRun.probs``); needed by
+            :func:`sampled_success` and :func:`predictive_variance`.
+
+    Runs under ``torch.no_grad()`` in eval mode; the model's mode is restored afterwards.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size={chunk_size} must be >= 1")
+    check_model_fits_task(model, task)
+    n_seeds = _check_seeds(batch, seeds)
+    n, kind = len(batch), task.loss_kind
+    total = n * n_seeds
+    successes, outputs, probs = [], [], []
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, total, chunk_size):
+            part = _expand_rows(batch, seeds, start, min(start + chunk_size, total))
+            logits = model(part.inputs, **part.model_kwargs())
+            if not torch.isfinite(logits).all():
+                raise FloatingPointError("the model produced non-finite logits during evaluation")
+            successes.append(answer_correct(logits, part, kind).all(-1))
+            out, prob = _discrete(answer_logits(logits, part), kind)
+            outputs.append(out)
+            if keep_probs:
+                probs.append(prob)
+    finally:
+        model.train(was_training)
+    n_answer = len(batch.answer_positions)
+    return SeedRun(
+        success=torch.cat(successes).view(n, n_seeds),
+        outputs=torch.cat(outputs).view(n, n_seeds, n_answer),
+        probs=torch.cat(probs).view(n, n_seeds, n_answer, -1) if keep_probs else None,
+        loss_kind=kind,
+        target_outputs=_target_outputs(batch, kind),
+    )
