@@ -16,20 +16,27 @@ def reproduction_figure(rows: list[dict[str, Any]], paper: list[dict[str, Any]],
     """``rows``: ours, each ``{"variant", x_key, "average", "worst_5pct", ...}``; ``paper``:
     the paper's points ``{"variant", x_key, "metric": "average"|"worst_5pct", "value"}``."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("average success", "worst-5% success"))
+    in_legend: set[str] = set()
+
+    def first_time(name: str) -> bool:
+        new = name not in in_legend
+        in_legend.add(name)
+        return new
+
     for col, metric in ((1, "average"), (2, "worst_5pct")):
         for variant in dict.fromkeys(r["variant"] for r in rows):
             mine = sorted((r for r in rows if r["variant"] == variant), key=lambda r: r[x_key])
             colour = _COLOURS.get(variant, "#17becf")
             fig.add_trace(go.Scatter(
                 x=[r[x_key] for r in mine], y=[r[metric] for r in mine], mode="lines+markers",
-                name=f"{variant} (ours)", legendgroup=variant, showlegend=col == 1,
+                name=f"{variant} (ours)", legendgroup=variant, showlegend=first_time(f"{variant} (ours)"),
                 line={"color": colour}), row=1, col=col)
             theirs = sorted((p for p in paper if p["variant"] == variant and p["metric"] == metric),
                             key=lambda p: p[x_key])
             if theirs:
                 fig.add_trace(go.Scatter(
                     x=[p[x_key] for p in theirs], y=[p["value"] for p in theirs], mode="lines+markers",
-                    name=f"{variant} (paper)", legendgroup=variant, showlegend=col == 1,
+                    name=f"{variant} (paper)", legendgroup=variant, showlegend=first_time(f"{variant} (paper)"),
                     line={"color": colour, "dash": "dot"}, marker={"symbol": "circle-open", "size": 10}),
                     row=1, col=col)
     fig.update_yaxes(range=[-0.02, 1.02])
