@@ -19,6 +19,7 @@ from interp_rand.model.config import ModelConfig
 from interp_rand.tasks import task_class, task_names
 from interp_rand.training import TrainConfig, objective_names, train
 from interp_rand.training.config import SEED_SOURCES
+from interp_rand.training.objectives import fixed_seeds_if_asked
 from interp_rand.training.trainer import TrainingDiverged
 
 _MODEL_CHOICES = {
@@ -181,7 +182,9 @@ def _eval(args: argparse.Namespace) -> int:
         )
     task = ckpt.spec.make_task()
     batch = task.sample(args.n, torch.Generator().manual_seed(args.seed))
-    result = evaluate(ckpt.model(), task, batch)
+    # a model trained on the fixed seed r0 is evaluated on r0, as in training
+    batch = fixed_seeds_if_asked(task, batch, ckpt.spec.train_config)
+    result = evaluate(ckpt.model(), task, batch, progress=True)
     report = {"checkpoint": str(ckpt.path), "step": ckpt.step, "task": ckpt.spec.task_name,
               "eval_seed": args.seed, **result.to_dict()}
     (ckpt.path.parent.parent / "eval.json").write_text(json.dumps(report, indent=2))

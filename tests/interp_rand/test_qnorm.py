@@ -136,3 +136,27 @@ def test_nan_midway_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
         train(task, mcfg, dataclasses.replace(config, steps=10), tmp_path, progress=False)
     assert (step_dir(tmp_path, 5) / "model.safetensors").read_bytes() == saved
     assert load_checkpoint(tmp_path).step == 5
+
+
+def test_cli_eval_of_a_fixed_seed_run_uses_r0(tmp_path, monkeypatch):
+    """A model trained only on r0 is evaluated on r0 by ``interp-rand eval`` (fresh seeds would
+    measure something it was never asked to do)."""
+    import json
+
+    from interp_rand.cli import main
+
+    code = main(["train", "recall", "--n-pairs", "4", "--d-model", "16", "--steps", "3", "--batch-size", "8",
+                 "--eval-every", "3", "--eval-size", "8", "--seed-source", "fixed", "--quiet", "--out", str(tmp_path)])
+    assert code == 0
+    seen = []
+    original = HookedTransformer.forward
+
+    def spy(self, inputs, seeds=None, attention_mask=None):
+        seen.append(seeds)
+        return original(self, inputs, seeds=seeds, attention_mask=attention_mask)
+
+    monkeypatch.setattr(HookedTransformer, "forward", spy)
+    assert main(["eval", str(tmp_path), "--n", "20"]) == 0
+    r0 = make_task("recall", n_pairs=4).fixed_seed()
+    assert seen and all(torch.equal(s, r0.expand_as(s)) for s in seen)
+    assert json.loads((tmp_path / "eval.json").read_text())["n_examples"] == 20
