@@ -25,6 +25,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/train_time.py
 	$(BIN)/python bench/throughput.py
+	$(BIN)/python bench/seeded_eval.py
 
 # Re-pin constraints.txt from the current environment (after changing dependencies).
 lock: $(STAMP)
