@@ -178,6 +178,7 @@ def summarize(
     fraction: float = 0.05,
     bins: int = 10,
     correct_fn: Callable[[Tensor], Tensor] | None = None,
+    n_samples: int | None = None,
 ) -> dict[str, Any]:
     """All metrics as a JSON-serialisable dict.
 
@@ -185,8 +186,8 @@ def summarize(
     ``fraction``-quantile of :func:`worst_case_success`; the key keeps its name for other
     fractions, and ``worst_fraction`` records it), ``majority_<k>`` = ``{"average", "worst"}``
     of :func:`majority_success` with groups in seed order (``None`` when ``k > S``),
-    ``sampled`` = ``{"average", "worst"}`` of :func:`sampled_success` with ``n_samples = S``
-    drawn with ``generator`` (default: a generator seeded 0; ``None`` when the run has no
+    ``sampled`` = ``{"average", "worst"}`` of :func:`sampled_success` with ``n_samples`` (default
+    ``S``; a deterministic run with ``S = 1`` wants more) drawn with ``generator`` (default: a generator seeded 0; ``None`` when the run has no
     probabilities or no way to judge samples), ``predictive_variance`` (mean over inputs) and
     ``histogram`` = ``{"counts", "edges"}``.
     """
@@ -207,7 +208,9 @@ def summarize(
     for k in majority_ks:
         out[f"majority_{k}"] = avg_worst(majority_success(run, k)) if k <= run.n_seeds else None
     can_sample = run.probs is not None and (correct_fn is not None or run.target_outputs is not None)
-    out["sampled"] = avg_worst(sampled_success(run, generator, correct_fn=correct_fn)) if can_sample else None
+    out["sampled"] = (
+        avg_worst(sampled_success(run, generator, n_samples=n_samples, correct_fn=correct_fn)) if can_sample else None
+    )
     out["predictive_variance"] = predictive_variance(run).mean().item() if run.probs is not None else None
     counts, edges = success_histogram(run, bins)
     out["histogram"] = {"counts": counts.tolist(), "edges": edges.tolist()}
