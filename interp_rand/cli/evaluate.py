@@ -1,0 +1,52 @@
+"""``interp-rand eval RUN_DIR``: evaluate a trained run on fresh examples of its task."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+from interp_rand.evaluation import evaluate
+from interp_rand.tasks import task_names
+from interp_rand.training.checkpoint import load_checkpoint
+from interp_rand.training.objectives import fixed_seeds_if_asked
+
+DEFAULT_EVAL_SEED = 20_261_130
+
+
+def add_parser(commands) -> argparse.ArgumentParser:
+    parser = commands.add_parser(
+        "eval", help="evaluate a trained run on fresh examples",
+        description="Evaluate the newest checkpoint of RUN_DIR (or a checkpoint folder) on fresh "
+        "examples of its task; prints the result and writes eval.json next to the checkpoint.",
+    )
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    parser.add_argument("--task", choices=task_names(), default=None,
+                        help="expected task; an error if the checkpoint was trained on another")
+    parser.add_argument("--n", type=int, default=10_000, help="fresh examples (default: 10000)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_EVAL_SEED,
+                        help="seed of the evaluation examples")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.n < 1:
+        raise ValueError(f"--n={args.n} must be >= 1")
+    ckpt = load_checkpoint(args.run_dir)
+    if args.task is not None and args.task != ckpt.spec.task_name:
+        raise ValueError(
+            f"{ckpt.path} was trained on task {ckpt.spec.task_name!r}, not {args.task!r}"
+        )
+    task = ckpt.spec.make_task()
+    batch = task.sample(args.n, torch.Generator().manual_seed(args.seed))
+    # a model trained on the fixed seed r0 is evaluated on r0, as in training
+    batch = fixed_seeds_if_asked(task, batch, ckpt.spec.train_config)
+    result = evaluate(ckpt.model(), task, batch, progress=True)
+    report = {"checkpoint": str(ckpt.path), "step": ckpt.step, "task": ckpt.spec.task_name,
+              "eval_seed": args.seed, **result.to_dict()}
+    (ckpt.path.parent.parent / "eval.json").write_text(json.dumps(report, indent=2))
+    print(json.dumps({k: v for k, v in report.items() if k != "breakdown"}, indent=2))
+    print(f"wrote {ckpt.path.parent.parent / 'eval.json'}")
+    return 0

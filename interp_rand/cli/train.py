@@ -1,0 +1,77 @@
+"""``interp-rand train TASK``: options generated from the task, model and training configs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from interp_rand.cli.options import add_dataclass_options, collect
+from interp_rand.model import config as model_config_module
+from interp_rand.model.config import ModelConfig
+from interp_rand.tasks import task_class, task_names
+from interp_rand.training import TrainConfig, objective_names, train
+from interp_rand.training.config import SEED_SOURCES
+
+MODEL_CHOICES = {
+    "attention": model_config_module.ATTENTION_KINDS,
+    "mask": model_config_module.MASK_KINDS,
+    "input_kind": model_config_module.INPUT_KINDS,
+    "seed_mode": model_config_module.SEED_MODES,
+    "positional": model_config_module.POSITIONAL_KINDS,
+    "normalization_type": model_config_module.NORMALIZATION_TYPES,
+    "act_fn": model_config_module.ACT_FNS,
+}
+# The task decides these (vocabulary, input and output widths); the CLI does not offer them.
+TASK_FIXED_MODEL_FIELDS = ("d_vocab", "d_input", "d_vocab_out", "input_kind")
+
+
+def add_parser(commands) -> argparse.ArgumentParser:
+    train_parser = commands.add_parser(
+        "train", help="train a model on a task",
+        description="Train a model on TASK. Each task has its own options: "
+        "`interp-rand train TASK --help` lists them with the model and training options.",
+    )
+    per_task = train_parser.add_subparsers(dest="task", required=True, metavar="TASK")
+    for name in task_names():
+        cls = task_class(name)
+        sub = per_task.add_parser(
+            name, help=cls.description, description=f"Train on {name!r}: {cls.description}",
+        )
+        task_fields = add_dataclass_options(sub.add_argument_group(f"{name} task options"), cls)
+        train_fields = add_dataclass_options(
+            sub.add_argument_group("training options"), TrainConfig,
+            choices={"objective": tuple(objective_names()), "seed_source": SEED_SOURCES},
+        )
+        model_fields = add_dataclass_options(
+            sub.add_argument_group("model options (override the task's default model)"),
+            ModelConfig, choices=MODEL_CHOICES, keep_default=False,
+            skip=TASK_FIXED_MODEL_FIELDS,
+        )
+        clash = set(task_fields) & (set(train_fields) | set(model_fields))
+        if clash:
+            raise RuntimeError(f"task {name!r} options clash with model/training options: {sorted(clash)}")
+        run_group = sub.add_argument_group("run")
+        run_group.add_argument("--out", type=Path, default=None,
+                               help=f"run directory (default: runs/{name})")
+        run_group.add_argument("--no-resume", action="store_true",
+                               help="refuse to start if the run directory already has checkpoints "
+                               "(default: continue from the last checkpoint)")
+        run_group.add_argument("--quiet", action="store_true", help="no progress bar")
+        sub.set_defaults(task_fields=task_fields, train_fields=train_fields, model_fields=model_fields)
+    return train_parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from interp_rand.tasks import make_task
+
+    task = make_task(args.task, **collect(args, args.task_fields))
+    model_config = task.model_config(**collect(args, args.model_fields))
+    train_config = TrainConfig(**collect(args, args.train_fields))
+    out = args.out or Path("runs") / args.task
+    result = train(task, model_config, train_config, out, resume=not args.no_resume, progress=not args.quiet)
+    summary = {"run_dir": str(out), "step": result.step,
+               **(result.last_eval.to_dict() if result.last_eval else {})}
+    summary.pop("breakdown", None)
+    print(json.dumps(summary, indent=2))
+    return 0
