@@ -27,8 +27,10 @@ class Objective(Protocol):
 
     def __init__(self, config: TrainConfig) -> None: ...
 
-    def __call__(self, model: nn.Module, task: Task, batch: Batch, generator: torch.Generator) -> Tensor:
-        """Scalar loss for one optimiser step."""
+    def __call__(
+        self, model: nn.Module, task: Task, batch: Batch, generator: torch.Generator, step: int = 0
+    ) -> Tensor:
+        """Scalar loss for optimiser step ``step`` (0-based; for objectives with a schedule)."""
         ...
 
 
@@ -50,7 +52,9 @@ class ERM:
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
 
-    def __call__(self, model: nn.Module, task: Task, batch: Batch, generator: torch.Generator) -> Tensor:
+    def __call__(
+        self, model: nn.Module, task: Task, batch: Batch, generator: torch.Generator, step: int = 0
+    ) -> Tensor:
         batch = fixed_seeds_if_asked(task, batch, self.config)
         logits = model(batch.inputs, **batch.model_kwargs())
         return answer_loss(logits, batch, task.loss_kind).mean()

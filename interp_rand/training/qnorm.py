@@ -47,6 +47,7 @@ class QNorm:
 
     def __init__(self, config: TrainConfig) -> None:
         self.q = config.q
+        self.q_ramp_steps = config.q_ramp_steps
         self.m = config.m_seeds
         self.seed_source = config.seed_source
 
@@ -68,6 +69,14 @@ class QNorm:
         losses = answer_loss(logits, expanded, task.loss_kind)
         return einops.rearrange(losses, "(n m) -> n m", n=len(batch))
 
-    def __call__(self, model: nn.Module, task: Task, batch: Batch, generator: torch.Generator) -> Tensor:
+    def q_at(self, step: int) -> float:
+        """The exponent at ``step``: ``q ** (step / q_ramp_steps)`` during the ramp, then ``q``."""
+        if self.q_ramp_steps == 0 or step >= self.q_ramp_steps or self.q == float("inf"):
+            return self.q
+        return self.q ** (step / self.q_ramp_steps)
+
+    def __call__(
+        self, model: nn.Module, task: Task, batch: Batch, generator: torch.Generator, step: int = 0
+    ) -> Tensor:
         losses = self.per_input_losses(model, task, batch, self.seeds(task, generator))
-        return q_norm(losses.mean(dim=1), self.q)
+        return q_norm(losses.mean(dim=1), self.q_at(step))

@@ -102,7 +102,7 @@ def train(
             for group in optimizer.param_groups:
                 group["lr"] = lr
             batch = task.sample(cfg.batch_size, generator)
-            loss = objective(model, task, batch, generator)
+            loss = objective(model, task, batch, generator, step=step)
             if not torch.isfinite(loss):
                 raise _diverged(f"loss became {loss.item()}", step + 1, run_dir)
             optimizer.zero_grad(set_to_none=True)

@@ -97,7 +97,24 @@ def test_qnorm_objective_equals_hand_computation_on_a_real_model():
     assert torch.allclose(got, expected, atol=1e-6)
 
 
-@pytest.mark.parametrize("field, value", [("q", 0.5), ("q", float("nan")), ("m_seeds", 0), ("seed_source", "both")])
+def test_q_ramp_grows_geometrically_from_the_mean_to_q_and_changes_the_loss():
+    objective = QNorm(TrainConfig(objective="qnorm", q=100.0, m_seeds=2, q_ramp_steps=10))
+    assert objective.q_at(0) == 1.0
+    assert objective.q_at(5) == pytest.approx(10.0)
+    assert objective.q_at(10) == objective.q_at(10_000) == 100.0
+    task = make_task("recall", n_pairs=4)
+    model = HookedTransformer(task.model_config(d_model=16), seed=0)
+    batch = task.sample(6, torch.Generator().manual_seed(1))
+    seeds = objective.seeds(task, torch.Generator().manual_seed(2))
+    per_input = objective.per_input_losses(model, task, batch, seeds).mean(1)
+    for step, q in ((0, 1.0), (5, 10.0), (99, 100.0)):
+        got = objective(model, task, batch, torch.Generator().manual_seed(2), step=step)
+        assert torch.allclose(got, per_input.pow(q).mean().pow(1 / q), atol=1e-6)
+    assert not torch.allclose(objective(model, task, batch, torch.Generator().manual_seed(2), step=0),
+                              objective(model, task, batch, torch.Generator().manual_seed(2), step=99))
+
+
+@pytest.mark.parametrize("field, value", [("q", 0.5), ("q_ramp_steps", -1), ("q", float("nan")), ("m_seeds", 0), ("seed_source", "both")])
 def test_bad_settings_name_the_value(field, value):
     with pytest.raises(ValueError, match=field):
         TrainConfig(objective="qnorm", **{field: value})
@@ -131,7 +148,7 @@ def test_nan_midway_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     mcfg = task.model_config(d_model=16)
     train(task, mcfg, config, tmp_path, progress=False)
     saved = (step_dir(tmp_path, 5) / "model.safetensors").read_bytes()
-    monkeypatch.setattr(QNorm, "__call__", lambda self, *args: torch.tensor(float("nan"), requires_grad=True))
+    monkeypatch.setattr(QNorm, "__call__", lambda self, *args, **kwargs: torch.tensor(float("nan"), requires_grad=True))
     with pytest.raises(TrainingDiverged, match="step 6"):
         train(task, mcfg, dataclasses.replace(config, steps=10), tmp_path, progress=False)
     assert (step_dir(tmp_path, 5) / "model.safetensors").read_bytes() == saved
