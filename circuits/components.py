@@ -1,0 +1,118 @@
+"""How circuits read a model: the TransformerLens hook-name protocol plus TL weight names.
+
+Works on our :class:`~interp_rand.model.HookedTransformer` and on a TransformerLens
+``TransformerBridge`` alike. Writers are read at ``hook_embed``, ``hook_seed_embed``,
+``blocks.{l}.attn.hook_z`` (times ``W_O``, one residual write per head) and
+``blocks.{l}.hook_mlp_out``; readers are rebuilt from ``hook_resid_pre``/``hook_resid_mid``
+through the block's own LayerNorm and ``W_Q/W_K/W_V``/``W_in``, and written back at
+``hook_q/k/v``/``mlp.hook_pre`` (the final ``hook_resid_post`` for the logits). So a model
+needs no split-input hooks (ours has none; the bridge gates them behind flags).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import einops
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """What a circuit depends on: graphs and circuits from different architectures differ."""
+
+    n_layers: int
+    n_heads: int
+    attn_only: bool
+    has_seed: bool
+    seed_offset: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    def mismatch(self, other: "Architecture") -> list[str]:
+        """``field: mine vs theirs`` for every field that differs."""
+        return [
+            f"{k}={v!r} vs {getattr(other, k)!r}"
+            for k, v in self.__dict__.items()
+            if getattr(other, k) != v
+        ]
+
+
+def architecture(model: Any) -> Architecture:
+    """Read the architecture from a TL-protocol model and refuse what circuits cannot decompose."""
+    cfg = model.cfg
+    hooks = model.hook_dict
+    if "hook_embed" not in hooks or "blocks.0.attn.hook_z" not in hooks:
+        raise ValueError(
+            "model does not speak the TransformerLens hook-name protocol: it has no "
+            "'hook_embed' / 'blocks.0.attn.hook_z' hook points"
+        )
+    if getattr(cfg, "d_input_mlp", 0):
+        raise ValueError(
+            "circuits need the embedding to write straight into the residual stream; this model "
+            f"has an input MLP (d_input_mlp={cfg.d_input_mlp})"
+        )
+    if getattr(cfg, "has_seed", False) and getattr(cfg, "seed_mode", "add") == "append":
+        raise ValueError("circuits support seed_mode 'add' or 'token', not 'append'")
+    if getattr(cfg, "parallel_attn_mlp", False):
+        raise ValueError("circuits need sequential blocks; parallel_attn_mlp is not supported")
+    return Architecture(
+        n_layers=int(cfg.n_layers),
+        n_heads=int(cfg.n_heads),
+        attn_only=bool(cfg.attn_only),
+        has_seed="hook_seed_embed" in hooks,
+        seed_offset=int(getattr(cfg, "seed_offset", 0) or 0),
+    )
+
+
+def check_hook_names(model: Any, names: list[str]) -> None:
+    """Raise naming every hook point in ``names`` that ``model`` does not have."""
+    missing = [n for n in names if n not in model.hook_dict]
+    if missing:
+        raise ValueError(f"model has no hook point(s) {missing}")
+
+
+def head_results(model: Any, layer: int, z: Tensor) -> Tensor:
+    """``z: [batch, pos, head, d_head]`` → each head's residual write ``[batch, pos, head, d_model]``."""
+    return einops.einsum(z, model.blocks[layer].attn.W_O, "b p h e, h e d -> b p h d")
+
+
+def attention_input(model: Any, layer: int, which: str, x: Tensor) -> Tensor:
+    """``hook_q/k/v`` rebuilt from per-head residual inputs ``x: [batch, pos, head, d_model]``.
+
+    The block's own LayerNorm normalises each head's copy separately (it acts on the last axis).
+    """
+    attn = model.blocks[layer].attn
+    weight = getattr(attn, f"W_{which.upper()}")  # [head, d_model, d_head]
+    bias = getattr(attn, f"b_{which.upper()}")  # [head, d_head]
+    return einops.einsum(model.blocks[layer].ln1(x), weight, "b p h d, h d e -> b p h e") + bias
+
+
+def mlp_input(model: Any, layer: int, x: Tensor) -> Tensor:
+    """``mlp.hook_pre`` rebuilt from the MLP's residual input ``x: [..., d_model]``."""
+    mlp = model.blocks[layer].mlp
+    return model.blocks[layer].ln2(x) @ mlp.W_in + mlp.b_in
+
+
+def run_model(model: Any, batch: Any) -> Tensor:
+    """Logits for a :class:`~interp_rand.tasks.Batch` (seeds and masks passed when present),
+    or for a plain token tensor."""
+    if isinstance(batch, Tensor):
+        return model(batch)
+    kwargs = batch.model_kwargs()
+    if kwargs:
+        return model(batch.inputs, **kwargs)
+    return model(batch.inputs)
+
+
+__all__ = [
+    "Architecture",
+    "architecture",
+    "attention_input",
+    "check_hook_names",
+    "head_results",
+    "mlp_input",
+    "run_model",
+]

@@ -1,0 +1,80 @@
+"""Metrics: ``metric(logits [batch, pos, d_vocab_out], batch) -> scalar``, with a registry.
+
+Every metric averages per-example values, so EAP scores on a batch are the average of
+per-example scores (TransformerLens's convention).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+Metric = Callable[[Tensor, Any], Tensor]
+_METRICS: dict[str, Metric] = {}
+
+
+def register_metric(name: str) -> Callable[[Metric], Metric]:
+    def add(fn: Metric) -> Metric:
+        _METRICS[name] = fn
+        return fn
+
+    return add
+
+
+def metric_names() -> list[str]:
+    return sorted(_METRICS)
+
+
+def get_metric(name_or_fn: str | Metric) -> Metric:
+    if callable(name_or_fn):
+        return name_or_fn
+    try:
+        return _METRICS[name_or_fn]
+    except KeyError:
+        raise ValueError(f"unknown metric {name_or_fn!r}; registered: {metric_names()}") from None
+
+
+def _answer_logits(logits: Tensor, batch: Any) -> tuple[Tensor, Tensor]:
+    """``[batch, n_answer, vocab]`` logits and ``[batch, n_answer]`` targets at the answers."""
+    pos = batch.answer_positions
+    return logits[:, pos], batch.targets[:, pos]
+
+
+@register_metric("logprob")
+def logprob(logits: Tensor, batch: Any) -> Tensor:
+    """Mean log-probability of the correct answer over answer positions (higher is better)."""
+    answer, target = _answer_logits(logits, batch)
+    return F.log_softmax(answer, -1).gather(-1, target[..., None]).mean()
+
+
+@register_metric("logit_diff")
+def logit_diff(logits: Tensor, batch: Any) -> Tensor:
+    """Mean of (correct logit − mean of the other logits) over answer positions."""
+    answer, target = _answer_logits(logits, batch)
+    correct = answer.gather(-1, target[..., None])[..., 0]
+    others = (answer.sum(-1) - correct) / (answer.shape[-1] - 1)
+    return (correct - others).mean()
+
+
+@register_metric("prob")
+def prob(logits: Tensor, batch: Any) -> Tensor:
+    """Mean probability of the correct answer over answer positions."""
+    answer, target = _answer_logits(logits, batch)
+    return F.softmax(answer, -1).gather(-1, target[..., None]).mean()
+
+
+def evaluate_metric(metric: Metric, logits: Tensor, batch: Any) -> Tensor:
+    """Call ``metric`` and insist on a scalar, naming the shape otherwise."""
+    value = metric(logits, batch)
+    if not isinstance(value, Tensor) or value.dim() != 0:
+        shape = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
+        raise ValueError(f"the metric must return a scalar tensor; got {shape}")
+    if not torch.isfinite(value):
+        raise ValueError(f"the metric returned a non-finite value {float(value)}")
+    return value
+
+
+__all__ = ["Metric", "evaluate_metric", "get_metric", "logit_diff", "logprob", "metric_names", "prob", "register_metric"]
