@@ -1,0 +1,41 @@
+"""Grid-world exploration (PAPER.md, Task 3): a batched torch environment, the seeded agent,
+population evaluation vectorised over PGPE members, training with evotorch's PGPE against the
+exact worst treasure cell (locally or on a Ray cluster), and evaluation."""
+
+from interp_rand.gridworld.agent import Rollout, agent_model_config, play, replay, rollout, sample_seeds
+from interp_rand.gridworld.config import (
+    GRIDWORLD_CPU,
+    GRIDWORLD_PAPER,
+    AgentConfig,
+    GridConfig,
+    GridworldScale,
+    PGPEConfig,
+    scale_named,
+)
+from interp_rand.gridworld.environment import treasure_cells
+from interp_rand.gridworld.population import ParameterLayout, fitness, population_returns
+from interp_rand.gridworld.pgpe import GridworldProblem, TrainedAgent, connect_ray, train_agent
+
+__all__ = [
+    "AgentConfig",
+    "GRIDWORLD_CPU",
+    "GRIDWORLD_PAPER",
+    "GridConfig",
+    "GridworldProblem",
+    "GridworldScale",
+    "PGPEConfig",
+    "ParameterLayout",
+    "Rollout",
+    "TrainedAgent",
+    "agent_model_config",
+    "connect_ray",
+    "fitness",
+    "play",
+    "population_returns",
+    "replay",
+    "rollout",
+    "sample_seeds",
+    "scale_named",
+    "train_agent",
+    "treasure_cells",
+]

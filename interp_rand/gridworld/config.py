@@ -1,0 +1,184 @@
+"""Named configs of the grid-world experiment (PAPER.md, Task 3): the grid, the agent's model
+size and the PGPE settings, at a CPU scale (minutes on 2 cores) and at the paper's scale.
+
+    >>> GRIDWORLD_CPU.grid.size, GRIDWORLD_PAPER.grid.size
+    (3, 5)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+VARIANTS = ("erm", "worst")
+
+
+def _check_int(owner: str, name: str, value: Any, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{owner}.{name}={value!r} must be an integer >= {minimum}")
+
+
+def _check_positive(owner: str, name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{owner}.{name}={value!r} must be a number > 0")
+
+
+@dataclass(frozen=True)
+class GridConfig:
+    """The explore-then-exploit grid.
+
+    Attributes:
+        size: the grid is ``size x size``; the agent starts in the bottom-left cell ``(0, 0)``
+            and the treasure hides in any other cell.
+        episode_steps: steps per episode; episode 1 explores, then the agent is reset to the
+            start and episode 2 exploits. An episode ends early when the treasure is found.
+        treasure_reward: reward of the step that finds the treasure (every other step: -1,
+            so the floor of a run is ``-2 * episode_steps``).
+    """
+
+    size: int = 5
+    episode_steps: int = 25
+    treasure_reward: float = 1.0
+
+    def __post_init__(self) -> None:
+        _check_int("GridConfig", "size", self.size, 2)
+        _check_int("GridConfig", "episode_steps", self.episode_steps, 1)
+        farthest = 2 * (self.size - 1)
+        if self.episode_steps < farthest:
+            raise ValueError(
+                f"GridConfig.episode_steps={self.episode_steps} is too short for a {self.size}x{self.size} "
+                f"grid: the far corner is {farthest} steps from the start; use episode_steps >= {farthest} "
+                "or a smaller grid"
+            )
+
+    @property
+    def n_cells(self) -> int:
+        """Treasure cells: every cell but the start."""
+        return self.size * self.size - 1
+
+    @property
+    def total_steps(self) -> int:
+        """Action steps of a whole run (both episodes)."""
+        return 2 * self.episode_steps
+
+    @property
+    def d_obs(self) -> int:
+        """Width of an observation token: one-hot x, one-hot y, reward."""
+        return 2 * self.size + 1
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """The agent's transformer (PAPER.md: 2 blocks, 4 heads, key size 10, width 80).
+
+    Attributes:
+        d_model, n_layers, n_heads, d_head: as in ``ModelConfig``.
+        d_mlp: MLP width (0: attention-only blocks).
+    """
+
+    d_model: int = 80
+    n_layers: int = 2
+    n_heads: int = 4
+    d_head: int = 10
+    d_mlp: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "n_layers", "n_heads", "d_head"):
+            _check_int("AgentConfig", name, getattr(self, name), 1)
+        _check_int("AgentConfig", "d_mlp", self.d_mlp, 0)
+
+
+@dataclass(frozen=True)
+class PGPEConfig:
+    """PGPE (evotorch) against the exact worst treasure cell.
+
+    Attributes:
+        popsize: population per generation (even: PGPE samples mirrored pairs).
+        generations: PGPE steps.
+        center_lr, stdev_lr: learning rates of the search distribution's centre and std.
+        stdev_init: initial std of the search distribution.
+        optimizer: evotorch optimizer of the centre (``clipup``, ``adam`` or ``sgd``).
+        m_seeds: seeds per generation, shared by every member and cell; the fitness averages
+            returns over them before taking the worst cell.
+        variant: ``worst`` (fitness = worst cell's seed-averaged return, q = inf) or ``erm``
+            (fitness = average over cells).
+        eval_seeds: seeds per cell when evaluating the trained agent.
+        seed: seeds model initialisation, the PGPE sampler and the per-generation seeds.
+    """
+
+    popsize: int = 300
+    generations: int = 2000
+    center_lr: float = 0.01
+    stdev_lr: float = 0.01
+    stdev_init: float = 0.03
+    optimizer: str = "adam"
+    m_seeds: int = 10
+    variant: str = "worst"
+    eval_seeds: int = 100
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check_int("PGPEConfig", "popsize", self.popsize, 2)
+        if self.popsize % 2:
+            raise ValueError(f"PGPEConfig.popsize={self.popsize} must be even (PGPE samples mirrored pairs)")
+        for name in ("generations", "m_seeds", "eval_seeds"):
+            _check_int("PGPEConfig", name, getattr(self, name), 1)
+        _check_int("PGPEConfig", "seed", self.seed, 0)
+        for name in ("center_lr", "stdev_lr", "stdev_init"):
+            _check_positive("PGPEConfig", name, getattr(self, name))
+        if self.optimizer not in ("clipup", "adam", "sgd"):
+            raise ValueError(f"PGPEConfig.optimizer={self.optimizer!r} is not allowed; choose from ('clipup', 'adam', 'sgd')")
+        if self.variant not in VARIANTS:
+            raise ValueError(f"PGPEConfig.variant={self.variant!r} is not allowed; choose from {VARIANTS}")
+
+    def replace(self, **changes: Any) -> "PGPEConfig":
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class GridworldScale:
+    """One named scale of the grid-world experiment."""
+
+    grid: GridConfig
+    agent: AgentConfig
+    pgpe: PGPEConfig
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "GridworldScale":
+        return cls(GridConfig(**data["grid"]), AgentConfig(**data["agent"]), PGPEConfig(**data["pgpe"]))
+
+    def replace(self, **pgpe_changes: Any) -> "GridworldScale":
+        """A copy with PGPE fields changed (``variant``, ``m_seeds``, ``generations`` ...)."""
+        return dataclasses.replace(self, pgpe=self.pgpe.replace(**pgpe_changes))
+
+
+# PAPER.md: 5x5 grid, 25 + 25 steps, 2 blocks, 4 heads, key size 10, width 80; PGPE population
+# 300, centre/std lr 0.01, init std 0.03, m = 10. Not in the paper, our choices: no block MLP,
+# the number of generations, the centre optimizer (Adam), 100 evaluation seeds.
+GRIDWORLD_PAPER = GridworldScale(
+    grid=GridConfig(size=5, episode_steps=25, treasure_reward=1.0),
+    agent=AgentConfig(d_model=80, n_layers=2, n_heads=4, d_head=10, d_mlp=0),
+    pgpe=PGPEConfig(popsize=300, generations=2000, center_lr=0.01, stdev_lr=0.01, stdev_init=0.03,
+                    optimizer="adam", m_seeds=10, eval_seeds=100),
+)
+
+# CPU scale: a 3x3 grid (8 treasure cells, 9 + 9 steps) and a small agent, so that one
+# variant trains in a few minutes on one thread. Same objective and optimizer.
+GRIDWORLD_CPU = GridworldScale(
+    grid=GridConfig(size=3, episode_steps=9, treasure_reward=1.0),
+    agent=AgentConfig(d_model=32, n_layers=2, n_heads=4, d_head=8, d_mlp=0),
+    pgpe=PGPEConfig(popsize=48, generations=150, center_lr=0.01, stdev_lr=0.01, stdev_init=0.03,
+                    optimizer="adam", m_seeds=10, eval_seeds=100),
+)
+
+SCALES = {"cpu": GRIDWORLD_CPU, "paper": GRIDWORLD_PAPER}
+
+
+def scale_named(name: str) -> GridworldScale:
+    if name not in SCALES:
+        raise ValueError(f"scale={name!r} is not allowed; choose from {tuple(SCALES)}")
+    return SCALES[name]

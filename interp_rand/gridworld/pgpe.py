@@ -1,0 +1,163 @@
+"""Training the grid-world agent with evotorch's PGPE against the exact worst treasure cell.
+
+Each generation draws ``m`` seeds shared by every member and every cell; a member's fitness is
+the worst cell's seed-averaged return (``variant="worst"``, q = inf) or the average over cells
+(``"erm"``), computed for the whole population at once by
+:func:`~interp_rand.gridworld.population.population_returns`. With ``num_actors`` the
+population is split over Ray actors (evotorch's own parallelisation); the generation's seeds
+are pushed to every actor, so the remote fitness equals the local one.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from evotorch import Problem, SolutionBatch
+from evotorch.algorithms import PGPE
+from torch import Tensor
+
+from interp_rand.gridworld.agent import agent_model_config, sample_seeds
+from interp_rand.gridworld.config import GridConfig, GridworldScale
+from interp_rand.gridworld.environment import treasure_cells
+from interp_rand.gridworld.population import ParameterLayout, fitness, population_returns
+from interp_rand.model.config import ModelConfig
+from interp_rand.model.transformer import HookedTransformer
+
+RAY_CONNECT_TIMEOUT_S = 5.0
+
+
+class GridworldProblem(Problem):
+    """Maximise the grid-world fitness of flat agent weight vectors (vectorised evaluation).
+
+    Args:
+        grid, model_config, variant: the environment, the agent's architecture, ``worst``/``erm``.
+        num_actors: Ray actors evaluating pieces of the population (``None``: all local).
+        max_runs: runs stepped together per chunk (see ``population_returns``).
+        seed: evotorch's generator (the PGPE sampler).
+    """
+
+    def __init__(self, grid: GridConfig, model_config: ModelConfig, variant: str,
+                 num_actors: int | str | None = None, max_runs: int = 32_768, seed: int = 0):
+        self.grid = grid
+        self.variant = variant
+        self.max_runs = max_runs
+        self.model = HookedTransformer(model_config, seed=seed).eval()
+        self.layout = ParameterLayout(self.model)
+        self.cells = treasure_cells(grid)
+        self.generation_seeds: Tensor | None = None
+        super().__init__("max", solution_length=self.layout.n_params, initial_bounds=(-0.1, 0.1),
+                         dtype=torch.float32, num_actors=num_actors, seed=seed)
+
+    def set_generation_seeds(self, seeds: Tensor) -> None:
+        """``[m, d_seed]`` the seeds every member is evaluated on next, here and on every actor."""
+        self._parallelize()  # creates the actors (once) if this problem has any
+        self.generation_seeds = seeds.clone()
+        if self.actors:
+            import ray
+
+            ray.get([a.call.remote("_store_seeds", [self.generation_seeds], {}) for a in self.actors])
+
+    def _store_seeds(self, seeds: Tensor) -> None:
+        self.generation_seeds = seeds
+
+    def _prepare(self) -> None:
+        if self.is_remote:
+            torch.set_num_threads(1)  # an actor is one CPU of the cluster's budget
+
+    def _evaluate_batch(self, batch: SolutionBatch) -> None:
+        if self.generation_seeds is None:
+            raise RuntimeError("call set_generation_seeds(seeds) before evaluating")
+        returns = population_returns(self.model, self.layout, batch.values, self.grid, self.cells,
+                                     self.generation_seeds, max_runs=self.max_runs)
+        batch.set_evals(fitness(returns, self.variant))
+
+
+def connect_ray(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """Join the Ray cluster at ``address`` (``host:port`` of the head node, ``ray://host:port``
+    or ``auto``). An unreachable ``host:port`` raises ``ConnectionError`` within ``timeout_s``
+    (``ray.init`` itself retries for minutes)."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    if address != "auto":
+        hostport = address.removeprefix("ray://")
+        host, _, port = hostport.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"--ray-address={address!r} must be host:port, ray://host:port or auto")
+        try:
+            socket.create_connection((host, int(port)), timeout=timeout_s).close()
+        except OSError as err:
+            raise ConnectionError(
+                f"cannot reach a Ray cluster at {address!r} within {timeout_s:g} s ({err}); give the "
+                "head node's host:port (e.g. 10.0.0.1:6379), or leave out --ray-address to run locally"
+            ) from None
+    ray.init(address=address, include_dashboard=False, log_to_driver=False)
+
+
+@dataclass(frozen=True)
+class TrainedAgent:
+    """The result of :func:`train_agent`.
+
+    Attributes:
+        model: the agent with PGPE's final centre as weights (eval mode).
+        stdev: ``[n_params]`` the final search std.
+        history: per logged generation ``{"generation", "mean_eval", "center_fitness"}``.
+    """
+
+    model: HookedTransformer
+    stdev: Tensor
+    history: list[dict[str, Any]]
+
+
+def train_agent(
+    scale: GridworldScale,
+    num_actors: int | str | None = None,
+    log_every: int = 10,
+    on_log: Callable[[dict[str, Any]], None] | None = None,
+    max_runs: int = 32_768,
+) -> TrainedAgent:
+    """Train one agent with PGPE at ``scale`` (variant, m, ... in ``scale.pgpe``).
+
+    ``num_actors`` spreads each generation over Ray actors (connect first with
+    :func:`connect_ray`, or evotorch starts a local Ray instance). Deterministic for a given
+    ``scale.pgpe.seed`` when run locally.
+    """
+    grid, cfg = scale.grid, scale.pgpe
+    model_config = agent_model_config(grid, scale.agent)
+    problem = GridworldProblem(grid, model_config, cfg.variant, num_actors=num_actors,
+                               max_runs=max_runs, seed=cfg.seed)
+    searcher = PGPE(
+        problem, popsize=cfg.popsize, center_learning_rate=cfg.center_lr, stdev_learning_rate=cfg.stdev_lr,
+        stdev_init=cfg.stdev_init, optimizer=cfg.optimizer, ranking_method="centered",
+        center_init=problem.layout.flatten(problem.model),
+    )
+    generator = torch.Generator().manual_seed(cfg.seed + 1)
+    history: list[dict[str, Any]] = []
+    try:
+        for generation in range(1, cfg.generations + 1):
+            seeds = sample_seeds(grid, cfg.m_seeds, generator)
+            problem.set_generation_seeds(seeds)
+            searcher.step()
+            if generation % log_every == 0 or generation == cfg.generations:
+                center = searcher.status["center"].detach().clone()
+                returns = population_returns(problem.model, problem.layout, center[None], grid,
+                                             problem.cells, seeds)
+                entry = {"generation": generation, "mean_eval": float(searcher.status["mean_eval"]),
+                         "center_fitness": float(fitness(returns, cfg.variant)[0]),
+                         "center_average": float(returns.mean())}
+                history.append(entry)
+                if on_log is not None:
+                    on_log(entry)
+    finally:
+        if problem.actors:
+            problem.kill_actors()
+    model = problem.layout.load(HookedTransformer(model_config), searcher.status["center"].detach()).eval()
+    return TrainedAgent(model=model, stdev=searcher.status["stdev"].detach().clone(), history=history)
+
+
+__all__ = ["GridworldProblem", "TrainedAgent", "connect_ray", "train_agent"]

@@ -1,0 +1,146 @@
+"""Fitness of a whole PGPE population at once: population x treasure cells x seeds runs step
+together, and the members' forward passes are one ``vmap`` over ``functional_call`` of the
+agent model (no Python loop over members). :func:`population_returns_loop` is the per-member
+loop kept as the reference the benchmark and the tests compare against.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+from torch.func import functional_call, vmap
+
+from interp_rand.gridworld.agent import LogitsFn, RecomputePolicy, rollout
+from interp_rand.gridworld.config import VARIANTS, GridConfig
+from interp_rand.gridworld.stacked import StackedAgents
+from interp_rand.model.transformer import HookedTransformer
+
+
+class ParameterLayout:
+    """Flat parameter vectors ``[n_params]`` <-> the model's named parameters (in
+    ``named_parameters`` order), so PGPE searches one vector per member."""
+
+    def __init__(self, model: HookedTransformer):
+        self.names = [name for name, _ in model.named_parameters()]
+        self.shapes = [tuple(p.shape) for _, p in model.named_parameters()]
+        self.sizes = [math.prod(s) for s in self.shapes]
+        self.n_params = sum(self.sizes)
+
+    def flatten(self, model: HookedTransformer) -> Tensor:
+        """``[n_params]`` the model's current weights."""
+        return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+    def unflatten(self, flat: Tensor) -> dict[str, Tensor]:
+        """``[..., n_params]`` -> ``{name: [..., *shape]}`` (views)."""
+        if flat.shape[-1] != self.n_params:
+            raise ValueError(f"parameter vectors must have {self.n_params} entries; got {flat.shape[-1]}")
+        lead = flat.shape[:-1]
+        pieces = flat.split(self.sizes, dim=-1)
+        return {n: p.reshape(*lead, *s) for n, p, s in zip(self.names, pieces, self.shapes)}
+
+    def load(self, model: HookedTransformer, flat: Tensor) -> HookedTransformer:
+        """Copy ``flat: [n_params]`` into ``model`` (in place) and return it."""
+        with torch.no_grad():
+            for param, value in zip(model.parameters(), self.unflatten(flat).values()):
+                param.copy_(value)
+        return model
+
+
+def _population_logits_fn(model: HookedTransformer, params: dict[str, Tensor], n_members: int) -> LogitsFn:
+    """A :data:`LogitsFn` over ``n_members * runs`` rows, member-major: rows ``[i * runs,
+    (i + 1) * runs)`` are played by member ``i`` (its weights: ``params[name][i]``)."""
+
+    def one_member(member_params: dict[str, Tensor], inputs: Tensor, seeds: Tensor) -> Tensor:
+        return functional_call(model, member_params, (inputs,), {"seeds": seeds})
+
+    batched = vmap(one_member)
+
+    def logits(inputs: Tensor, seeds: Tensor) -> Tensor:
+        # [P * runs, t, d] -> [P, runs, t, d]: one vmapped forward for all members
+        out = batched(params, inputs.unflatten(0, (n_members, -1)), seeds.unflatten(0, (n_members, -1)))
+        return out.flatten(0, 1)
+
+    return logits
+
+
+def _runs(cells: Tensor, seeds: Tensor) -> tuple[Tensor, Tensor]:
+    """Every (cell, seed) pair, cell-major: ``treasure [C * m, 2]``, ``seeds [C * m, d_seed]``."""
+    n_cells, m = cells.shape[0], seeds.shape[0]
+    return cells.repeat_interleave(m, dim=0), seeds.repeat(n_cells, 1)
+
+
+@torch.no_grad()
+def population_returns(
+    model: HookedTransformer,
+    layout: ParameterLayout,
+    flat_params: Tensor,
+    grid: GridConfig,
+    cells: Tensor,
+    seeds: Tensor,
+    max_runs: int = 32_768,
+    cached: bool = True,
+) -> Tensor:
+    """Accumulated reward of every member on every cell under every seed.
+
+    Args:
+        flat_params: ``[P, n_params]`` one weight vector per member.
+        cells: ``[C, 2]`` treasure cells; ``seeds``: ``[m, d_seed]`` (shared by all members).
+        max_runs: at most this many runs (members x cells x seeds) step together; larger
+            populations are split into chunks of whole members (memory bound, not a loop over
+            single members unless one member alone exceeds it).
+        cached: decode with :class:`StackedAgents` (stacked weights, key/value cache); with
+            ``False``, ``vmap`` over ``functional_call`` of the hooked model, re-reading the
+            prefix every step (slower, no second implementation of the forward pass).
+
+    Returns:
+        ``[P, C, m]`` float.
+    """
+    if flat_params.dim() != 2:
+        raise ValueError(f"flat_params must be [population, n_params]; got {tuple(flat_params.shape)}")
+    treasure, run_seeds = _runs(cells, seeds)
+    per_member = treasure.shape[0]
+    chunk = max(1, max_runs // per_member)
+    out = []
+    for start in range(0, flat_params.shape[0], chunk):
+        part = flat_params[start : start + chunk]
+        n = part.shape[0]
+        params = layout.unflatten(part)
+        if cached:
+            make = lambda s: StackedAgents(model.cfg, params, s)  # noqa: E731
+        else:
+            make = lambda s: RecomputePolicy(_population_logits_fn(model, params, n), s)  # noqa: E731
+        played = rollout(make, grid, treasure.repeat(n, 1), run_seeds.repeat(n, 1))
+        out.append(played.returns.view(n, cells.shape[0], seeds.shape[0]))
+    return torch.cat(out)
+
+
+@torch.no_grad()
+def population_returns_loop(
+    model: HookedTransformer, layout: ParameterLayout, flat_params: Tensor, grid: GridConfig,
+    cells: Tensor, seeds: Tensor,
+) -> Tensor:
+    """As :func:`population_returns`, one member at a time through the hooked model itself
+    (``functional_call``, each step re-reading the prefix): the reference."""
+    treasure, run_seeds = _runs(cells, seeds)
+    out = []
+    for flat in flat_params:
+        params = layout.unflatten(flat)
+        fn = lambda x, s: functional_call(model, params, (x,), {"seeds": s})  # noqa: E731
+        played = rollout(lambda s: RecomputePolicy(fn, s), grid, treasure, run_seeds)
+        out.append(played.returns.view(cells.shape[0], seeds.shape[0]))
+    return torch.stack(out)
+
+
+def fitness(returns: Tensor, variant: str) -> Tensor:
+    """``[P, C, m]`` returns -> ``[P]`` fitness: the seed average is taken first (it is what
+    rewards randomization, PAPER.md), then the worst cell (``worst``, q = inf) or the mean over
+    cells (``erm``)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant={variant!r} is not allowed; choose from {VARIANTS}")
+    per_cell = returns.mean(-1)  # [P, C]
+    return per_cell.min(-1).values if variant == "worst" else per_cell.mean(-1)
+
+
+__all__ = ["ParameterLayout", "fitness", "population_returns", "population_returns_loop"]
