@@ -122,33 +122,53 @@ def _scores(graph: ModelGraph, delta: Tensor, grads: Tensor) -> Tensor:
     return scores * graph.mask
 
 
-def eap_scores(model: Any, graph: ModelGraph, clean: Any, corrupted: Any, metric: Metric) -> Tensor:
-    """EAP edge scores ``[n_slots, n_writers, n_readers]``."""
-    clean_acts = _input_values(model, graph, clean)
-    grads, _, acts = reader_gradients(model, graph, corrupted, metric)
-    delta = stack_writers(model, graph, clean_acts) - stack_writers(model, graph, acts)
+def eap_scores(
+    model: Any, graph: ModelGraph, clean: Any, corrupted: Any, metric: Metric, replacement: Tensor | None = None
+) -> Tensor:
+    """EAP edge scores ``[n_slots, n_writers, n_readers]``.
+
+    With a ``corrupted`` batch: denoising form (gradient on the corrupted run, delta
+    ``clean − corrupted``). With ``corrupted=None`` and writer ``replacement`` values (zero or
+    mean ablation): noising form (gradient on the clean run, delta ``clean − replacement``).
+    Either way a positive score means the edge's clean value raises the metric.
+    """
+    if corrupted is None:
+        grads, _, clean_acts = reader_gradients(model, graph, clean, metric)
+        delta = stack_writers(model, graph, clean_acts) - replacement
+    else:
+        clean_acts = _input_values(model, graph, clean)
+        grads, _, acts = reader_gradients(model, graph, corrupted, metric)
+        delta = stack_writers(model, graph, clean_acts) - stack_writers(model, graph, acts)
     return _scores(graph, delta, grads)
 
 
 def eap_ig_scores(
-    model: Any, graph: ModelGraph, clean: Any, corrupted: Any, metric: Metric, steps: int = 5
+    model: Any,
+    graph: ModelGraph,
+    clean: Any,
+    corrupted: Any,
+    metric: Metric,
+    steps: int = 5,
+    baseline_values: dict[str, Tensor] | None = None,
 ) -> Tensor:
-    """EAP-IG edge scores: gradients averaged over ``steps`` interpolated inputs."""
+    """EAP-IG edge scores: gradients averaged over ``steps`` runs whose embeddings go from the
+    corrupted run's (or ``baseline_values``', for zero/mean ablation) to the clean run's."""
     if steps < 1:
         raise ValueError(f"EAP-IG steps={steps} must be >= 1")
     clean_acts = _input_values(model, graph, clean)
-    corrupt_acts = _input_values(model, graph, corrupted)
+    base_acts = _input_values(model, graph, corrupted) if corrupted is not None else baseline_values
+    run_batch = clean if corrupted is None else corrupted
     total = None
     for k in range(1, steps + 1):
         alpha = k / steps
         inputs = {
-            n: corrupt_acts[n] + alpha * (clean_acts[n] - corrupt_acts[n])
+            n: (base_acts[n] + alpha * (clean_acts[n] - base_acts[n])).expand_as(clean_acts[n])
             for n in _INPUT_HOOKS
-            if n in corrupt_acts
+            if n in clean_acts
         }
-        grads, _, _ = reader_gradients(model, graph, corrupted, metric, inputs)
+        grads, _, _ = reader_gradients(model, graph, run_batch, metric, inputs)
         total = grads if total is None else total + grads
-    delta = stack_writers(model, graph, clean_acts) - stack_writers(model, graph, corrupt_acts)
+    delta = stack_writers(model, graph, clean_acts) - stack_writers(model, graph, base_acts)
     return _scores(graph, delta, total / steps)
 
 

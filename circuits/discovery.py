@@ -1,0 +1,134 @@
+"""Circuit discovery: one signature, a registry, and :func:`discover`.
+
+A method is ``method(model, graph, data, metric, **options) -> scores [n_slots, n_writers,
+n_readers]``; register one with ``@register_method("name")``. Built in: ``exact`` (one exact
+path-patching run per edge: the slow reference), ``eap``, ``eap-ig`` (option ``steps``) and
+``acdc`` (option ``threshold``).
+
+    >>> scores = discover(model, pairs.clean, pairs.corrupted, metric="logprob", method="eap")
+    >>> circuit = scores.circuit(top_k=20)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+from circuits.ablation import Ablation
+from circuits.acdc import acdc_scores
+from circuits.attribution import eap_ig_scores, eap_scores
+from circuits.edge_patching import exact_edge_scores
+from circuits.graph import ModelGraph
+from circuits.metrics import Metric, get_metric
+from circuits.scores import EdgeScores
+from circuits.writers import stack_writers, writer_values
+
+
+@dataclass(frozen=True)
+class PatchData:
+    """What a discovery method patches with.
+
+    Attributes:
+        clean: the clean batch.
+        source: the batch ablated values come from (resampling ablations), else ``None``.
+        replacement: ``[batch or 1, P, n_writers, d_model]`` writer values on ablated edges.
+        baseline_values: the raw hook values behind ``replacement`` (EAP-IG's path start).
+    """
+
+    clean: Any
+    source: Any
+    replacement: Tensor
+    baseline_values: dict[str, Tensor]
+
+
+DiscoveryMethod = Callable[..., Tensor]
+_METHODS: dict[str, DiscoveryMethod] = {}
+
+
+def register_method(name: str) -> Callable[[DiscoveryMethod], DiscoveryMethod]:
+    def add(fn: DiscoveryMethod) -> DiscoveryMethod:
+        _METHODS[name] = fn
+        return fn
+
+    return add
+
+
+def method_names() -> list[str]:
+    return sorted(_METHODS)
+
+
+@register_method("exact")
+def _exact(model: Any, graph: ModelGraph, data: PatchData, metric: Metric) -> Tensor:
+    if data.source is not None:  # denoising: corrupted run, one edge given its clean value
+        return exact_edge_scores(model, graph, data.source, writer_values(model, graph, data.clean), metric)
+    # noising: clean run, one edge ablated; the sign makes "helps the metric" positive
+    return -exact_edge_scores(model, graph, data.clean, data.replacement, metric)
+
+
+@register_method("eap")
+def _eap(model: Any, graph: ModelGraph, data: PatchData, metric: Metric) -> Tensor:
+    return eap_scores(model, graph, data.clean, data.source, metric, data.replacement)
+
+
+@register_method("eap-ig")
+def _eap_ig(model: Any, graph: ModelGraph, data: PatchData, metric: Metric, steps: int = 5) -> Tensor:
+    return eap_ig_scores(model, graph, data.clean, data.source, metric, steps, data.baseline_values)
+
+
+@register_method("acdc")
+def _acdc(model: Any, graph: ModelGraph, data: PatchData, metric: Metric, threshold: float = 0.01) -> Tensor:
+    return acdc_scores(model, graph, data.clean, data.replacement, metric, threshold)
+
+
+def patch_data(model: Any, graph: ModelGraph, clean: Any, corrupted: Any, ablation: Ablation, reference: Any = None) -> PatchData:
+    source = ablation.source_batch(clean, corrupted)
+    values = ablation.source_values(model, graph, clean, corrupted, reference)
+    with torch.no_grad():
+        replacement = stack_writers(model, graph, values)
+    return PatchData(clean, source, replacement, values)
+
+
+def discover(
+    model: Any,
+    clean: Any,
+    corrupted: Any = None,
+    *,
+    metric: str | Metric = "logprob",
+    method: str = "eap",
+    ablation: Ablation = Ablation("resample"),
+    by_position: bool = True,
+    reference: Any = None,
+    **options: Any,
+) -> EdgeScores:
+    """Score every edge of ``model``'s graph with ``method``.
+
+    Args:
+        clean: a :class:`~interp_rand.tasks.Batch` (or ``[batch, pos]`` tokens).
+        corrupted: the corrupted batch (needed by ``resample`` ablation).
+        metric: a registered metric name or ``metric(logits, batch) -> scalar``.
+        ablation: what ablated edges carry (``resample`` uses ``corrupted``).
+        by_position: position-resolved edges (else each edge spans all positions).
+        reference: the reference set for ``mean`` ablation (default: ``clean``).
+        options: method options (``steps`` for eap-ig, ``threshold`` for acdc).
+    """
+    if method not in _METHODS:
+        raise ValueError(f"unknown discovery method {method!r}; registered: {method_names()}")
+    metric_fn = get_metric(metric)
+    n_pos = (clean if isinstance(clean, Tensor) else clean.inputs).shape[1]
+    graph = ModelGraph.of(model, n_pos, by_position)
+    data = patch_data(model, graph, clean, corrupted, ablation, reference)
+    scores = _METHODS[method](model, graph, data, metric_fn, **options)
+    settings = {
+        "method": method,
+        "metric": metric if isinstance(metric, str) else getattr(metric, "__name__", "custom"),
+        "ablation": ablation.to_dict(),
+        "options": options,
+        "n_examples": len(clean),
+    }
+    return EdgeScores(graph, scores.detach().float(), settings)
+
+
+__all__ = ["DiscoveryMethod", "PatchData", "discover", "method_names", "patch_data", "register_method"]
