@@ -1,7 +1,50 @@
-"""Probes: activations → linear probes with controls, captum attribution, attention analysis.
+"""Probes, attribution and attention analysis on any model that speaks TransformerLens's
+hook-name protocol (ours or a ``TransformerBridge``).
 
-Not built yet (see the project's probes issue). It will import ``interp_rand``'s core and work
-on any model that speaks the TransformerLens hook-name protocol.
+activations -> linear probes (with controls and a causal check) -> captum attribution (seed
+channel included) -> attention patterns and head-role scores -> the attention-pattern report.
 """
 
-__all__: list[str] = []
+from probes import task_variables as _task_variables  # noqa: F401  (registers the variables)
+from probes.activations import Activations, check_hooks, collect_activations, hook_names, residual_hooks
+from probes.causal import CausalEffect, causal_check
+from probes.controls import control_labels, group_split, random_init_like
+from probes.linear_probe import LinearProbe, fit_ridge, probe_accuracy
+from probes.suite import ProbeConfig, ProbeResult, probe_task
+from probes.variables import (
+    ProbeVariable,
+    VariableLabels,
+    get_variable,
+    input_groups,
+    register_groups,
+    register_variable,
+    variable_labels,
+    variable_names,
+)
+
+__all__ = [
+    "Activations",
+    "CausalEffect",
+    "LinearProbe",
+    "ProbeConfig",
+    "ProbeResult",
+    "ProbeVariable",
+    "VariableLabels",
+    "causal_check",
+    "check_hooks",
+    "collect_activations",
+    "control_labels",
+    "fit_ridge",
+    "get_variable",
+    "group_split",
+    "hook_names",
+    "input_groups",
+    "probe_accuracy",
+    "probe_task",
+    "random_init_like",
+    "register_groups",
+    "register_variable",
+    "residual_hooks",
+    "variable_labels",
+    "variable_names",
+]

@@ -1,0 +1,156 @@
+"""The registry of probe variables: per task, named functions from a batch (and, where a
+variable is defined by the model's behaviour, the model) to labels.
+
+A variable has ``k`` *instances* (one per answer digit, list element, seed bit, vertex ...):
+``labels: [batch, k]`` long in ``0 .. n_classes-1``. Each instance also names
+
+- ``control_types``: the input type whose random-but-fixed label is the Hewitt & Liang (2019)
+  control task (e.g. the digit pair at that place),
+- ``output_index`` (optional): which answer position the variable should act on, so that the
+  causal check reads the right output, and
+- ``counterfactual`` (optional): the answer the model should give at that position if the
+  variable had another value (a carry flipped -> the carried digit moves by one).
+
+Adding a variable is one function and one decorator line::
+
+    @register_variable("addition", "carry_in", "carry into the place of each answer digit")
+    def _carry_in(task, batch, model) -> VariableLabels: ...
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+from interp_rand.tasks.base import Batch
+
+# (batch, instance, new_labels [batch]) -> [batch] long expected output class at output_index[instance]
+Counterfactual = Callable[[Batch, int, Tensor], Tensor]
+
+
+@dataclass(frozen=True)
+class VariableLabels:
+    """Labels of one variable on one batch.
+
+    Attributes:
+        labels: ``[batch, k]`` long class ids.
+        n_classes: number of classes (the same for every instance).
+        instance_names: ``k`` names (``"place 3"``, ``"bit 0"`` ...).
+        control_types: ``[batch, k]`` long input-type ids for the control task.
+        output_index: ``[k]`` long index into ``batch.answer_positions`` (``-1``: every
+            answer position), or ``None``.
+        counterfactual: see the module docstring, or ``None``.
+    """
+
+    labels: Tensor
+    n_classes: int
+    instance_names: tuple[str, ...]
+    control_types: Tensor
+    output_index: Tensor | None = None
+    counterfactual: Counterfactual | None = None
+
+    def __post_init__(self) -> None:
+        k = len(self.instance_names)
+        if self.labels.dim() != 2 or self.labels.shape[1] != k:
+            raise ValueError(f"labels must be [batch, k={k}]; got {tuple(self.labels.shape)}")
+        if self.control_types.shape != self.labels.shape:
+            raise ValueError(
+                f"control_types {tuple(self.control_types.shape)} must match labels {tuple(self.labels.shape)}"
+            )
+        if self.labels.numel() and (int(self.labels.min()) < 0 or int(self.labels.max()) >= self.n_classes):
+            raise ValueError(f"labels must lie in 0..{self.n_classes - 1}")
+
+
+@dataclass(frozen=True)
+class ProbeVariable:
+    """A registered variable: ``compute(task, batch, model) -> VariableLabels``; ``needs_model``
+    when the labels are the model's own behaviour (colour chosen, key recalled)."""
+
+    task: str
+    name: str
+    description: str
+    compute: Callable[[Any, Batch, Any], VariableLabels]
+    needs_model: bool = False
+
+
+_VARIABLES: dict[str, dict[str, ProbeVariable]] = {}
+_GROUPS: dict[str, Callable[[Any, Batch], Tensor]] = {}
+
+
+def register_variable(task: str, name: str, description: str, *, needs_model: bool = False):
+    """Decorator: register ``fn(task, batch, model) -> VariableLabels`` as ``task``'s ``name``."""
+
+    def add(fn):
+        _VARIABLES.setdefault(task, {})[name] = ProbeVariable(task, name, description, fn, needs_model)
+        return fn
+
+    return add
+
+
+def register_groups(task: str):
+    """Decorator: ``fn(task, batch) -> [batch] long`` group ids for the held-out split."""
+
+    def add(fn):
+        _GROUPS[task] = fn
+        return fn
+
+    return add
+
+
+def variable_names(task_name: str) -> list[str]:
+    """The variables registered for a task, in registration order."""
+    return list(_VARIABLES.get(task_name, {}))
+
+
+def get_variable(task_name: str, name: str) -> ProbeVariable:
+    """The variable ``name`` of ``task_name``; an unknown name lists those that exist."""
+    known = _VARIABLES.get(task_name, {})
+    if name not in known:
+        raise ValueError(
+            f"task {task_name!r} provides no probe variable {name!r}; it provides: "
+            f"{', '.join(known) or '(none)'}"
+        )
+    return known[name]
+
+
+def variable_labels(task, batch: Batch, name: str, model=None) -> VariableLabels:
+    """Compute variable ``name`` of ``task`` on ``batch`` (``model`` where it needs one)."""
+    variable = get_variable(task.name, name)
+    if variable.needs_model and model is None:
+        raise ValueError(f"probe variable {task.name}.{name} is defined by the model's outputs; pass model=")
+    out = variable.compute(task, batch, model)
+    if out.labels.shape[0] != len(batch):
+        raise ValueError(f"variable {name!r} gave {out.labels.shape[0]} labels for {len(batch)} examples")
+    return out
+
+
+def input_groups(task, batch: Batch) -> Tensor:
+    """``[batch]`` long group ids: examples with the same task input (operand pair, list
+    multiset, pairs and query, cycle) share one, whatever their seeds. Tasks without a
+    registered grouping group by identical ``inputs`` and ``attention_mask``."""
+    fn = _GROUPS.get(task.name)
+    if fn is not None:
+        return fn(task, batch)
+    return rows_to_groups(batch.inputs, batch.attention_mask)
+
+
+def rows_to_groups(*parts: Tensor | None) -> Tensor:
+    """``[batch]`` long: one id per distinct row of the concatenated (flattened) ``parts``."""
+    rows = torch.cat([p.reshape(len(p), -1).float() for p in parts if p is not None], dim=1)
+    return torch.unique(rows, dim=0, return_inverse=True)[1]
+
+
+__all__ = [
+    "ProbeVariable",
+    "VariableLabels",
+    "get_variable",
+    "input_groups",
+    "register_groups",
+    "register_variable",
+    "rows_to_groups",
+    "variable_labels",
+    "variable_names",
+]
