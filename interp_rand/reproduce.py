@@ -20,7 +20,9 @@ The variants (PAPER.md):
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +84,12 @@ def variants(task_name: str, scale) -> list[tuple[str, dict[str, Any]]]:
 
 
 def reproduce(task_name: str, scale_name: str = "cpu", out: str | Path = "reproduction",
-              progress: bool = True, train_seed: int = 0) -> list[dict[str, Any]]:
-    """Train and evaluate every variant; returns the table rows (also written to ``out``)."""
+              progress: bool = True, train_seeds: Sequence[int] = (0,)) -> list[dict[str, Any]]:
+    """Train and evaluate every variant once per training seed; returns one row per run (also
+    written to ``out``; the table and figure show the mean over training seeds and their range)."""
+    train_seeds = list(train_seeds)
+    if not train_seeds or len(set(train_seeds)) != len(train_seeds):
+        raise ValueError(f"reproduce: train_seeds must be distinct and non-empty, got {train_seeds}")
     if task_name not in SCALES:
         raise ValueError(f"reproduce: task must be one of {sorted(SCALES)}, got {task_name!r}")
     if scale_name not in SCALES[task_name]:
@@ -94,16 +100,18 @@ def reproduce(task_name: str, scale_name: str = "cpu", out: str | Path = "reprod
     settings = [{"n_pairs": n} for n in scale.n_pairs] if task_name == "recall" else [{"n_vertices": scale.n_vertices}]
     for task_config in settings:
         task = make_task(task_name, **task_config)
-        model_config = task.model_config(**({"d_model": scale.d_model} if hasattr(scale, "d_model") else {}))
-        for variant, overrides in variants(task_name, scale):
+        model_config = task.model_config(**scale.model_overrides())
+        for (variant, overrides), train_seed in itertools.product(variants(task_name, scale), train_seeds):
             config = scale.train_config(seed=train_seed, eval_size=512, eval_every=max(1, scale.steps // 10),
                                         checkpoint_every=scale.steps, **overrides)
             label = variant.replace("^", "").replace(" ", "").replace("(", "_").replace(")", "").replace("=", "")
-            run_dir = out / "runs" / "_".join([f"{k}{v}" for k, v in task_config.items()] + [label, f"q{config.q:g}"])
+            run_dir = out / "runs" / "_".join([f"{k}{v}" for k, v in task_config.items()]
+                                              + [label, f"q{config.q:g}", f"seed{train_seed}"])
             result = train(task, model_config, config, run_dir, progress=progress)
             row = evaluate_variant(task, result.model, scale, config)
             row.update(variant=variant, q=config.q, m_seeds=config.m_seeds, steps=result.step,
-                       train_seconds=round(result.seconds, 1), run_dir=str(run_dir), **task_config)
+                       train_seed=train_seed, train_seconds=round(result.seconds, 1), run_dir=str(run_dir),
+                       **task_config)
             if task_name == "recall":
                 row["N"] = task_config["n_pairs"]
             save_summary(row, run_dir / "seeded_eval.json")
@@ -135,7 +143,7 @@ def write_outputs(task_name: str, scale_name: str, rows: list[dict[str, Any]], o
          "paper_note": PAPER_NOTES[task_name]}, indent=2))
     (out / "reproduction.md").write_text(table(task_name, rows))
     title = f"{task_name}: ours ({scale_name} scale) and the paper's values"
-    reproduction_figure(rows, PAPER_POINTS[task_name], x_key, title).write_html(
+    reproduction_figure(aggregate(task_name, rows), PAPER_POINTS[task_name], x_key, title).write_html(
         out / "reproduction.html", include_plotlyjs=True)
 
 
@@ -147,29 +155,66 @@ def _paper_value(task_name: str, row: dict[str, Any], metric: str) -> str:
     return "–"
 
 
+def _metrics(row: dict[str, Any]) -> dict[str, float | None]:
+    """The numbers the table and figure show, read from one run's summary."""
+    return {
+        "average": row["average"],
+        "worst_5pct": row["worst_5pct"],
+        **{f"majority_{k}_worst": (row.get(f"majority_{k}") or {}).get("worst") for k in (5, 30)},
+        "sampled_worst": (row.get("sampled") or {}).get("worst"),
+        "predictive_variance": row["predictive_variance"],
+    }
+
+
+def aggregate(task_name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (sweep value, variant): each metric's mean over training seeds, with its
+    ``min``/``max`` under ``{metric}_range``, the number of seeds, and the summed histogram."""
+    x_key = "N" if task_name == "recall" else "q"
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row[x_key], row["variant"], row["q"], row["m_seeds"]), []).append(row)
+    out = []
+    for (x, variant, q, m), runs in groups.items():
+        merged: dict[str, Any] = {x_key: x, "variant": variant, "q": q, "m_seeds": m, "n_train_seeds": len(runs)}
+        per_run = [_metrics(r) for r in runs]
+        for name in per_run[0]:
+            values = [p[name] for p in per_run if p[name] is not None]
+            merged[name] = sum(values) / len(values) if values else None
+            merged[f"{name}_range"] = (min(values), max(values)) if values else None
+        merged["histogram"] = [sum(c) for c in zip(*(r["histogram"]["counts"] for r in runs))]
+        out.append(merged)
+    return out
+
+
 def table(task_name: str, rows: list[dict[str, Any]]) -> str:
-    """The table as Markdown: ours and, where PAPER.md has one, the paper's value beside it."""
+    """The table as Markdown: the mean over training seeds (with the range over seeds when
+    there are several) and, where PAPER.md has one, the paper's value beside ours."""
     x_key = "N" if task_name == "recall" else "q"
 
-    def fmt(value) -> str:
-        return "–" if value is None else f"{value:.2f}"
+    def fmt(row: dict[str, Any], name: str) -> str:
+        value = row[name]
+        if value is None:
+            return "–"
+        low, high = row[f"{name}_range"]
+        return f"{value:.2f}" + (f" [{low:.2f}–{high:.2f}]" if row["n_train_seeds"] > 1 else "")
 
     lines = [
-        f"| {x_key} | variant | m | average (paper) | worst-5% (paper) | maj-5 worst | maj-30 worst "
-        "| sampled worst | seed variance | histogram (10 bins) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| {x_key} | variant | m | seeds | average (paper) | worst-5% (paper) | maj-5 worst | maj-30 worst "
+        "| sampled worst | seed variance | histogram (10 bins, all seeds) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        majority = {k: (r.get(f"majority_{k}") or {}).get("worst") for k in (5, 30)}
+    for r in aggregate(task_name, rows):
         lines.append(
-            f"| {r[x_key]:g} | {r['variant']} | {r['m_seeds']} | {fmt(r['average'])} ({_paper_value(task_name, r, 'average')}) "
-            f"| {fmt(r['worst_5pct'])} ({_paper_value(task_name, r, 'worst_5pct')}) | {fmt(majority[5])} "
-            f"| {fmt(majority[30])} | {fmt((r.get('sampled') or {}).get('worst'))} "
-            f"| {r['predictive_variance']:.2e} | {' '.join(str(c) for c in r['histogram']['counts'])} |"
+            f"| {r[x_key]:g} | {r['variant']} | {r['m_seeds']} | {r['n_train_seeds']} "
+            f"| {fmt(r, 'average')} ({_paper_value(task_name, r, 'average')}) "
+            f"| {fmt(r, 'worst_5pct')} ({_paper_value(task_name, r, 'worst_5pct')}) "
+            f"| {fmt(r, 'majority_5_worst')} | {fmt(r, 'majority_30_worst')} | {fmt(r, 'sampled_worst')} "
+            f"| {r['predictive_variance']:.2e} | {' '.join(str(c) for c in r['histogram'])} |"
         )
     lines.append("")
+    lines.append("Mean over training seeds; [min–max] over seeds where there are several.")
     lines.append(PAPER_NOTES[task_name])
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["PAPER_POINTS", "SCALES", "reproduce", "table", "variants"]
+__all__ = ["PAPER_POINTS", "SCALES", "aggregate", "reproduce", "table", "variants"]

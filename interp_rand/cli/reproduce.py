@@ -17,7 +17,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--scale", choices=["cpu", "paper"], default="cpu",
                         help="cpu: minutes on 2 cores; paper: the paper's settings, for a GPU (default: cpu)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: reproduction/TASK-SCALE)")
-    parser.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], metavar="SEED",
+                        help="training seeds; every variant is trained once per seed and the table "
+                        "shows the mean and the range over seeds (default: 0)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser
 
@@ -26,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from interp_rand.reproduce import reproduce, table
 
     out = args.out or Path("reproduction") / f"{args.task}-{args.scale}"
-    rows = reproduce(args.task, args.scale, out, progress=not args.quiet, train_seed=args.seed)
+    rows = reproduce(args.task, args.scale, out, progress=not args.quiet, train_seeds=args.seeds)
     print(table(args.task, rows))
     print(f"wrote reproduction.json, reproduction.md and reproduction.html to {out}")
     return 0

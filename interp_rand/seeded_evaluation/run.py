@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
@@ -135,7 +136,6 @@ def _target_outputs(batch: Batch, loss_kind: str) -> Tensor | None:
     return None
 
 
-@torch.no_grad()
 def success_matrix(
     model: nn.Module,
     task: Task,
@@ -144,6 +144,7 @@ def success_matrix(
     *,
     chunk_size: int = 4096,
     keep_probs: bool = True,
+    workers: int | None = None,
 ) -> SeedRun:
     """Run ``model`` on every (input, seed) pair of ``batch`` x ``seeds``.
 
@@ -158,31 +159,48 @@ def success_matrix(
         chunk_size: rows (input-seed pairs) per forward pass.
         keep_probs: store the output distribution (``SeedRun.probs``); needed by
             :func:`sampled_success` and :func:`predictive_variance`.
+        workers: chunks run at once, each in its own thread with one intra-op thread
+            (default: ``torch.get_num_threads()``). The models here are small, so whole chunks
+            side by side use the cores better than each small op split across them. The
+            result does not depend on it.
 
-    Runs under ``torch.no_grad()`` in eval mode; the model's mode is restored afterwards.
+    Runs without autograd in eval mode; the model's mode and the thread count are restored.
     """
     if chunk_size < 1:
         raise ValueError(f"chunk_size={chunk_size} must be >= 1")
+    threads = torch.get_num_threads()
+    workers = threads if workers is None else workers
+    if not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers={workers!r} must be an integer >= 1")
     check_model_fits_task(model, task)
     n_seeds = _check_seeds(batch, seeds)
     n, kind = len(batch), task.loss_kind
     total = n * n_seeds
-    successes, outputs, probs = [], [], []
-    was_training = model.training
-    model.eval()
-    try:
-        for start in range(0, total, chunk_size):
+
+    def run_chunk(start: int) -> tuple[Tensor, Tensor, Tensor | None]:
+        with torch.inference_mode():  # grad mode is per thread
             part = _expand_rows(batch, seeds, start, min(start + chunk_size, total))
             logits = model(part.inputs, **part.model_kwargs())
             if not torch.isfinite(logits).all():
                 raise FloatingPointError("the model produced non-finite logits during evaluation")
-            successes.append(answer_correct(logits, part, kind).all(-1))
+            success = answer_correct(logits, part, kind).all(-1)
             out, prob = _discrete(answer_logits(logits, part), kind)
-            outputs.append(out)
-            if keep_probs:
-                probs.append(prob)
+            return success, out, (prob if keep_probs else None)
+
+    was_training = model.training
+    model.eval()
+    try:
+        starts = range(0, total, chunk_size)
+        if workers == 1:
+            chunks = [run_chunk(start) for start in starts]
+        else:
+            torch.set_num_threads(1)
+            with ThreadPoolExecutor(workers) as pool:
+                chunks = list(pool.map(run_chunk, starts))
     finally:
         model.train(was_training)
+        torch.set_num_threads(threads)
+    successes, outputs, probs = zip(*chunks)
     n_answer = len(batch.answer_positions)
     return SeedRun(
         success=torch.cat(successes).view(n, n_seeds),

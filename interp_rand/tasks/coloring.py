@@ -148,10 +148,15 @@ class ColoringScale(ExperimentScale):
 
     Attributes:
         n_vertices: ``N``.
+        n_layers: blocks of the model, i.e. rounds of message passing (the paper's 2).
         (and the optimiser settings and seed budget of :class:`ExperimentScale`)
     """
 
     n_vertices: int
+    n_layers: int
+
+    def model_overrides(self) -> dict[str, Any]:
+        return {"n_layers": self.n_layers}
 
 
 # PAPER.md: Adam with weight decay 0.1, batch 256, m = 10, q = 10, 300k steps, N = 10, 100
@@ -159,6 +164,7 @@ class ColoringScale(ExperimentScale):
 # clipping; ours are 1e-3 with 1k warm-up steps annealed to 1e-4, PyTorch's Adam defaults, clip 1.
 COLORING_PAPER = ColoringScale(
     n_vertices=10,
+    n_layers=2,
     steps=300_000,
     batch_size=256,
     lr=1e-3,
@@ -174,13 +180,16 @@ COLORING_PAPER = ColoringScale(
     eval_seeds=100,
 )
 
-# CPU scale: the same cycle size, model, m and q (the deterministic impossibility depends on N
-# and the 2-round mask, not on training length); 5k steps of batch 64 (x m = 10 seeds: 640
-# sequences of 10 tokens, measured ~25 ms per q-norm step on one core, ~2 min a run) with a higher
-# peak rate to make up for the 60x shorter run. Not yet verified to reproduce the paper's numbers.
+# CPU scale: the same cycle size, m and q; 3k steps of batch 64 (x m = 10 seeds) with a higher
+# peak rate to make up for the 100x shorter run; and one block (a 1-round local algorithm) instead of two. Our 2-block model, trained
+# a few thousand steps, colours 99.6% of all cycles deterministically (the paper's reaches
+# 89%), so fewer than 5% of inputs fail and the worst-5% metric cannot separate the variants;
+# with one round a deterministic model fails on about a fifth of the cycles, as the paper's
+# does on a tenth, and the comparison the paper makes becomes measurable in minutes.
 COLORING_CPU = dataclasses.replace(
     COLORING_PAPER,
-    steps=5_000,
+    n_layers=1,
+    steps=3_000,
     batch_size=64,
     lr=3e-3,
     warmup_steps=200,

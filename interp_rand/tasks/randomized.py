@@ -78,6 +78,7 @@ class ExperimentScale:
         m_seeds: ``m``, seeds drawn per step and shared by the batch (q-norm objective).
         q: the norm's exponent for the q-norm variants (``q = 1`` is ERM).
         eval_seeds: seeds per input when measuring per-input success.
+        q_ramp_steps: as in ``TrainConfig`` (0 = the paper's constant q); keyword-only.
     """
 
     steps: int
@@ -93,6 +94,12 @@ class ExperimentScale:
     m_seeds: int
     q: float
     eval_seeds: int
+    q_ramp_steps: int = dataclasses.field(default=0, kw_only=True)
+
+    def model_overrides(self) -> dict[str, Any]:
+        """Settings of the task's default model that this scale changes (none here; the
+        tasks' scales add their own)."""
+        return {}
 
     def train_config(self, **overrides: Any) -> "TrainConfig":
         """A ``TrainConfig`` with every field of this scale that ``TrainConfig`` also has;

@@ -64,6 +64,9 @@ class RecallScale(ExperimentScale):
     n_pairs: tuple[int, ...]
     d_model: int
 
+    def model_overrides(self) -> dict[str, Any]:
+        return {"d_model": self.d_model}
+
 
 # PAPER.md: Adam (beta 0.9/0.95, eps 1e-5), batch 512, clip 1, lr warm-up to 3e-3 then annealed
 # to 3e-4, m = 30, q = 100, N in 8..20, 100 evaluation seeds. Not in the paper, our choices: the

@@ -374,6 +374,15 @@ def test_real_hooked_transformer_with_per_position_seeds():
     assert torch.equal(run.outputs.view(-1, pos), logits.argmax(-1))
     assert torch.allclose(run.probs.view(-1, pos, colours), logits.softmax(-1), atol=1e-6)
     assert (predictive_variance(run) > 0).all()
+    # chunks run side by side in threads: the same numbers, and the thread count restored
+    threads = torch.get_num_threads()
+    parallel = success_matrix(model, StandInFor(cfg), batch, seeds, chunk_size=4, workers=3)
+    assert torch.get_num_threads() == threads
+    for field in ("success", "outputs", "probs"):
+        assert torch.equal(getattr(parallel, field), getattr(run, field))
+    assert not parallel.probs.requires_grad
+    with pytest.raises(ValueError, match="workers=0"):
+        success_matrix(model, StandInFor(cfg), batch, seeds, workers=0)
 
 
 # --- summary ---------------------------------------------------------------------------------
