@@ -22,6 +22,7 @@ COMMANDS = (
     "evaluate",
     "reproduce",
     "demo",
+    "circuit",
 )
 # What a command may raise for bad input or a bad run: printed as one line, exit code 2.
 USER_ERRORS = (ValueError, KeyError, CheckpointError, TrainingDiverged, FloatingPointError, OSError)

@@ -1,0 +1,44 @@
+"""Layered layout of a circuit: residual-stream order → column, head (and position) → row.
+
+Returns positions only (as networkx layouts do); :mod:`circuits.draw` draws them.
+
+Columns: embed/seed 0, layer ``l``'s heads ``2l + 1``, its MLP ``2l + 2``, logits last. Rows:
+the head index (embed, seed, MLP and logits take their own rows), stacked per position for a
+position-resolved circuit so each position is a horizontal band.
+"""
+
+from __future__ import annotations
+
+from circuits.circuit import Circuit
+from circuits.nodes import Node
+
+
+def node_column(node: Node, n_layers: int) -> int:
+    if node.kind in ("embed", "seed"):
+        return 0
+    if node.kind == "logits":
+        return 2 * n_layers + 1
+    return 2 * node.layer + (1 if node.kind == "head" else 2)
+
+
+def node_row(node: Node, n_heads: int) -> float:
+    """Row within one position band of height ``n_heads + 1``."""
+    if node.kind == "head":
+        return float(node.head)
+    if node.kind == "seed":
+        return float(n_heads)
+    return (n_heads - 1) / 2
+
+
+def layered_layout(circuit: Circuit) -> dict[str, tuple[float, float]]:
+    """``{node name: (x, y)}`` for every node of ``circuit.graph``."""
+    n_layers, n_heads = circuit.arch.n_layers, circuit.arch.n_heads
+    band = n_heads + 1.5
+    out: dict[str, tuple[float, float]] = {}
+    for node in circuit.nodes:
+        y = node_row(node, n_heads) + (node.position or 0) * band
+        out[node.name] = (float(node_column(node, n_layers)), y)
+    return out
+
+
+__all__ = ["layered_layout", "node_column", "node_row"]

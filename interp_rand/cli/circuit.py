@@ -1,0 +1,88 @@
+"""``interp-rand circuit RUN_DIR``: discover a circuit in a trained run, measure its
+faithfulness and draw it (circuit.json, circuit.graphml, circuit.dot, faithfulness.json,
+circuit.html in --out)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from interp_rand.training.checkpoint import load_checkpoint
+from interp_rand.training.objectives import fixed_seeds_if_asked
+
+DEFAULT_SEED = 20_261_130
+
+
+def add_parser(commands) -> argparse.ArgumentParser:
+    from circuits import ABLATION_KINDS, method_names, metric_names
+
+    parser = commands.add_parser(
+        "circuit", help="discover, measure and draw a circuit of a trained run",
+        description="Score every edge of RUN_DIR's model on clean/corrupted pairs of its task, "
+        "keep the top edges (or those above a threshold), measure faithfulness and write the "
+        "circuit JSON (+ GraphML, DOT), faithfulness.json and an offline HTML drawing.",
+    )
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    parser.add_argument("--method", choices=method_names(), default="eap")
+    parser.add_argument("--metric", choices=metric_names(), default="logprob")
+    parser.add_argument("--ablation", choices=ABLATION_KINDS, default="resample",
+                        help="what edges outside the circuit carry (default: resample = the "
+                        "task's corrupted inputs)")
+    parser.add_argument("--n", type=int, default=256, help="clean/corrupted pairs (default: 256)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the data")
+    parser.add_argument("--top-k", type=int, default=None, help="keep this many edges (default: 30)")
+    parser.add_argument("--threshold", type=float, default=None,
+                        help="keep edges with |score| >= this (acdc: also its search threshold)")
+    parser.add_argument("--steps", type=int, default=5, help="EAP-IG interpolation steps")
+    parser.add_argument("--no-positions", action="store_true",
+                        help="one edge per component pair over all positions (default: per position)")
+    parser.add_argument("--resamples", type=int, default=5, help="bootstrap resamples for the spread")
+    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from circuits import Ablation, discover, faithfulness
+    from circuits.draw import write_circuit_html
+
+    if args.n < 2:
+        raise ValueError(f"--n={args.n} must be >= 2")
+    if args.top_k is not None and args.threshold is not None and args.method != "acdc":
+        raise ValueError("give --top-k or --threshold, not both")
+    ckpt = load_checkpoint(args.run_dir)
+    task = ckpt.spec.make_task()
+    model = ckpt.model().eval()
+    generator = torch.Generator().manual_seed(args.seed)
+    batch = fixed_seeds_if_asked(task, task.sample(args.n, generator), ckpt.spec.train_config)
+    pairs = task.corrupt(batch, generator)
+    ablation = Ablation(args.ablation, seed=args.seed)
+    options = {"steps": args.steps} if args.method == "eap-ig" else {}
+    if args.method == "acdc":
+        options = {"threshold": 0.01 if args.threshold is None else args.threshold}
+    start = time.perf_counter()
+    scores = discover(model, pairs.clean, pairs.corrupted, metric=args.metric, method=args.method,
+                      ablation=ablation, by_position=not args.no_positions, **options)
+    seconds = time.perf_counter() - start
+    if args.method == "acdc" and args.top_k is None:
+        circuit = scores.circuit(threshold=options["threshold"])
+    elif args.threshold is not None:
+        circuit = scores.circuit(threshold=args.threshold)
+    else:
+        circuit = scores.circuit(top_k=30 if args.top_k is None else args.top_k)
+    circuit.settings.update(run=str(ckpt.path), task=ckpt.spec.task_name, data_seed=args.seed)
+    result = faithfulness(model, circuit, pairs.clean, pairs.corrupted, metric=args.metric,
+                          ablation=ablation, scores=scores, n_resamples=args.resamples, seed=args.seed)
+    args.out.mkdir(parents=True, exist_ok=True)
+    circuit.save(args.out / "circuit.json")
+    circuit.write_graphml(args.out / "circuit.graphml")
+    circuit.write_dot(args.out / "circuit.dot")
+    summary = {"method": args.method, "discovery_seconds": round(seconds, 3), **result.to_dict()}
+    (args.out / "faithfulness.json").write_text(json.dumps(summary, indent=2))
+    write_circuit_html(circuit, args.out / "circuit.html")
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("curve", "spread")}, indent=2))
+    print(f"wrote {args.out}/circuit.json, circuit.graphml, circuit.dot, faithfulness.json, circuit.html")
+    return 0
