@@ -42,6 +42,9 @@ class TrainConfig:
             r0: a deterministic model); only for tasks with a seed channel.
         stop_at_exact_match: stop early once evaluation exact-match reaches this (``None``:
             train all ``steps``).
+        init_from: a run directory or checkpoint folder whose model weights start this run
+            (fine-tuning; its model config must equal this run's); ``None``: a fresh
+            initialisation from ``seed``. A resumed run continues from its own checkpoint.
     """
 
     steps: int = 3000
@@ -65,6 +68,7 @@ class TrainConfig:
     m_seeds: int = 1
     seed_source: str = "fresh"
     stop_at_exact_match: float | None = None
+    init_from: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "eval_every", "eval_size", "checkpoint_every", "keep_checkpoints"):
@@ -101,6 +105,9 @@ class TrainConfig:
             raise ValueError(
                 f"TrainConfig.stop_at_exact_match={self.stop_at_exact_match!r} must lie in (0, 1]"
             )
+
+        if self.init_from is not None and (not isinstance(self.init_from, str) or not self.init_from):
+            raise ValueError(f"TrainConfig.init_from={self.init_from!r} must be a non-empty path string or None")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

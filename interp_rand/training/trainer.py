@@ -36,6 +36,17 @@ _BOOKKEEPING_FIELDS = ("steps", "stop_at_exact_match", "eval_every", "eval_size"
 _EVAL_SEED_OFFSET = 1_000_003
 
 
+def _initialise_from(model: HookedTransformer, source: str) -> None:
+    """Copy the weights of the checkpoint ``source`` into ``model`` (same model config only)."""
+    checkpoint = load_checkpoint(source)
+    if checkpoint.spec.model_config != model.cfg:
+        raise CheckpointError(
+            f"init_from={source!r}: its model config {checkpoint.spec.model_config} differs from this "
+            f"run's {model.cfg}"
+        )
+    model.load_state_dict(checkpoint.model().state_dict())
+
+
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the last good checkpoint is left untouched."""
 
@@ -82,6 +93,8 @@ def train(
     )
     generator = torch.Generator().manual_seed(cfg.seed)
     start = _resume(run_dir, spec, model, optimizer, generator) if resume else _refuse_existing(run_dir)
+    if start == 0 and cfg.init_from is not None:
+        _initialise_from(model, cfg.init_from)
     history = _read_history(run_dir, up_to=start)
     # A run that already stopped at its target has nothing left to do.
     reached = bool(start and history and cfg.stop_at_exact_match is not None

@@ -306,6 +306,21 @@ def test_resume_refuses_another_model(tmp_path):
     assert "step_0000010" in message
 
 
+def test_init_from_starts_from_another_runs_weights(tmp_path):
+    source = run(tmp_path / "source", steps=20, checkpoint_every=20)
+    # one step at a negligible rate: the weights are the source's (a fresh init would differ)
+    tuned = run(tmp_path / "tuned", steps=1, lr=1e-12, warmup_steps=0, weight_decay=0.0,
+                init_from=str(tmp_path / "source"))
+    fresh = run(tmp_path / "fresh", steps=1, lr=1e-12, warmup_steps=0, weight_decay=0.0)
+    for name, weight in source.model.state_dict().items():
+        torch.testing.assert_close(tuned.model.state_dict()[name], weight, rtol=0, atol=1e-9)
+    assert not torch.equal(fresh.model.state_dict()["unembed.W_U"], source.model.state_dict()["unembed.W_U"])
+    with pytest.raises(CheckpointError, match="init_from"):
+        run(tmp_path / "wider", steps=1, mcfg=model_cfg(d_model=24), init_from=str(tmp_path / "source"))
+    with pytest.raises(CheckpointError, match="nowhere"):
+        run(tmp_path / "missing", steps=1, init_from=str(tmp_path / "nowhere"))
+
+
 def test_resume_refuses_another_task_config(tmp_path):
     run(tmp_path, steps=10, checkpoint_every=10)
     # same model config (built from the original task, and still fitting), different task settings
