@@ -23,6 +23,7 @@ COMMANDS = (
     "reproduce",
     "demo",
     "circuit",
+    "gridworld",
 )
 # What a command may raise for bad input or a bad run: printed as one line, exit code 2.
 USER_ERRORS = (ValueError, KeyError, CheckpointError, TrainingDiverged, FloatingPointError, OSError)

@@ -11,6 +11,7 @@ are pushed to every actor, so the remote fitness equals the local one.
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -77,26 +78,49 @@ class GridworldProblem(Problem):
 
 
 def connect_ray(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
-    """Join the Ray cluster at ``address`` (``host:port`` of the head node, ``ray://host:port``
-    or ``auto``). An unreachable ``host:port`` raises ``ConnectionError`` within ``timeout_s``
-    (``ray.init`` itself retries for minutes)."""
+    """Join the Ray cluster at ``address`` (``host:port`` of the head node's GCS,
+    ``ray://host:port`` or ``auto``).
+
+    ``ray.init`` retries an unreachable or foreign address for a long time; here a
+    ``host:port`` is first probed (TCP connect, then one GCS request, together bounded by
+    ``timeout_s``), and a failure raises ``ConnectionError`` naming the address."""
     import ray
 
     if ray.is_initialized():
         return
-    if address != "auto":
-        hostport = address.removeprefix("ray://")
-        host, _, port = hostport.rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"--ray-address={address!r} must be host:port, ray://host:port or auto")
+    if address != "auto" and not address.startswith("ray://"):
+        _probe_gcs(address, timeout_s)
+    try:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    except (ConnectionError, RuntimeError) as err:
+        raise ConnectionError(f"cannot join the Ray cluster at {address!r}: {err}") from None
+
+
+def _probe_gcs(address: str, timeout_s: float) -> None:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"ray address {address!r} must be host:port, ray://host:port or auto")
+    failure: list[str] = []
+
+    def probe() -> None:
         try:
             socket.create_connection((host, int(port)), timeout=timeout_s).close()
-        except OSError as err:
-            raise ConnectionError(
-                f"cannot reach a Ray cluster at {address!r} within {timeout_s:g} s ({err}); give the "
-                "head node's host:port (e.g. 10.0.0.1:6379), or leave out --ray-address to run locally"
-            ) from None
-    ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            from ray._raylet import GcsClient
+
+            GcsClient(address=address).internal_kv_get(b"interp-rand-probe", None, timeout=timeout_s)
+        except Exception as err:  # noqa: BLE001 -- any failure means "not a reachable Ray GCS"
+            failure.append(f"{type(err).__name__}: {err}")
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        failure.append(f"no answer within {timeout_s:g} s")
+    if failure:
+        raise ConnectionError(
+            f"cannot reach a Ray cluster at {address!r} ({failure[0]}); give the head node's "
+            "host:port (e.g. 10.0.0.1:6379), or leave out --ray-address to run locally"
+        )
 
 
 @dataclass(frozen=True)

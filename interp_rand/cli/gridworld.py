@@ -1,0 +1,101 @@
+"""``interp-rand gridworld train|eval|compare``: grid-world agents trained with PGPE (PAPER.md,
+Task 3), locally or on a Ray cluster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def _add_training_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scale", choices=["cpu", "paper"], default="cpu",
+                        help="cpu: a 3x3 grid, minutes on 2 cores; paper: PAPER.md's 5x5 settings (default: cpu)")
+    parser.add_argument("--m", type=int, default=None, help="seeds per generation (default: the scale's)")
+    parser.add_argument("--generations", type=int, default=None, help="PGPE generations (default: the scale's)")
+    parser.add_argument("--popsize", type=int, default=None, help="PGPE population, even, >= 2 (default: the scale's)")
+    parser.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
+    parser.add_argument("--ray-address", default=None,
+                        help="evaluate the population on this Ray cluster (host:port, ray://host:port or "
+                        "auto); without it everything runs locally")
+    parser.add_argument("--num-actors", type=int, default=None,
+                        help="Ray actors evaluating the population (default with --ray-address: one per "
+                        "cluster CPU; without --ray-address: none, or a local Ray instance if given)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def add_parser(commands) -> argparse.ArgumentParser:
+    parser = commands.add_parser(
+        "gridworld", help="grid-world exploration agents trained with PGPE (PAPER.md, Task 3)",
+        description="Train seeded transformer agents on the explore-then-exploit grid with evotorch's PGPE "
+        "against the exact worst treasure cell (or the average: ERM), evaluate them, and compare ERM "
+        "with the randomized agent.",
+    )
+    sub = parser.add_subparsers(dest="gridworld_command", required=True, metavar="{train,eval,compare}")
+    train = sub.add_parser("train", help="train one agent")
+    train.add_argument("--variant", choices=["erm", "worst"], default="worst",
+                       help="worst: fitness = worst cell's seed-averaged return (q = inf); erm: mean over cells")
+    _add_training_options(train)
+    train.add_argument("--out", type=Path, default=None, help="run directory (default: runs/gridworld-VARIANT)")
+    evaluate = sub.add_parser("eval", help="evaluate a trained agent (writes evaluation.json)")
+    evaluate.add_argument("path", metavar="RUN", type=Path, help="run directory or checkpoint folder")
+    evaluate.add_argument("--seeds", type=int, default=None, help="seeds per cell (default: the scale's)")
+    compare = sub.add_parser("compare", help="train and compare ERM, randomized (m seeds) and m = 1")
+    _add_training_options(compare)
+    compare.add_argument("--out", type=Path, default=None, help="output folder (default: reproduction/gridworld-SCALE)")
+    return parser
+
+
+def _scale(args: argparse.Namespace, **changes):
+    from interp_rand.gridworld.config import scale_named
+
+    given = {"m_seeds": args.m, "generations": args.generations, "popsize": args.popsize, "seed": args.seed}
+    return scale_named(args.scale).replace(**{k: v for k, v in given.items() if v is not None}, **changes)
+
+
+def _num_actors(args: argparse.Namespace):
+    from interp_rand.gridworld.pgpe import connect_ray
+
+    if args.ray_address is not None:
+        connect_ray(args.ray_address)
+        return args.num_actors or "max"
+    return args.num_actors
+
+
+def _printer(args: argparse.Namespace, prefix: str = ""):
+    if args.quiet:
+        return None
+    return lambda entry: print(f"{prefix}generation {entry['generation']}: population mean "
+                               f"{entry['mean_eval']:.2f}, centre fitness {entry['center_fitness']:.2f}, "
+                               f"centre average {entry['center_average']:.2f}", flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from interp_rand.gridworld import experiment
+
+    if args.gridworld_command == "eval":
+        summary = experiment.evaluate_run(args.path, n_seeds=args.seeds)
+        keys = ("average", "worst_5pct", "worst_cell", "first_visit_max", "first_visit_min", "n_distinct_routes")
+        print(json.dumps({k: summary[k] for k in keys}, indent=2))
+        return 0
+    scale = _scale(args, **({"variant": args.variant} if args.gridworld_command == "train" else {}))
+    num_actors = _num_actors(args)
+    if args.gridworld_command == "train":
+        out = args.out or Path("runs") / f"gridworld-{scale.pgpe.variant}"
+        summary = experiment.run_variant(scale, out, num_actors=num_actors, on_log=_printer(args))
+        keys = ("average", "worst_5pct", "worst_cell", "first_visit_max", "first_visit_min", "n_distinct_routes")
+        print(json.dumps({"run_dir": str(out), **{k: summary[k] for k in keys}}, indent=2))
+        return 0
+    from interp_rand.figures.first_visit import first_visit_figure
+
+    out = args.out or Path("reproduction") / f"gridworld-{args.scale}"
+    printer = _printer(args)
+    rows = experiment.compare(scale, out, num_actors=num_actors,
+                              on_log=None if printer is None else (lambda label, e: (print(label, end=": "), printer(e))))
+    markdown = experiment.table(rows)
+    (Path(out) / "comparison.md").write_text(markdown + "\n")
+    figure = first_visit_figure({r["variant"]: r["first_visit_map"] for r in rows}, scale.grid.episode_steps)
+    figure.write_html(Path(out) / "first_visit.html", include_plotlyjs=True)
+    print(markdown)
+    print(f"wrote comparison.json, comparison.md and first_visit.html to {out}")
+    return 0
