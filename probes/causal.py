@@ -71,13 +71,15 @@ def causal_check(
     mode: str = "steer",
     x_train: Tensor | None = None,
     test_rows: Tensor | None = None,
+    clean_logits: Tensor | None = None,
 ) -> CausalEffect:
     """Intervene along ``probe``'s directions on the held-out rows (``~train``) of ``batch``.
 
     The class means are taken on the training rows. The output read is the variable's
     ``output_index`` answer position (all answer positions where it has none).
     ``x_train`` (``[n_train, d]``, the probe's activations on the training rows) saves a pass;
-    ``test_rows`` (long indices) limits the rows intervened on.
+    ``test_rows`` (long indices) limits the rows intervened on; ``clean_logits``
+    (``[len(test_rows), pos, d_vocab_out]``, the model's logits on them) saves another.
     """
     if mode not in CAUSAL_MODES:
         raise ValueError(f"mode={mode!r} is not allowed; choose from {CAUSAL_MODES}")
@@ -107,6 +109,8 @@ def causal_check(
         target = (current + shift) % n_classes
     keep = present[target]  # a class never seen in training has no mean to steer to
     test_idx, current, target = test_idx[keep], current[keep], target[keep]
+    if clean_logits is not None:
+        clean_logits = clean_logits[keep]
     rows = batch[test_idx]
     goal = class_mean[target] if mode == "steer" else overall.expand(len(test_idx), -1)
     shift_pos = pos + seed_offset(model)
@@ -131,7 +135,9 @@ def causal_check(
     out_index = None if variable.output_index is None else int(variable.output_index[k])
     positions = batch.answer_positions if out_index is None or out_index < 0 else batch.answer_positions[out_index : out_index + 1]
     loss_kind = getattr(task, "loss_kind", "ce")
-    before = _predictions(logits_of(model, rows)[:, positions], loss_kind)
+    if clean_logits is None:
+        clean_logits = logits_of(model, rows)
+    before = _predictions(clean_logits[:, positions], loss_kind)
     steered = _predictions(logits_of(model, rows, intervene(False))[:, positions], loss_kind)
     probe_hit = float((probe.predict(seen["after"]) == target).float().mean())
     placebo = _predictions(logits_of(model, rows, intervene(True))[:, positions], loss_kind)

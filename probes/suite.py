@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from interp_rand.tasks.base import Batch
-from probes.activations import collect_activations, residual_hooks
+from probes.activations import collect_activations, logits_of, residual_hooks
 from probes.causal import CAUSAL_MODES, CausalEffect, causal_check
 from probes.controls import control_labels, group_split, random_init_like
 from probes.linear_probe import LinearProbe, probe_accuracy
@@ -221,6 +221,8 @@ def _causal_checks(model, task, batch, v, selectivity, hooks, positions, fitted,
     the most selective hook, or at every hook."""
     # the causal check scores held-out rows; a subset keeps it cheap
     test_rows = (~train).nonzero()[:, 0][: config.causal_examples]
+    with torch.no_grad():
+        clean_logits = logits_of(model, batch[test_rows])
     effects = []
     for k in range(len(v.instance_names)):
         if len(torch.unique(v.labels[train, k])) < 2:
@@ -238,7 +240,8 @@ def _causal_checks(model, task, batch, v, selectivity, hooks, positions, fitted,
             probe = probe_at(fitted, hook, p, int(positions[p]), set_index, k)
             x_train = fitted[hook][0][train, p]
             effects.append(causal_check(model, task, batch, probe, v, train, generator, config.causal_mode,
-                                        x_train=x_train, test_rows=test_rows))
+                                        x_train=x_train, test_rows=test_rows,
+                                        clean_logits=clean_logits))
     return effects
 
 

@@ -1,0 +1,204 @@
+"""What the attention-pattern report shows, computed (drawing lives in :mod:`probes.report_html`):
+mean and metadata-conditioned patterns per head, head-role scores, example patterns chosen by
+metadata, the probe table with controls and causal checks, and, for seeded models, the seed
+channel's share of attribution.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from interp_rand.tasks.base import Batch
+from probes.activations import seed_offset
+from probes.attention import attention_patterns, conditional_patterns, conditions, task_slice
+from probes.attribution import seed_attribution
+from probes.head_roles import RoleScores, score_roles
+from probes.suite import ProbeConfig, probe_task
+from probes.variables import variable_names
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    """How much the report computes.
+
+    Attributes:
+        n_examples: examples for the attention averages and role scores.
+        n_probe_examples: examples for the probes (split by input group).
+        n_attribution_examples: examples for the seed attribution (seeded models only).
+        n_example_patterns: example patterns shown per metadata condition.
+        probes: include the probe table.
+        seed: seeds the data and every random draw of the report.
+    """
+
+    n_examples: int = 2000
+    n_probe_examples: int = 3000
+    n_attribution_examples: int = 64
+    n_example_patterns: int = 1
+    probes: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("n_examples", "n_probe_examples", "n_attribution_examples", "n_example_patterns"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ReportConfig.{name}={getattr(self, name)!r} must be >= 1")
+
+
+@dataclass(frozen=True)
+class ExamplePattern:
+    """One example's patterns ``[layer, head, q, k]`` with its token labels."""
+
+    title: str
+    labels: tuple[str, ...]
+    pattern: Tensor
+
+
+@dataclass(frozen=True)
+class ReportData:
+    title: str
+    info: dict[str, Any]
+    position_labels: tuple[str, ...]
+    mean_patterns: dict[str, Tensor]
+    roles: RoleScores
+    examples: tuple[ExamplePattern, ...]
+    probe_rows: tuple[dict, ...]
+    probe_layers: dict[str, dict[str, Any]]
+    seed_share: dict[str, float] | None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def position_labels(task, n_pos: int) -> list[str]:
+    """Names of the task's input positions (``a4 .. + b0 = s5 ..`` for addition)."""
+    if task.name == "addition":
+        n = task.n_digits
+        names = [f"a{n - 1 - i}" for i in range(n)] + ["+"] + [f"b{n - 1 - i}" for i in range(n)] + ["="]
+        names += [f"s{int(p)}" for p in task.answer_places()][:-1]
+    elif task.name == "sort":
+        names = [f"x{j}" for j in range(task.length)] + ["SEP"] + [f"y{k}" for k in range(task.length - 1)]
+    elif task.name == "recall":
+        names = [f"pair{i}" for i in range(task.n_pairs)] + ["query"]
+    else:
+        names = [f"v{i}" for i in range(n_pos)]
+    names = names[:n_pos] + [f"p{i}" for i in range(len(names), n_pos)]
+    return [f"{i} {name}" for i, name in enumerate(names)]
+
+
+def token_labels(task, batch: Batch, row: int) -> list[str]:
+    """Per-position labels of one example: position name and the token it holds."""
+    names = position_labels(task, batch.inputs.shape[1])
+    if batch.inputs.dim() == 2:
+        symbols = {"addition": {10: "+", 11: "="}, "sort": {getattr(task, "vocab", -1): "SEP"}}.get(task.name, {})
+        return [f"{n}: {symbols.get(int(t), int(t))}" for n, t in zip(names, batch.inputs[row])]
+    if task.name == "recall":
+        meta = batch.metadata
+        out = []
+        for i, n in enumerate(names[:-1]):
+            bits = "".join(str(int(b)) for b in meta["values"][row, i])
+            out.append(f"{n}: key {int(meta['key_order'][row, i])} -> {bits}")
+        return out + [f"{names[-1]}: key {int(meta['query_key'][row])}"]
+    if task.name == "coloring" and batch.seeds is not None:
+        return [f"{n}: noise {float(s):.2f}" for n, s in zip(names, batch.seeds[row, :, 0])]
+    return names
+
+
+def _examples(model, task, batch, patterns, config) -> list[ExamplePattern]:
+    chosen = [("first example", torch.ones(len(batch), dtype=torch.bool))]
+    chosen += [(name, fn(task, batch)) for name, fn in conditions(task)]
+    out = []
+    offset = seed_offset(model)
+    for name, where in chosen:
+        for row in where.nonzero()[:, 0][: config.n_example_patterns].tolist():
+            labels = token_labels(task, batch, row)
+            if offset:
+                labels = ["seed"] + labels
+            out.append(ExamplePattern(f"{name} (example {row})", tuple(labels), patterns[row]))
+    return out
+
+
+def _probe_layers(results) -> dict[str, dict[str, Any]]:
+    """Per variable: selectivity per hook at each instance's output position (trained and
+    random-init), the figure of "at which layer is it decodable"."""
+    out = {}
+    for r in results:
+        rows = r.rows()
+        per_instance = {}
+        for k, row in enumerate(rows):
+            h, p = r.at(row["hook"], row["position"])
+            per_instance[r.instance_names[k]] = {
+                "position": row["position"],
+                "trained": r.selectivity[:, p, k].tolist(),
+                "random": None if r.random_accuracy is None else r.random_selectivity[:, p, k].tolist(),
+            }
+        out[r.variable] = {"hooks": list(r.hooks), "instances": per_instance}
+    return out
+
+
+def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), *,
+                 batch_fn=None, info: dict[str, Any] | None = None) -> ReportData:
+    """Compute everything the report shows. ``batch_fn(batch) -> batch`` adjusts sampled
+    batches (e.g. pins a fixed-seed model's seed to ``r0``)."""
+    seconds: dict[str, float] = {}
+    adjust = batch_fn or (lambda b: b)
+    generator = torch.Generator().manual_seed(config.seed)
+    began = time.perf_counter()
+    batch = adjust(task.sample(config.n_examples, generator))
+    patterns = attention_patterns(model, batch)
+    roles = score_roles(model, task, batch, patterns=patterns, generator=generator)
+    means = conditional_patterns(task, batch, task_slice(model, patterns))
+    examples = _examples(model, task, batch, patterns, config)
+    seconds["attention"] = time.perf_counter() - began
+
+    rows, layers = [], {}
+    if config.probes and variable_names(task.name):
+        began = time.perf_counter()
+        probe_batch = adjust(task.sample(config.n_probe_examples, generator))
+        results = probe_task(model, task, probe_batch, ProbeConfig(seed=config.seed, causal_examples=256))
+        rows = [row for r in results for row in r.rows()]
+        layers = _probe_layers(results)
+        seconds["probes"] = time.perf_counter() - began
+
+    share = None
+    if "hook_seed" in model.hook_dict:
+        began = time.perf_counter()
+        attr = seed_attribution(model, task, batch[: config.n_attribution_examples])
+        share = {"mean": attr.mean_share}
+        share.update({name: float(v) for name, v in zip(attr.outputs, attr.mean_share_per_output)})
+        seconds["attribution"] = time.perf_counter() - began
+
+    info = dict(info or {})
+    info.setdefault("task", task.name)
+    return ReportData(
+        title=f"attention report: {info.get('run', task.name)}",
+        info=info,
+        position_labels=tuple(position_labels(task, batch.inputs.shape[1])),
+        mean_patterns=means,
+        roles=roles,
+        examples=tuple(examples),
+        probe_rows=tuple(rows),
+        probe_layers=layers,
+        seed_share=share,
+        seconds=seconds,
+    )
+
+
+def report_from_run(run_dir: str | Path, config: ReportConfig = ReportConfig()) -> ReportData:
+    """Load the newest checkpoint of ``run_dir`` (or a checkpoint folder) and build its report;
+    a model trained on the fixed seed ``r0`` is analysed on ``r0``."""
+    from interp_rand.training.checkpoint import load_checkpoint
+    from interp_rand.training.objectives import fixed_seeds_if_asked
+
+    ckpt = load_checkpoint(run_dir)
+    task = ckpt.spec.make_task()
+    info = {"run": str(run_dir), "checkpoint": str(ckpt.path), "step": ckpt.step, "task": task.name,
+            "task config": task.config_dict(), "exact match (training eval)": ckpt.metrics.get("exact_match")}
+    return build_report(ckpt.model(), task, config,
+                        batch_fn=lambda b: fixed_seeds_if_asked(task, b, ckpt.spec.train_config), info=info)
+
+
+__all__ = ["ExamplePattern", "ReportConfig", "ReportData", "build_report", "position_labels",
+           "report_from_run", "token_labels"]
