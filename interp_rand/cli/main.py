@@ -21,6 +21,7 @@ COMMANDS = (
     "train",
     "evaluate",
     "reproduce",
+    "report",
     "demo",
     "circuit",
     "gridworld",

@@ -1,0 +1,45 @@
+"""``interp-rand report RUN_DIR``: one self-contained HTML attention-pattern report of a run:
+per-head patterns (averaged and conditioned on task metadata), head-role scores, example
+patterns chosen by metadata, the probe table and, for seeded models, the seed channel's share
+of attribution. Thin: parses into ``probes.ReportConfig`` and calls the library."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from interp_rand.cli.options import add_dataclass_options, collect
+
+REPORT_FILE = "report.html"
+
+
+def add_parser(commands) -> argparse.ArgumentParser:
+    from probes.report import ReportConfig
+
+    parser = commands.add_parser(
+        "report", help="write a self-contained HTML attention-pattern report of a run",
+        description="Analyse the newest checkpoint of RUN_DIR (or a checkpoint folder) and write one "
+        "offline HTML file: per-head attention heatmaps, head-role scores, example patterns, probes "
+        "with controls and causal checks, and the seed channel's attribution share.",
+    )
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"output file (default: RUN_DIR/{REPORT_FILE})")
+    parser.set_defaults(report_fields=add_dataclass_options(parser.add_argument_group("report options"),
+                                                            ReportConfig))
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from probes.report import ReportConfig, report_from_run
+    from probes.report_html import write_report
+
+    began = time.perf_counter()
+    config = ReportConfig(**collect(args, args.report_fields))
+    data = report_from_run(args.run_dir, config)
+    out = args.out if args.out is not None else Path(args.run_dir) / REPORT_FILE
+    path = write_report(data, out)
+    size = path.stat().st_size / 1e6
+    print(f"wrote {path} ({size:.1f} MB) in {time.perf_counter() - began:.1f} s")
+    return 0
