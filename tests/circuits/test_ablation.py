@@ -1,0 +1,73 @@
+"""Ablations are scoped, and each kind replaces with what it promises."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from circuits import Ablation, ModelGraph, Node, ablate_nodes
+from circuits.components import run_model
+
+
+def test_scoped_node_ablation_leaves_nothing_behind(model, pairs):
+    clean, corrupted = pairs
+    with torch.no_grad():
+        before = model(clean.inputs)
+        with ablate_nodes(model, [Node("head", 1, 0)], Ablation("resample"), clean, corrupted):
+            inside = model(clean.inputs)
+        after = model(clean.inputs)
+    assert torch.equal(before, after)
+    assert (inside - before).abs().max() > 1e-4
+    assert not model.hook_dict["blocks.1.attn.hook_z"].fwd_hooks
+
+
+def test_positioned_ablation_touches_only_later_positions(model, pairs):
+    clean, corrupted = pairs
+    with torch.no_grad():
+        before = model(clean.inputs)
+        with ablate_nodes(model, [Node("mlp", 0, position=3)], Ablation("zero"), clean):
+            inside = model(clean.inputs)
+    assert torch.equal(inside[:, :3], before[:, :3])
+    assert (inside[:, 3] - before[:, 3]).abs().max() > 1e-5
+
+
+def test_mean_ablation_uses_the_reference_mean(model, pairs):
+    clean, corrupted = pairs
+    graph = ModelGraph.of(model, 6)
+    values = Ablation("mean").source_values(model, graph, clean, reference=corrupted)
+    _, cache = model.run_with_cache(corrupted.inputs)
+    torch.testing.assert_close(values["blocks.1.attn.hook_z"][0], cache["blocks.1.attn.hook_z"].mean(0))
+    zero = Ablation("zero").source_values(model, graph, clean)
+    assert all(float(v.abs().max()) == 0 for v in zero.values())
+
+
+def test_input_resample_keeps_seeds_and_moves_every_input(pairs):
+    clean, _ = pairs
+    clean = dataclasses.replace(clean, seeds=torch.arange(len(clean), dtype=torch.float)[:, None])
+    source = Ablation("input-resample", seed=3).source_batch(clean)
+    assert torch.equal(source.seeds, clean.seeds)
+    # a derangement: every row takes another row's input
+    rows = [next(j for j in range(len(clean)) if torch.equal(source.inputs[i], clean.inputs[j])) for i in range(len(clean))]
+    assert sorted(rows) == list(range(len(clean)))
+    assert Ablation("input-resample", seed=3).source_batch(clean).inputs.equal(source.inputs)  # seeded
+
+
+def test_ablation_errors_name_the_problem(pairs):
+    clean, corrupted = pairs
+    with pytest.raises(ValueError, match="kind"):
+        Ablation("gaussian")
+    with pytest.raises(ValueError, match="seeds"):
+        Ablation("seed-resample").source_batch(clean)
+    with pytest.raises(ValueError, match="corrupted"):
+        Ablation("resample").source_batch(clean)
+    with pytest.raises(ValueError, match="same shape"):
+        Ablation("resample").source_batch(clean, corrupted.inputs[:, :4])
+
+
+def test_ablation_runs_on_a_bridge(bridge, pairs):
+    clean, corrupted = pairs
+    with torch.no_grad():
+        before = run_model(bridge, clean.inputs)
+        with ablate_nodes(bridge, [Node("head", 0, 1)], Ablation("resample"), clean.inputs, corrupted.inputs):
+            inside = run_model(bridge, clean.inputs)
+    assert (inside - before).abs().max() > 1e-5

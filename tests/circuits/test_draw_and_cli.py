@@ -1,0 +1,72 @@
+"""Layout, the offline HTML drawing, and ``interp-rand circuit`` end to end."""
+
+import json
+
+import pytest
+from circuits import Circuit, Edge, Node, discover
+from circuits.draw import circuit_figure, write_circuit_html
+from circuits.layout import layered_layout
+from interp_rand.cli.main import main
+from interp_rand.tasks import make_task
+from interp_rand.training import TrainConfig, train
+
+
+def test_layered_layout_puts_layers_in_columns_and_heads_in_rows(model, pairs):
+    clean, corrupted = pairs
+    circuit = discover(model, clean, corrupted, method="eap").circuit(top_k=40)
+    pos = layered_layout(circuit)
+    for node in circuit.nodes:
+        x, y = pos[node.name]
+        if node.kind == "head":
+            assert x == 2 * node.layer + 1
+            assert y == node.head + node.position * 3.5
+        elif node.kind == "logits":
+            assert x == 5
+    # later positions sit above earlier ones
+    heads = [n for n in circuit.nodes if n.kind == "head"]
+    a, b = min(heads, key=lambda n: n.position), max(heads, key=lambda n: n.position)
+    assert a.position == b.position or pos[a.name][1] < pos[b.name][1]
+
+
+def test_figure_encodes_sign_width_and_hover(model):
+    arch = discover.__globals__["ModelGraph"].of(model, 6).arch
+    e1 = Edge(Node("embed"), Node("head", 1, 0), "v")
+    e2 = Edge(Node("head", 0, 1), Node("logits"), "logits")
+    circuit = Circuit({e1: 2.0, e2: -0.1}, arch, {"method": "eap"}, 46)
+    fig = circuit_figure(circuit)
+    lines = [t for t in fig.data if t.mode == "lines"]
+    colours = {t.line.color[:8]: t.line.width for t in lines}
+    assert colours["rgba(40,"] > colours["rgba(210"]  # the big positive edge is wider, blue
+    hover = " ".join(next(t for t in fig.data if t.name == "edges").hovertext)
+    assert "embed → a1.0" in hover and "+2" in hover and "-0.1" in hover
+
+
+def test_html_is_self_contained(model, pairs, tmp_path):
+    clean, corrupted = pairs
+    circuit = discover(model, clean, corrupted, method="eap").circuit(top_k=10)
+    html = write_circuit_html(circuit, tmp_path / "c.html").read_text()
+    assert "<script src=" not in html  # nothing fetched: plotly.js is inlined
+    assert html.count("Plotly.newPlot") == 1 and len(html) > 1_000_000
+
+
+@pytest.mark.slow
+def test_cli_end_to_end(tmp_path, capsys):
+    task = make_task("sort", length=3, vocab=4)
+    run_dir = tmp_path / "run"
+    train(task, task.model_config(d_model=16, n_heads=2), TrainConfig(steps=3, batch_size=16, eval_size=16, eval_every=3),
+          run_dir, progress=False)
+    out = tmp_path / "out"
+    assert main(["circuit", str(run_dir), "--method", "eap-ig", "--steps", "2", "--n", "16",
+                 "--top-k", "15", "--resamples", "2", "--out", str(out)]) == 0
+    for name in ("circuit.json", "circuit.graphml", "circuit.dot", "faithfulness.json", "circuit.html"):
+        assert (out / name).stat().st_size > 0
+    summary = json.loads((out / "faithfulness.json").read_text())
+    assert summary["n_edges"] == 15 and len(summary["spread"]) == 2 and summary["curve"]
+    assert json.loads((out / "circuit.json").read_text())["settings"]["task"] == "sort"
+    # ACDC, edges over all positions
+    assert main(["circuit", str(run_dir), "--method", "acdc", "--n", "8", "--resamples", "0",
+                 "--no-positions", "--out", str(tmp_path / "acdc")]) == 0
+    assert json.loads((tmp_path / "acdc" / "circuit.json").read_text())["settings"]["by_position"] is False
+    with pytest.raises(SystemExit):
+        main(["circuit", str(run_dir), "--method", "nope", "--out", str(out)])
+    assert main(["circuit", str(tmp_path / "missing"), "--out", str(out)]) == 2

@@ -1,0 +1,48 @@
+"""Faithfulness result: full circuit recovers everything, empty nothing; curve and spread."""
+
+import pytest
+import torch
+
+from circuits import Ablation, Circuit, discover, faithfulness
+
+
+@pytest.fixture(scope="module")
+def scores(model, pairs):
+    clean, corrupted = pairs
+    return discover(model, clean, corrupted, metric="logprob", method="eap-ig", steps=3)
+
+
+def test_full_and_empty_circuits(model, pairs, scores):
+    clean, corrupted = pairs
+    full = faithfulness(model, scores.circuit(top_k=scores.graph.n_edges), clean, corrupted)
+    assert full.recovered == pytest.approx(1.0, abs=1e-6)
+    assert full.n_edges == full.total_edges == scores.graph.n_edges
+    empty = faithfulness(model, scores.circuit(top_k=0), clean, corrupted)
+    assert empty.recovered == pytest.approx(0.0, abs=1e-6)
+    with torch.no_grad():
+        from circuits.metrics import logprob
+
+        assert empty.empty_metric == pytest.approx(float(logprob(model(corrupted.inputs), clean)), abs=1e-5)
+        assert empty.full_metric == pytest.approx(float(logprob(model(clean.inputs), clean)), abs=1e-6)
+
+
+def test_curve_and_spread(model, pairs, scores):
+    clean, corrupted = pairs
+    circuit = scores.circuit(top_k=40)
+    result = faithfulness(model, circuit, clean, corrupted, scores=scores, n_resamples=4, seed=1)
+    ks = [k for k, _ in result.curve]
+    assert ks[0] == 0 and ks[-1] == scores.graph.n_edges and 40 in ks
+    curve = dict(result.curve)
+    assert curve[0] == pytest.approx(0.0, abs=1e-6) and curve[ks[-1]] == pytest.approx(1.0, abs=1e-6)
+    assert curve[40] == pytest.approx(result.recovered, abs=1e-6)
+    assert len(result.spread) == 4 and result.spread_std > 0
+    assert set(result.to_dict()) >= {"recovered", "curve", "spread", "spread_std", "n_edges"}
+
+
+def test_mean_ablation_faithfulness(model, pairs):
+    clean, _ = pairs
+    scores = discover(model, clean, None, metric="logprob", method="eap", ablation=Ablation("mean"))
+    best = faithfulness(model, scores.circuit(top_k=60), clean, ablation=Ablation("mean"))
+    worst = faithfulness(model, Circuit({}, scores.graph.arch, {"by_position": True}), clean, ablation=Ablation("mean"))
+    assert worst.recovered == pytest.approx(0.0, abs=1e-6)
+    assert best.recovered > 0.3
