@@ -65,6 +65,11 @@ class GridworldProblem(Problem):
     def _store_seeds(self, seeds: Tensor) -> None:
         self.generation_seeds = seeds
 
+    def seed(self, value: int) -> None:
+        # evotorch 0.6.1's EvaluationActor calls ``problem.seed(...)`` on problems that have
+        # their own generator, but Problem only defines ``manual_seed``.
+        self.manual_seed(value)
+
     def _prepare(self) -> None:
         if self.is_remote:
             torch.set_num_threads(1)  # an actor is one CPU of the cluster's budget

@@ -1,0 +1,109 @@
+"""PGPE training, agent checkpoints, the Ray path and the CLI."""
+
+import json
+import time
+
+import pytest
+import torch
+
+from interp_rand.cli.main import main
+from interp_rand.gridworld.agent import agent_model_config, sample_seeds
+from interp_rand.gridworld.checkpoint import load_agent, save_agent
+from interp_rand.gridworld.config import AgentConfig, GridConfig, GridworldScale, PGPEConfig
+from interp_rand.gridworld.pgpe import GridworldProblem, connect_ray, train_agent
+from interp_rand.model import HookedTransformer, ModelConfig
+from interp_rand.training import TrainConfig
+from interp_rand.training.checkpoint import CheckpointError, RunSpec, save_checkpoint
+
+TINY = GridworldScale(
+    grid=GridConfig(size=2, episode_steps=3),
+    agent=AgentConfig(d_model=8, n_layers=1, n_heads=2, d_head=4),
+    pgpe=PGPEConfig(popsize=6, generations=3, m_seeds=2, eval_seeds=5, stdev_init=0.5, center_lr=0.05),
+)
+
+
+def test_training_is_deterministic_and_moves_the_centre(tmp_path):
+    first = train_agent(TINY, log_every=1)
+    second = train_agent(TINY, log_every=1)
+    assert [h["generation"] for h in first.history] == [1, 2, 3]
+    for a, b in zip(first.model.parameters(), second.model.parameters()):
+        assert torch.equal(a, b)
+    start = HookedTransformer(agent_model_config(TINY.grid, TINY.agent), seed=TINY.pgpe.seed)
+    moved = sum((a - b).abs().sum() for a, b in zip(first.model.parameters(), start.parameters()))
+    assert moved > 0
+
+    path = save_agent(tmp_path / "run", TINY, first)
+    loaded = load_agent(tmp_path / "run")
+    assert loaded.path == path and loaded.scale == TINY
+    for a, b in zip(first.model.parameters(), loaded.model.parameters()):
+        assert torch.equal(a, b)
+    assert loaded.metrics["history"] == first.history
+
+
+def test_checkpoint_of_another_task_is_refused(tmp_path):
+    cfg = ModelConfig(d_model=8, n_heads=2, n_ctx=4, d_vocab=3)
+    spec = RunSpec("sort", {}, cfg, TrainConfig())
+    save_checkpoint(tmp_path / "sort", 1, spec, HookedTransformer(cfg).state_dict(), {}, {}, keep=1)
+    with pytest.raises(CheckpointError, match="checkpoint for task 'sort', not a grid-world agent"):
+        load_agent(tmp_path / "sort")
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_agent(tmp_path / "missing")
+    assert main(["gridworld", "eval", str(tmp_path / "sort")]) == 2
+
+
+def test_unreachable_ray_address_fails_fast():
+    start = time.monotonic()
+    with pytest.raises(ConnectionError, match="cannot reach a Ray cluster at '127.0.0.1:1'"):
+        connect_ray("127.0.0.1:1", timeout_s=2.0)
+    assert time.monotonic() - start < 10
+    with pytest.raises(ValueError, match="must be host:port"):
+        connect_ray("nonsense", timeout_s=1.0)
+
+
+@pytest.mark.slow
+def test_ray_actors_return_the_local_fitness():
+    ray = pytest.importorskip("ray")
+    model_config = agent_model_config(TINY.grid, TINY.agent)
+    local = GridworldProblem(TINY.grid, model_config, "worst")
+    population = local.layout.flatten(local.model)[None] + 0.5 * torch.randn(
+        8, local.layout.n_params, generator=torch.Generator().manual_seed(0))
+    seeds = sample_seeds(TINY.grid, 3, torch.Generator().manual_seed(1))
+    local.set_generation_seeds(seeds)
+    batch = local.generate_batch(8)
+    batch.set_values(population)
+    local.evaluate(batch)
+    expected = batch.evals.clone()
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = GridworldProblem(TINY.grid, model_config, "worst", num_actors=2)
+        remote.set_generation_seeds(seeds)
+        assert len(remote.actors) == 2
+        batch = remote.generate_batch(8)
+        batch.set_values(population)
+        remote.evaluate(batch)
+        assert torch.equal(batch.evals, expected)
+        assert len(set(expected.flatten().tolist())) > 1  # members differ: not vacuous
+        remote.kill_actors()
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.slow
+def test_cli_train_eval_compare(tmp_path, capsys):
+    out = tmp_path / "agent"
+    args = ["--generations", "2", "--popsize", "4", "--m", "2", "--quiet"]
+    assert main(["gridworld", "train", "--variant", "erm", *args, "--out", str(out)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["run_dir"] == str(out) and -18 <= printed["worst_5pct"] <= printed["average"]
+    assert main(["gridworld", "eval", str(out), "--seeds", "7"]) == 0
+    evaluation = json.loads((out / "evaluation.json").read_text())
+    assert evaluation["n_seeds"] == 7 and len(evaluation["first_visit_map"]) == 3
+    assert main(["gridworld", "compare", "--generations", "1", "--popsize", "2", "--m", "2", "--quiet",
+                 "--out", str(tmp_path / "cmp")]) == 0
+    rows = json.loads((tmp_path / "cmp" / "comparison.json").read_text())["rows"]
+    assert [r["variant"] for r in rows] == ["A^E_R", "A^q_R", "A^q_R (m=1)"]
+    assert rows[1]["paper"]["worst_5pct"] == -27.0
+    html = (tmp_path / "cmp" / "first_visit.html").read_text()
+    assert "plotly" in html.lower() and "A^q_R (m=1)" in html
+    assert main(["gridworld", "train", "--popsize", "1", "--out", str(tmp_path / "bad")]) == 2

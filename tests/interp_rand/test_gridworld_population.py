@@ -1,0 +1,99 @@
+"""Population evaluation: the stacked, cached decoder against the hooked model, the vectorised
+path against the per-member loop, rollout against its replay through run_with_cache."""
+
+import pytest
+import torch
+
+from interp_rand.gridworld.agent import agent_model_config, check_fits, play, replay, sample_seeds
+from interp_rand.gridworld.config import AgentConfig, GridConfig
+from interp_rand.gridworld.environment import treasure_cells
+from interp_rand.gridworld.population import ParameterLayout, fitness, population_returns, population_returns_loop
+from interp_rand.gridworld.stacked import StackedAgents
+from interp_rand.model import HookedTransformer
+
+GRID = GridConfig(size=3, episode_steps=5)
+
+
+def make_model(d_mlp=0, seed=0):
+    return HookedTransformer(agent_model_config(GRID, AgentConfig(d_model=16, n_heads=2, d_head=8, d_mlp=d_mlp)), seed=seed)
+
+
+def population(model, n, scale, seed=0):
+    layout = ParameterLayout(model)
+    noise = torch.randn(n, layout.n_params, generator=torch.Generator().manual_seed(seed))
+    return layout, layout.flatten(model)[None] + scale * noise
+
+
+@pytest.mark.parametrize("d_mlp", [0, 24])
+def test_stacked_decoder_matches_hooked_model(d_mlp):
+    model = make_model(d_mlp)
+    layout, flat = population(model, 3, 0.5)
+    params = layout.unflatten(flat)
+    g = torch.Generator().manual_seed(1)
+    obs = torch.randn(3 * 4, 6, GRID.d_obs, generator=g)
+    seeds = torch.randn(3 * 4, GRID.d_obs, generator=g)
+    decoder = StackedAgents(model.cfg, params, seeds)
+    cached = torch.stack([decoder(obs[:, t]) for t in range(6)], dim=1)  # [12, 6, 4]
+    for i in range(3):
+        member = layout.load(make_model(d_mlp), flat[i])
+        expected = member(obs[4 * i : 4 * i + 4], seeds=seeds[4 * i : 4 * i + 4])
+        torch.testing.assert_close(cached[4 * i : 4 * i + 4], expected, atol=1e-5, rtol=1e-4)
+
+
+def test_vectorised_population_equals_per_member_loop():
+    model = make_model()
+    layout, flat = population(model, 6, 0.3)
+    cells = treasure_cells(GRID)
+    seeds = sample_seeds(GRID, 3, torch.Generator().manual_seed(2))
+    fast = population_returns(model, layout, flat, GRID, cells, seeds)
+    vmapped = population_returns(model, layout, flat, GRID, cells, seeds, cached=False)
+    chunked = population_returns(model, layout, flat, GRID, cells, seeds, max_runs=2 * 8 * 3)
+    loop = population_returns_loop(model, layout, flat, GRID, cells, seeds)
+    assert fast.shape == (6, 8, 3)
+    assert torch.equal(fast, loop) and torch.equal(vmapped, loop) and torch.equal(chunked, loop)
+    assert len(set(fitness(loop, "erm").tolist())) > 1  # members differ: the test is not vacuous
+
+
+def test_fitness_takes_seed_average_before_worst_cell():
+    returns = torch.tensor([[[-10.0, 0.0], [-4.0, -6.0]],   # member 0: cell means -5, -5
+                            [[-9.0, -9.0], [0.0, 0.0]]])    # member 1: cell means -9, 0
+    assert fitness(returns, "worst").tolist() == [-5.0, -9.0]
+    assert fitness(returns, "erm").tolist() == [-5.0, -4.5]
+    with pytest.raises(ValueError, match="variant='q2'"):
+        fitness(returns, "q2")
+
+
+def test_rollout_replays_through_run_with_cache():
+    model = make_model(seed=3)
+    layout, flat = population(model, 1, 1.0, seed=3)
+    layout.load(model, flat[0])
+    cells = treasure_cells(GRID)
+    seeds = sample_seeds(GRID, 4, torch.Generator().manual_seed(4))
+    treasure, run_seeds = cells.repeat_interleave(4, 0), seeds.repeat(8, 1)
+    run = play(model, GRID, treasure, run_seeds)
+    slow = play(model, GRID, treasure, run_seeds, cached=False)
+    assert torch.equal(run.actions[run.episode < 2], slow.actions[slow.episode < 2])
+    assert torch.equal(run.returns, slow.returns)
+    logits, cache = replay(model, run)
+    counted = run.episode < 2
+    assert torch.equal(logits.argmax(-1)[counted], run.actions[counted])
+    assert cache["blocks.0.attn.hook_pattern"].shape == (32, 2, 1 + GRID.total_steps, 1 + GRID.total_steps)
+    assert cache["hook_seed"].shape == (32, 1, GRID.d_obs)
+
+
+def test_model_that_does_not_fit_the_grid():
+    small = make_model().cfg.replace(n_ctx=5)
+    with pytest.raises(ValueError, match="n_ctx=5 is too small for the episode"):
+        check_fits(GRID, small)
+    with pytest.raises(ValueError, match="d_input=7"):
+        check_fits(GridConfig(size=4, episode_steps=6), make_model().cfg.replace(n_ctx=13))
+
+
+def test_layout_round_trip():
+    model = make_model()
+    layout = ParameterLayout(model)
+    flat = layout.flatten(model)
+    assert flat.shape == (layout.n_params,) == (sum(p.numel() for p in model.parameters()),)
+    assert torch.equal(layout.unflatten(flat)["unembed.W_U"], model.unembed.W_U)
+    with pytest.raises(ValueError, match=f"must have {layout.n_params} entries"):
+        layout.unflatten(flat[:-1])
