@@ -191,6 +191,19 @@ def test_valid_colorings_on_hand_made_graphs():
     assert torch.equal(valid_colorings(colours[:1], edge), torch.tensor([[True, False, True, False]]))
 
 
+def test_valid_colorings_equals_brute_force_on_random_graphs():
+    generator = torch.Generator().manual_seed(0)
+    upper = torch.rand(6, 7, 7, generator=generator) < 0.3
+    adjacency = torch.triu(upper, diagonal=1)
+    adjacency = adjacency | adjacency.transpose(1, 2)
+    adjacency[0] = False  # a graph without edges: every colouring is valid
+    colours = torch.randint(0, 3, (6, 5, 7), generator=generator)
+    same = colours[..., :, None] == colours[..., None, :]  # [batch, k, N, N]
+    brute = ~(same & adjacency[:, None]).any(-1).any(-1)
+    assert torch.equal(valid_colorings(colours, adjacency), brute)
+    assert valid_colorings(colours, adjacency)[0].all() and not brute.all()
+
+
 def test_not_solvable_by_position():
     task = ColoringTask(n_vertices=5)
     ring, shuffled = torch.tensor([[0, 1, 2, 3, 4]]), torch.tensor([[0, 2, 4, 1, 3]])
