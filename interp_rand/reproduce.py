@@ -101,17 +101,25 @@ def reproduce(task_name: str, scale_name: str = "cpu", out: str | Path = "reprod
     for task_config in settings:
         task = make_task(task_name, **task_config)
         model_config = task.model_config(**scale.model_overrides())
+        erm_runs: dict[tuple[str, int], Path] = {}  # (seed source, training seed) -> run dir
         for (variant, overrides), train_seed in itertools.product(variants(task_name, scale), train_seeds):
-            config = scale.train_config(seed=train_seed, eval_size=512, eval_every=max(1, scale.steps // 10),
-                                        checkpoint_every=scale.steps, **overrides)
+            steps = scale.steps
+            if overrides["objective"] == "qnorm":
+                steps = scale.qnorm_steps or scale.steps
+                if scale.qnorm_from_erm:
+                    overrides = {**overrides, "init_from": str(erm_runs[overrides["seed_source"], train_seed])}
+            config = scale.train_config(seed=train_seed, steps=steps, eval_size=512, eval_every=max(1, steps // 10),
+                                        checkpoint_every=steps, **overrides)
             label = variant.replace("^", "").replace(" ", "").replace("(", "_").replace(")", "").replace("=", "")
             run_dir = out / "runs" / "_".join([f"{k}{v}" for k, v in task_config.items()]
                                               + [label, f"q{config.q:g}", f"seed{train_seed}"])
             result = train(task, model_config, config, run_dir, progress=progress)
+            if config.objective == "erm":
+                erm_runs[config.seed_source, train_seed] = run_dir
             row = evaluate_variant(task, result.model, scale, config)
             row.update(variant=variant, q=config.q, m_seeds=config.m_seeds, steps=result.step,
                        train_seed=train_seed, train_seconds=round(result.seconds, 1), run_dir=str(run_dir),
-                       **task_config)
+                       init_from=config.init_from, **task_config)
             if task_name == "recall":
                 row["N"] = task_config["n_pairs"]
             save_summary(row, run_dir / "seeded_eval.json")

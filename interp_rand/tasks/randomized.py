@@ -79,6 +79,10 @@ class ExperimentScale:
         q: the norm's exponent for the q-norm variants (``q = 1`` is ERM).
         eval_seeds: seeds per input when measuring per-input success.
         q_ramp_steps: as in ``TrainConfig`` (0 = the paper's constant q); keyword-only.
+        qnorm_from_erm: start each q-norm variant from the trained ERM variant with the same
+            seed source (``TrainConfig.init_from``) instead of from scratch; keyword-only. Not
+            in the paper: a CPU-scale shortcut, see the task's CPU scale.
+        qnorm_steps: steps of a q-norm variant (``None``: ``steps``); keyword-only.
     """
 
     steps: int
@@ -95,6 +99,8 @@ class ExperimentScale:
     q: float
     eval_seeds: int
     q_ramp_steps: int = dataclasses.field(default=0, kw_only=True)
+    qnorm_from_erm: bool = dataclasses.field(default=False, kw_only=True)
+    qnorm_steps: int | None = dataclasses.field(default=None, kw_only=True)
 
     def model_overrides(self) -> dict[str, Any]:
         """Settings of the task's default model that this scale changes (none here; the

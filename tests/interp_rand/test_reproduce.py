@@ -13,7 +13,7 @@ from interp_rand.tasks.recall import RECALL_CPU
 
 TINY = {
     "recall": dataclasses.replace(RECALL_CPU, n_pairs=(12,), d_model=16, steps=4, batch_size=8,
-                                  warmup_steps=1, m_seeds=2, eval_seeds=6),
+                                  warmup_steps=1, m_seeds=2, eval_seeds=6, qnorm_from_erm=True, qnorm_steps=3),
     "coloring": dataclasses.replace(COLORING_CPU, steps=4, batch_size=8, warmup_steps=1, m_seeds=2, eval_seeds=6),
 }
 
@@ -42,6 +42,13 @@ def test_reproduce_writes_every_variant_with_the_papers_values(tmp_path, tiny, t
             assert row["sampled"] is not None and row["predictive_variance"] == 0.0
     data = json.loads((tmp_path / "reproduction.json").read_text())
     assert data["task"] == task and len(data["rows"]) == len(rows)
+    for row in rows:  # recall's tiny scale fine-tunes each q-norm variant from its ERM twin
+        if task == "recall" and row["q"] > 1:
+            twin = "A^E_r0" if row["variant"].endswith("r0") else "A^E_R"
+            source = next(r for r in rows if r["variant"] == twin and r["train_seed"] == row["train_seed"])
+            assert row["init_from"] == source["run_dir"] and row["steps"] == 3
+        else:
+            assert row["init_from"] is None and row["steps"] == 4
     x_key = "N" if task == "recall" else "q"
     for merged in repro.aggregate(task, rows):
         runs = [r for r in rows if (r[x_key], r["variant"], r["q"], r["m_seeds"])
