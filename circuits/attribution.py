@@ -46,12 +46,19 @@ def _resid_hook_names(graph: ModelGraph) -> list[str]:
 
 
 def reader_gradients(
-    model: Any, graph: ModelGraph, batch: Any, metric: Metric, inputs: dict[str, Tensor] | None = None
+    model: Any,
+    graph: ModelGraph,
+    batch: Any,
+    metric: Metric,
+    inputs: dict[str, Tensor] | None = None,
+    metric_batch: Any = None,
 ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     """One forward and one backward of ``batch``.
 
     Args:
         inputs: optional replacement values for ``hook_embed``/``hook_seed_embed`` (EAP-IG).
+        metric_batch: the batch the metric reads (targets); default ``batch``. Discovery passes
+            the clean batch: the metric always measures the clean answer.
 
     Returns:
         ``grads [batch, P, n_readers, d_model]`` (∂metric/∂ each reader's residual input, per
@@ -85,7 +92,7 @@ def reader_gradients(
     fwd += [h for h in capture_hooks(graph, acts) if h[0] not in present]
     bwd = [(n, save(n, grads)) for n in _reader_hook_names(graph)]
     with torch.enable_grad(), model.hooks(fwd_hooks=fwd, bwd_hooks=bwd):
-        value = evaluate_metric(metric, run_model(model, batch), batch)
+        value = evaluate_metric(metric, run_model(model, batch), batch if metric_batch is None else metric_batch)
         torch.autograd.grad(value, leaves, allow_unused=True)
 
     n_batch = acts["hook_embed"].shape[0]
@@ -137,7 +144,7 @@ def eap_scores(
         delta = stack_writers(model, graph, clean_acts) - replacement
     else:
         clean_acts = _input_values(model, graph, clean)
-        grads, _, acts = reader_gradients(model, graph, corrupted, metric)
+        grads, _, acts = reader_gradients(model, graph, corrupted, metric, metric_batch=clean)
         delta = stack_writers(model, graph, clean_acts) - stack_writers(model, graph, acts)
     return _scores(graph, delta, grads)
 
@@ -166,7 +173,7 @@ def eap_ig_scores(
             for n in _INPUT_HOOKS
             if n in clean_acts
         }
-        grads, _, _ = reader_gradients(model, graph, run_batch, metric, inputs)
+        grads, _, _ = reader_gradients(model, graph, run_batch, metric, inputs, metric_batch=clean)
         total = grads if total is None else total + grads
     delta = stack_writers(model, graph, clean_acts) - stack_writers(model, graph, base_acts)
     return _scores(graph, delta, total / steps)

@@ -63,7 +63,7 @@ def method_names() -> list[str]:
 @register_method("exact")
 def _exact(model: Any, graph: ModelGraph, data: PatchData, metric: Metric) -> Tensor:
     if data.source is not None:  # denoising: corrupted run, one edge given its clean value
-        return exact_edge_scores(model, graph, data.source, writer_values(model, graph, data.clean), metric)
+        return exact_edge_scores(model, graph, data.source, writer_values(model, graph, data.clean), metric, data.clean)
     # noising: clean run, one edge ablated; the sign makes "helps the metric" positive
     return -exact_edge_scores(model, graph, data.clean, data.replacement, metric)
 

@@ -23,12 +23,13 @@ from circuits.metrics import Metric, evaluate_metric
 from circuits.writers import capture_hooks, stack_writers
 
 
-def _delta(ablated: Tensor, live: Tensor, replacement: Tensor) -> Tensor:
-    """``ablated: [slots, w, r]`` float; ``live/replacement: [b, P, w, d]`` → ``[b, P, r, d]``."""
-    diff = replacement[:, :, : live.shape[2]] - live
+def _delta(ablated: Tensor, live: Tensor, replacement: Tensor, positions: Tensor) -> Tensor:
+    """``ablated: [slots, w, r]`` float; ``live: [b, len(positions), w, d]``;
+    ``replacement: [b or 1, P, W, d]`` → ``[b, len(positions), r, d]``."""
+    diff = replacement[:, positions, : live.shape[2]] - live
     if ablated.shape[0] == 1:
         return einops.einsum(diff, ablated[0], "b p w d, w r -> b p r d")
-    return einops.einsum(diff, ablated, "b p w d, p w r -> b p r d")
+    return einops.einsum(diff, ablated[positions], "b p w d, p w r -> b p r d")
 
 
 def _any_ablated(ablated: Tensor, n_positions: int) -> Tensor:
@@ -69,35 +70,44 @@ def patched_edges(model: Any, graph: ModelGraph, keep: Tensor, replacement: Tens
 
         return hook
 
+    # Each reader hook rebuilds its input only at the positions where it has an ablated edge.
+    def rebuilt_delta(span: list[int]) -> tuple[Tensor, Tensor]:
+        n_w = n_writers_before[span[0]]
+        positions = hit[:, span].any(1).nonzero()[:, 0]
+        live_here = stack_writers(model, graph, live, n_w, positions)
+        return positions, _delta(ablated[:, :n_w, span], live_here, replacement, positions)
+
     def attn_hook(layer: int, which: str):
         span = reader_span(layer, which)
-        n_w = n_writers_before[span[0]]
-        heads_hit = hit[:, span]  # [P, head]
 
         def hook(value: Tensor, hook: Any) -> Tensor:
-            x = resid[f"blocks.{layer}.hook_resid_pre"]
-            delta = _delta(ablated[:, :n_w, span], stack_writers(model, graph, live, n_w), replacement)
+            positions, delta = rebuilt_delta(span)
+            x = resid[f"blocks.{layer}.hook_resid_pre"][:, positions]
             rebuilt = attention_input(model, layer, which, x[:, :, None] + delta)
-            return torch.where(heads_hit[None, :, :, None].to(value.device), rebuilt, value)
+            heads_hit = hit[positions][:, span]  # [positions, head]
+            out = value.clone()
+            out[:, positions] = torch.where(heads_hit[None, :, :, None], rebuilt, value[:, positions])
+            return out
 
         return hook
 
     def mlp_hook(layer: int):
-        r = reader_span(layer, "mlp")
-        n_w = n_writers_before[r[0]]
+        span = reader_span(layer, "mlp")
 
         def hook(value: Tensor, hook: Any) -> Tensor:
-            x = resid[f"blocks.{layer}.hook_resid_mid"]
-            delta = _delta(ablated[:, :n_w, r], stack_writers(model, graph, live, n_w), replacement)
-            rebuilt = mlp_input(model, layer, x + delta[:, :, 0])
-            return torch.where(hit[None, :, r[0], None], rebuilt, value)
+            positions, delta = rebuilt_delta(span)
+            x = resid[f"blocks.{layer}.hook_resid_mid"][:, positions]
+            out = value.clone()
+            out[:, positions] = mlp_input(model, layer, x + delta[:, :, 0])
+            return out
 
         return hook
 
     def logits_hook(value: Tensor, hook: Any) -> Tensor:
-        n_w = len(graph.writers)
-        delta = _delta(ablated[:, :, -1:], stack_writers(model, graph, live, n_w), replacement)
-        return value + delta[:, :, 0]
+        positions, delta = rebuilt_delta([len(readers) - 1])
+        out = value.clone()
+        out[:, positions] = value[:, positions] + delta[:, :, 0]
+        return out
 
     hooks = capture_hooks(graph, live, detach=False)
     for layer in range(arch.n_layers):
@@ -122,23 +132,25 @@ def run_with_edges(model: Any, graph: ModelGraph, batch: Any, keep: Tensor, repl
 
 
 def exact_edge_scores(
-    model: Any, graph: ModelGraph, batch: Any, replacement: Tensor, metric: Metric, baseline: Tensor | None = None
+    model: Any, graph: ModelGraph, batch: Any, replacement: Tensor, metric: Metric, metric_batch: Any = None
 ) -> Tensor:
     """Path patching, one edge at a time: ``metric(batch run, that edge's writer set to the
     replacement on that edge only) − metric(batch run)``, for every real edge.
 
-    In the denoising form used by discovery, ``batch`` is the corrupted run and
-    ``replacement`` the clean writers. Returns ``[n_slots, n_writers, n_readers]`` (0 off-graph).
+    In the denoising form used by discovery, ``batch`` is the corrupted run, ``replacement``
+    the clean writers and ``metric_batch`` the clean batch (whose answer the metric measures;
+    default ``batch``). Returns ``[n_slots, n_writers, n_readers]`` (0 off-graph).
     """
     full = torch.ones(graph.shape, dtype=torch.bool)
+    metric_batch = batch if metric_batch is None else metric_batch
     with torch.no_grad():
-        base = evaluate_metric(metric, run_model(model, batch), batch) if baseline is None else baseline
+        base = evaluate_metric(metric, run_model(model, batch), metric_batch)
     scores = torch.zeros(graph.shape)
     for slot, w, r in graph.mask.nonzero().tolist():
         keep = full.clone()
         keep[slot, w, r] = False
         logits = run_with_edges(model, graph, batch, keep, replacement)
-        scores[slot, w, r] = float(evaluate_metric(metric, logits, batch) - base)
+        scores[slot, w, r] = float(evaluate_metric(metric, logits, metric_batch) - base)
     return scores
 
 

@@ -22,9 +22,11 @@ def writer_hook_names(graph: ModelGraph) -> list[str]:
     return names
 
 
-def stack_writers(model: Any, graph: ModelGraph, acts: dict[str, Tensor], upto: int | None = None) -> Tensor:
+def stack_writers(
+    model: Any, graph: ModelGraph, acts: dict[str, Tensor], upto: int | None = None, positions: Tensor | None = None
+) -> Tensor:
     """``[batch, P, n_writers(upto), d_model]`` from captured hook values (those present, in
-    order; stops at the first writer not captured yet)."""
+    order; stops at the first writer not captured yet); only ``positions`` if given."""
     offset, n_pos = graph.arch.seed_offset, graph.n_positions
     parts: list[Tensor] = []
     for name in writer_hook_names(graph):
@@ -32,10 +34,12 @@ def stack_writers(model: Any, graph: ModelGraph, acts: dict[str, Tensor], upto: 
             break
         value = acts[name]
         if name == "hook_embed":  # task positions follow a seed token
-            parts.append(F.pad(value, (0, 0, offset, 0))[:, :, None])
+            value = F.pad(value, (0, 0, offset, 0))
         elif name == "hook_seed_embed":
-            parts.append(F.pad(value, (0, 0, 0, n_pos - value.shape[1]))[:, :, None])
-        elif name.endswith("hook_z"):
+            value = F.pad(value, (0, 0, 0, n_pos - value.shape[1]))
+        if positions is not None:
+            value = value[:, positions]
+        if name.endswith("hook_z"):
             parts.append(head_results(model, int(name.split(".")[1]), value))
         else:
             parts.append(value[:, :, None])

@@ -28,7 +28,9 @@ def token_pairs(n: int = 8, n_pos: int = 6, vocab: int = 5, changed: int = 2, se
     targets[:, -1] = torch.randint(0, vocab, (n,), generator=g)
     loss_mask = targets >= 0
     answer = torch.tensor([n_pos - 1])
-    return (Batch(inputs, targets, loss_mask, answer), Batch(corrupted, targets, loss_mask, answer))
+    # the corrupted run has another answer: metrics must read the clean batch's targets
+    corrupted_targets = torch.where(loss_mask, (targets + 1) % vocab, targets)
+    return (Batch(inputs, targets, loss_mask, answer), Batch(corrupted, corrupted_targets, loss_mask, answer))
 
 
 def micro_model() -> HookedTransformer:

@@ -89,8 +89,8 @@ def test_exact_scores_are_single_edge_patches(model, pairs):
 
     patched = run_with_edges(model, graph, corrupted, keep, writer_values(model, graph, clean))
     with torch.no_grad():
-        base = logprob(model(corrupted.inputs), corrupted)
-    assert scores.scores[slot, w, r] == pytest.approx(float(logprob(patched, corrupted) - base), abs=1e-6)
+        base = logprob(model(corrupted.inputs), clean)  # the metric measures the clean answer
+    assert scores.scores[slot, w, r] == pytest.approx(float(logprob(patched, clean) - base), abs=1e-6)
 
 
 @pytest.mark.parametrize("seed_mode", ["add", "token"])

@@ -14,7 +14,7 @@ from circuit_models import token_pairs
 from transformer_lens import patching as tl_patching
 from transformer_lens.tools.analysis.attribution_patching import EdgeAttributionConfig, attribution_patch
 
-from circuits import ModelGraph, Node, agreement, eap_scores, patch_sweep
+from circuits import ModelGraph, Node, agreement, discover, eap_scores, patch_sweep
 
 
 def _tl_metric(targets):
@@ -59,6 +59,17 @@ def test_eap_matches_transformer_lens_attribution_patch(model, bridge, on):
     assert result.pearson >= 0.999
     assert result.top_k_overlap == 1.0
     torch.testing.assert_close(mine, theirs, atol=1e-6, rtol=1e-4)
+
+
+def test_discover_eap_measures_the_clean_answer_like_tl(model, bridge):
+    """The corrupted batch carries other targets; the metric must read the clean ones."""
+    clean, corrupted = token_pairs(n=10, seed=4)
+    assert not torch.equal(clean.targets, corrupted.targets)
+    scores = discover(model, clean, corrupted, metric="logprob", method="eap")
+    tl = attribution_patch(bridge, clean.inputs, corrupted.inputs, _tl_metric(clean.targets[:, -1]),
+                           EdgeAttributionConfig(granularity="node"))
+    mine = [float(scores.scores[n.position, scores.graph.writer_index(_tl_node(n))].sum()) for n in tl.node_scores]
+    torch.testing.assert_close(torch.tensor(mine), torch.tensor(list(tl.node_scores.values())), atol=1e-6, rtol=1e-4)
 
 
 def test_tl_edge_attribution_is_unavailable_on_boot_native_bridges(bridge, pairs):
