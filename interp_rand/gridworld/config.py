@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 VARIANTS = ("erm", "worst")
+RANKINGS = ("centered", "linear", "nes", "raw")
 
 
 def _check_int(owner: str, name: str, value: Any, minimum: int) -> None:
@@ -99,6 +100,12 @@ class PGPEConfig:
         center_lr, stdev_lr: learning rates of the search distribution's centre and std.
         stdev_init: initial std of the search distribution.
         optimizer: evotorch optimizer of the centre (``clipup``, ``adam`` or ``sgd``).
+        ranking: evotorch's fitness shaping (``centered``, ``linear``, ``nes``, ``raw``).
+            Worst-cell fitness is coarse and often tied: ``raw`` keeps ties tied (a mirrored
+            pair with equal fitness adds nothing to the gradient), where the rank-based
+            shapings order tied members arbitrarily, i.e. add noise. (evotorch's
+            ``normalized`` divides by the std, NaN when the whole population ties, e.g. at
+            the floor, so it is not offered.)
         m_seeds: seeds per generation, shared by every member and cell; the fitness averages
             returns over them before taking the worst cell.
         variant: ``worst`` (fitness = worst cell's seed-averaged return, q = inf) or ``erm``
@@ -113,6 +120,7 @@ class PGPEConfig:
     stdev_lr: float = 0.01
     stdev_init: float = 0.03
     optimizer: str = "adam"
+    ranking: str = "centered"
     m_seeds: int = 10
     variant: str = "worst"
     eval_seeds: int = 100
@@ -129,6 +137,8 @@ class PGPEConfig:
             _check_positive("PGPEConfig", name, getattr(self, name))
         if self.optimizer not in ("clipup", "adam", "sgd"):
             raise ValueError(f"PGPEConfig.optimizer={self.optimizer!r} is not allowed; choose from ('clipup', 'adam', 'sgd')")
+        if self.ranking not in RANKINGS:
+            raise ValueError(f"PGPEConfig.ranking={self.ranking!r} is not allowed; choose from {RANKINGS}")
         if self.variant not in VARIANTS:
             raise ValueError(f"PGPEConfig.variant={self.variant!r} is not allowed; choose from {VARIANTS}")
 

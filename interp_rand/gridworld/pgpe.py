@@ -162,7 +162,7 @@ def train_agent(
                                max_runs=max_runs, seed=cfg.seed)
     searcher = PGPE(
         problem, popsize=cfg.popsize, center_learning_rate=cfg.center_lr, stdev_learning_rate=cfg.stdev_lr,
-        stdev_init=cfg.stdev_init, optimizer=cfg.optimizer, ranking_method="centered",
+        stdev_init=cfg.stdev_init, optimizer=cfg.optimizer, ranking_method=cfg.ranking,
         center_init=problem.layout.flatten(problem.model),
     )
     generator = torch.Generator().manual_seed(cfg.seed + 1)

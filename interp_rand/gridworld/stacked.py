@@ -51,7 +51,9 @@ class StackedAgents:
                       for l in range(cfg.n_layers)]
         self.b_qkv = [torch.cat([params[f"blocks.{l}.attn.b_{n}"].flatten(1) for n in "QKV"], -1)[:, None]
                       for l in range(cfg.n_layers)]
-        shape = (cfg.n_layers, self.n_members, self.n_runs, cfg.n_ctx, h, e)
+        # [layer, P, R, head, pos, d_head]: a step's slice [..., : t + 1, :] stays contiguous
+        # per (member, run, head), so attention needs no copy of the cache
+        shape = (cfg.n_layers, self.n_members, self.n_runs, h, cfg.n_ctx, e)
         self.keys = torch.zeros(shape)
         self.values = torch.zeros(shape)
         self.pos = 0
@@ -79,13 +81,14 @@ class StackedAgents:
         n_members, n_runs, h, e = self.n_members, self.n_runs, cfg.n_heads, cfg.d_head
         for l in range(cfg.n_layers):
             qkv = (self._norm(x, f"blocks.{l}.ln1") @ self.w_qkv[l] + self.b_qkv[l]).view(n_members, n_runs, 3, h, e)
-            self.keys[l, :, :, t] = qkv[:, :, 1]
-            self.values[l, :, :, t] = qkv[:, :, 2]
-            keys, values = self.keys[l, :, :, : t + 1], self.values[l, :, :, : t + 1]  # [P, R, t+1, h, e]
-            # [P, R, h, e] . [P, R, t+1, h, e] -> [P, R, h, t+1]: the newest query reads every
-            # earlier key (causal mask: no later keys exist yet)
-            pattern = torch.softmax(torch.einsum("prhe,prshe->prhs", qkv[:, :, 0], keys) / e**0.5, dim=-1)
-            z = torch.einsum("prhs,prshe->prhe", pattern, values).flatten(2)  # [P, R, h * e]
+            self.keys[l, :, :, :, t] = qkv[:, :, 1]
+            self.values[l, :, :, :, t] = qkv[:, :, 2]
+            keys, values = self.keys[l, ..., : t + 1, :], self.values[l, ..., : t + 1, :]  # [P, R, h, t+1, e]
+            # [P, R, h, 1, e] * [P, R, h, t+1, e] summed over e -> [P, R, h, t+1]: the newest
+            # query reads every earlier key (causal mask: no later keys exist yet)
+            scores = (qkv[:, :, 0, :, None] * keys).sum(-1) / e**0.5
+            pattern = torch.softmax(scores, dim=-1)
+            z = (pattern[..., None] * values).sum(-2).flatten(2)  # [P, R, h, e] -> [P, R, h * e]
             w_o = p[f"blocks.{l}.attn.W_O"].flatten(1, 2)  # [P, h * e, d_model]
             x = x + z @ w_o + p[f"blocks.{l}.attn.b_O"][:, None]
             if not cfg.attn_only:
