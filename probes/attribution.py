@@ -166,6 +166,11 @@ def hook_attribution(
 
     Returns:
         ``[batch, pos]`` (hook positions; a seed token included) attribution per position.
+
+    On a ``TransformerBridge``, ``blocks.{l}.hook_resid_mid`` is an alias of ``ln2``'s input
+    hook, which the residual skip connection bypasses: layer *integrated gradients* there
+    interpolates only the MLP branch and differs from ours (layer conductance, resid_pre/post
+    and the other hooks agree to 1e-6).
     """
     if method not in ATTRIBUTION_METHODS[1:]:
         raise ValueError(f"method={method!r} is not allowed; choose from {ATTRIBUTION_METHODS[1:]}")
