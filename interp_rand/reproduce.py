@@ -129,18 +129,27 @@ def reproduce(task_name: str, scale_name: str = "cpu", out: str | Path = "reprod
 
 
 def evaluate_variant(task, model, scale, config: TrainConfig) -> dict[str, Any]:
-    """Seeded evaluation of one trained variant: fresh inputs, ``scale.eval_seeds`` seeds (the
-    single r0 for fixed-seed variants, whose sampled baseline then draws that many samples)."""
+    """Seeded evaluation of one trained variant on ``EVAL_INPUTS`` fresh inputs and
+    ``scale.eval_seeds`` seeds (see :func:`evaluate_seeded`)."""
     generator = torch.Generator().manual_seed(EVAL_SEED)
     batch = task.sample(EVAL_INPUTS[task.name], generator)
-    fixed = config.seed_source == "fixed"
-    seeds = task.fixed_seed()[None] if fixed else task.sample_seeds(scale.eval_seeds, generator)
+    return evaluate_seeded(task, model, batch, scale.eval_seeds, generator,
+                           fixed=config.seed_source == "fixed")
+
+
+def evaluate_seeded(task, model, batch, n_seeds: int, generator: torch.Generator, *,
+                    fixed: bool = False) -> dict[str, Any]:
+    """PAPER.md's metrics of ``model`` on ``batch`` under ``n_seeds`` seeds drawn with
+    ``generator``; a fixed-seed model (``fixed``) is run on its one seed r0, and its sampled
+    baseline still draws ``n_seeds`` samples per input."""
+    if n_seeds < 1:
+        raise ValueError(f"n_seeds={n_seeds} must be >= 1")
+    seeds = task.fixed_seed()[None] if fixed else task.sample_seeds(n_seeds, generator)
     run = success_matrix(model, task, batch, seeds)
     # colouring has no single right answer: sampled colourings are judged on the graph
     correct_fn = (lambda sampled: valid_colorings(sampled, batch.attention_mask)) if task.name == "coloring" else None
-    # a fixed-seed run has one seed; its sampled baseline still draws eval_seeds samples
-    return summarize(run, majority_ks=(5, 30), generator=generator, correct_fn=correct_fn,
-                     n_samples=scale.eval_seeds)
+    return summarize(run, majority_ks=[k for k in (5, 30) if k <= run.n_seeds], generator=generator,
+                     correct_fn=correct_fn, n_samples=n_seeds)
 
 
 def write_outputs(task_name: str, scale_name: str, rows: list[dict[str, Any]], out: Path) -> None:
@@ -225,4 +234,4 @@ def table(task_name: str, rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["PAPER_POINTS", "SCALES", "aggregate", "reproduce", "table", "variants"]
+__all__ = ["PAPER_POINTS", "SCALES", "aggregate", "evaluate_seeded", "reproduce", "table", "variants"]

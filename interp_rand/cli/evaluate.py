@@ -28,12 +28,19 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--n", type=int, default=10_000, help="fresh examples (default: 10000)")
     parser.add_argument("--seed", type=int, default=DEFAULT_EVAL_SEED,
                         help="seed of the evaluation examples")
+    parser.add_argument("--seeds", type=int, default=None, metavar="S",
+                        help="randomized tasks: also run every example under S random seeds (a "
+                        "fixed-seed run: its seed r0) and write PAPER.md's metrics (average and "
+                        "worst-5%% success, majority-5/30, the sampled baseline, predictive "
+                        "variance, histogram) to seeded_eval.json")
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
     if args.n < 1:
         raise ValueError(f"--n={args.n} must be >= 1")
+    if args.seeds is not None and args.seeds < 1:
+        raise ValueError(f"--seeds={args.seeds} must be >= 1")
     ckpt = load_checkpoint(args.run_dir)
     if args.task is not None and args.task != ckpt.spec.task_name:
         raise ValueError(
@@ -46,7 +53,25 @@ def run(args: argparse.Namespace) -> int:
     result = evaluate(ckpt.model(), task, batch, progress=True)
     report = {"checkpoint": str(ckpt.path), "step": ckpt.step, "task": ckpt.spec.task_name,
               "eval_seed": args.seed, **result.to_dict()}
-    (ckpt.path.parent.parent / "eval.json").write_text(json.dumps(report, indent=2))
+    run_dir = ckpt.path.parent.parent
+    (run_dir / "eval.json").write_text(json.dumps(report, indent=2))
     print(json.dumps({k: v for k, v in report.items() if k != "breakdown"}, indent=2))
-    print(f"wrote {ckpt.path.parent.parent / 'eval.json'}")
+    print(f"wrote {run_dir / 'eval.json'}")
+    if args.seeds is not None:
+        _seeded(args, ckpt, task, batch, run_dir)
     return 0
+
+
+def _seeded(args: argparse.Namespace, ckpt, task, batch, run_dir: Path) -> None:
+    from interp_rand.reproduce import evaluate_seeded
+    from interp_rand.seeded_evaluation import save_summary
+
+    if not hasattr(task, "sample_seeds"):
+        raise ValueError(f"--seeds: task {task.name!r} has no seed channel")
+    summary = evaluate_seeded(task, ckpt.model(), batch, args.seeds, torch.Generator().manual_seed(args.seed),
+                              fixed=ckpt.spec.train_config.seed_source == "fixed")
+    summary = {"checkpoint": str(ckpt.path), "step": ckpt.step, "eval_seed": args.seed, **summary}
+    save_summary(summary, run_dir / "seeded_eval.json")
+    print(json.dumps({k: summary[k] for k in ("n_inputs", "n_seeds", "average", "worst_5pct",
+                                              "predictive_variance")}, indent=2))
+    print(f"wrote {run_dir / 'seeded_eval.json'}")

@@ -180,6 +180,27 @@ def test_eval_bad_n(sort_run, capsys):
     assert code == 2 and "--n" in err
 
 
+def test_eval_seeds_writes_the_seeded_metrics(tmp_path, capsys):
+    out = tmp_path / "recall-run"
+    code, _, _ = run_cli(["train", "recall", "--n-pairs", "4", "--d-model", "16", "--steps", "3", "--batch-size", "8",
+                          "--eval-every", "3", "--eval-size", "8", "--checkpoint-every", "3", "--quiet",
+                          "--out", str(out)], capsys)
+    assert code == 0
+    code, stdout, _ = run_cli(["eval", str(out), "--n", "20", "--seeds", "7"], capsys)
+    assert code == 0 and str(out / "seeded_eval.json") in stdout
+    summary = json.loads((out / "seeded_eval.json").read_text())
+    assert (summary["n_inputs"], summary["n_seeds"], summary["step"]) == (20, 7, 3)
+    assert 0 <= summary["worst_5pct"] <= summary["average"] <= 1 and summary["majority_5"] is not None
+    code, _, err = run_cli(["eval", str(out), "--seeds", "0"], capsys)
+    assert code == 2 and "--seeds=0" in err
+
+
+def test_eval_seeds_needs_a_seeded_task(sort_run, capsys):
+    out, _ = sort_run
+    code, _, err = run_cli(["eval", str(out), "--n", "10", "--seeds", "3"], capsys)
+    assert code == 2 and "seed channel" in err
+
+
 def test_console_script_help():
     script = Path(sys.executable).parent / "interp-rand"
     assert script.exists(), script
