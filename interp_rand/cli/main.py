@@ -12,6 +12,8 @@ import argparse
 import importlib
 import sys
 
+import torch
+
 from interp_rand.training.checkpoint import CheckpointError
 from interp_rand.training.trainer import TrainingDiverged
 
@@ -36,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train small TransformerLens-hooked transformers on algorithmic and randomized "
         "tasks, evaluate them, and analyse their circuits.",
     )
+    parser.add_argument("--threads", type=int, default=None, metavar="N",
+                        help="torch intra-op threads (default: torch's choice). The models here are "
+                        "small: on a busy machine 1 is often fastest")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"interp_rand.cli.{name}")
@@ -45,9 +50,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    threads = torch.get_num_threads()
     try:
+        if args.threads is not None:
+            if args.threads < 1:
+                raise ValueError(f"--threads={args.threads} must be >= 1")
+            torch.set_num_threads(args.threads)
         return args.run(args)
     except USER_ERRORS as err:
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"interp-rand {args.command}: error: {message}", file=sys.stderr)
         return 2
+    finally:
+        torch.set_num_threads(threads)

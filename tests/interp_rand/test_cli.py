@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
 
 from interp_rand.cli import main
 from interp_rand.cli.options import add_dataclass_options, collect, field_docs
@@ -199,6 +200,14 @@ def test_eval_seeds_needs_a_seeded_task(sort_run, capsys):
     out, _ = sort_run
     code, _, err = run_cli(["eval", str(out), "--n", "10", "--seeds", "3"], capsys)
     assert code == 2 and "seed channel" in err
+
+
+def test_threads_option_is_validated_and_restored(capsys):
+    before = torch.get_num_threads()
+    code, out, _ = run_cli(["--threads", "1", "tasks"], capsys)
+    assert code == 0 and "sort:" in out and torch.get_num_threads() == before
+    code, _, err = run_cli(["--threads", "0", "tasks"], capsys)
+    assert code == 2 and "--threads=0" in err
 
 
 def test_console_script_help():
