@@ -10,7 +10,9 @@ One PGPE generation's work: ``P`` members (the scale's init plus noise) x every 
   layer for all members, key/value cache);
 * ``vmap``: ``torch.func.vmap`` over ``functional_call`` of the hooked model (each step re-reads
   the prefix), for reference;
-* ``loop``: one member at a time through the hooked model (``functional_call``), the naive path.
+* ``loop``: one member at a time through the hooked model (``functional_call``), the naive path;
+* ``loop_cached``: one member at a time through the cached decoder, which separates the gain of
+  batching members (vectorised vs loop_cached) from that of the key/value cache.
 
 Throughput is runs (member x cell x seed) per second, best of ``--repeats``.
 """
@@ -70,6 +72,11 @@ def main() -> None:
         "vectorised_runs_per_s": runs / t_vec, "loop_runs_per_s": runs / t_loop,
         "ratio_vectorised_over_loop": t_loop / t_vec, "same_returns": bool(torch.equal(r_vec, r_loop)),
     }
+    t_loop_cached, r_loop_cached = best_time(
+        lambda: torch.cat([population_returns(model, layout, flat[i : i + 1], scale.grid, cells, seeds)
+                           for i in range(popsize)]), args.repeats)
+    result.update({"loop_cached_s": t_loop_cached, "ratio_vectorised_over_loop_cached": t_loop_cached / t_vec,
+                   "same_returns_loop_cached": bool(torch.equal(r_loop_cached, r_loop))})
     if not args.skip_vmap:
         t_vmap, r_vmap = best_time(lambda: population_returns(*common, cached=False), args.repeats)
         result.update({"vmap_s": t_vmap, "ratio_vmap_over_loop": t_loop / t_vmap,
