@@ -1,0 +1,152 @@
+"""The attention-pattern report: what it holds, its size, the CLI, and a real browser
+(headless Debian chromium) that must render every figure with no console error."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import torch
+
+from interp_rand import HookedTransformer, make_task
+from interp_rand.cli.main import main
+from probes.report import ReportConfig, build_report, position_labels
+from probes.report_html import render_html, write_report
+
+PLOTLY_BANNER = re.compile(r"\* plotly\.js v\d")
+# Reports page errors to the console before any other script runs: uncaught exceptions,
+# rejected promises and console.error calls all become "PAGE_ERROR" lines.
+_CATCHER = """<script>
+window.addEventListener('error', function (e) { console.log('PAGE_ERROR ' + e.message); });
+window.addEventListener('unhandledrejection', function (e) { console.log('PAGE_ERROR ' + e.reason); });
+console.error = function () { console.log('PAGE_ERROR ' + Array.prototype.join.call(arguments, ' ')); };
+</script>"""
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+class _Figures(HTMLParser):
+    """Per plotly div (by id): whether plotly turned it into a plot with an svg inside."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[tuple[str, str | None]] = []  # (tag, id of the plotly div it is in)
+        self.rendered: dict[str, bool] = {}
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        classes = (a.get("class") or "").split()
+        current = self.stack[-1][1] if self.stack else None
+        if "plotly-graph-div" in classes:
+            current = a.get("id")
+            self.rendered[current] = "js-plotly-plot" in classes and self.rendered.get(current, False)
+        if current and "main-svg" in classes:
+            self.rendered[current] = True
+        if tag not in ("br", "img", "input", "meta", "link", "hr", "path", "rect", "circle", "line", "image"):
+            self.stack.append((tag, current))
+
+    def handle_endtag(self, tag):
+        for i in range(len(self.stack) - 1, -1, -1):
+            if self.stack[i][0] == tag:
+                del self.stack[i:]
+                break
+
+
+def _tiny_report(task_name: str, **kw):
+    task = make_task(task_name, **kw)
+    extra = dict(d_model=16) if task_name == "recall" else dict(d_model=16, n_heads=2)
+    model = HookedTransformer(task.model_config(**extra), seed=0).eval()
+    config = ReportConfig(n_examples=100, n_probe_examples=300, n_attribution_examples=8)
+    return build_report(model, task, config, info={"run": "tiny"})
+
+
+def test_report_holds_patterns_roles_probes_and_seed_share():
+    data = _tiny_report("recall", n_pairs=5, value_bits=2, seed_bits=3)
+    assert set(data.mean_patterns) == {"all", "recent query", "distant query"}
+    assert data.mean_patterns["all"].shape == (2, 1, 6, 6)
+    assert set(data.roles.scores) == {"previous_token", "key_match", "seed_reader"}
+    assert {row["variable"] for row in data.probe_rows} == {"seed_bit", "key_stored"}
+    assert all("random_selectivity" in row for row in data.probe_rows)
+    assert data.seed_share is not None and 0 <= data.seed_share["mean"] <= 1
+    assert [ex.title.split(" (")[0] for ex in data.examples] == ["first example", "recent query", "distant query"]
+    assert data.examples[0].labels[0].startswith("0 pair0: key ")
+    page = render_html(data)
+    assert len(PLOTLY_BANNER.findall(page)) == 1  # plotly.js inlined once
+    assert "<script src=" not in page  # nothing fetched: works offline
+    assert page.count('class="plotly-graph-div"') == 1 + 3 + 3 + 1
+
+
+def test_position_labels():
+    assert position_labels(make_task("addition", n_digits=2), 8) == \
+        ["0 a1", "1 a0", "2 +", "3 b1", "4 b0", "5 =", "6 s2", "7 s1"]
+    assert position_labels(make_task("sort", length=2, vocab=3), 4) == ["0 x0", "1 x1", "2 SEP", "3 y0"]
+
+
+@pytest.mark.slow
+def test_cli_report_for_a_trained_model_in_a_browser(trained_addition, tmp_path):
+    run_dir, _, _ = trained_addition
+    out = tmp_path / "report.html"
+    began = time.perf_counter()
+    assert main(["report", str(run_dir), "--out", str(out), "--n-probe-examples", "2000"]) == 0
+    seconds = time.perf_counter() - began
+    assert seconds < 20
+    size = out.stat().st_size
+    assert size < 10e6
+    page = out.read_text()
+    assert len(PLOTLY_BANNER.findall(page)) == 1
+    for needle in ("aligned_digit", "carry_source", "carry_in", "mean pattern: no carry", "mean pattern: cascade "):
+        assert needle in page, needle
+    n_figures = page.count('class="plotly-graph-div"')
+    assert n_figures == 1 + 3 + 3 + 1  # roles, 3 mean patterns, 3 examples, probe layers
+
+    chromium = _chromium()
+    if chromium is None:
+        pytest.skip("no chromium binary on PATH (.ci/run installs Debian's chromium); the browser check did not run")
+    checked = tmp_path / "checked.html"
+    checked.write_text(page.replace("<head>", "<head>" + _CATCHER, 1))
+    shot = Path(os.environ.get("PROBES_SCREENSHOT_DIR", tmp_path)) / "report.png"
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
+         "--virtual-time-budget=20000", "--window-size=1400,2400", f"--screenshot={shot}", "--dump-dom",
+         checked.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    console = [line for line in proc.stderr.splitlines() if ":CONSOLE" in line]
+    errors = [line for line in console if "PAGE_ERROR" in line or "Uncaught" in line]
+    assert not errors, errors
+    figures = _Figures()
+    figures.feed(proc.stdout)
+    assert len(figures.rendered) == n_figures, sorted(figures.rendered)
+    assert all(figures.rendered.values()), {k: v for k, v in figures.rendered.items() if not v}
+    assert shot.exists() and shot.stat().st_size > 20_000
+
+
+def test_the_browser_check_catches_errors_and_unrendered_figures(tmp_path):
+    chromium = _chromium()
+    if chromium is None:
+        pytest.skip("no chromium binary on PATH (.ci/run installs Debian's chromium)")
+    page = render_html(_tiny_report("addition", n_digits=2))
+    # break the page: a script error, and one figure that is never drawn
+    page = page.replace("</body>", "<script>undefinedFunction();</script></body>")
+    page, n = re.subn(r'Plotly\.newPlot\(\s*"roles"', '(function () {})("roles"', page)
+    assert n == 1
+    bad = tmp_path / "bad.html"
+    bad.write_text(page.replace("<head>", "<head>" + _CATCHER, 1))
+    proc = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
+                           "--v=0", "--virtual-time-budget=20000", "--dump-dom", bad.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert any("PAGE_ERROR" in line or "Uncaught" in line for line in proc.stderr.splitlines())
+    figures = _Figures()
+    figures.feed(proc.stdout)
+    assert figures.rendered["roles"] is False
+    assert len(figures.rendered) > 1 and all(v for k, v in figures.rendered.items() if k != "roles")
