@@ -6,6 +6,10 @@ channel included) -> attention patterns and head-role scores -> the attention-pa
 """
 
 from probes import task_variables as _task_variables  # noqa: F401  (registers the variables)
+from probes.attention import attention_patterns, conditional_patterns, mean_pattern, register_condition
+from probes.attribution import SeedAttribution, hook_attribution, input_attribution, seed_attribution
+from probes.head_roles import RoleScores, register_role, role_names, score_roles
+from probes.report import ReportConfig, ReportData, build_report, report_from_run
 from probes.activations import Activations, check_hooks, collect_activations, hook_names, residual_hooks
 from probes.causal import CausalEffect, causal_check
 from probes.controls import control_labels, group_split, random_init_like
@@ -24,6 +28,22 @@ from probes.variables import (
 
 __all__ = [
     "Activations",
+    "ReportConfig",
+    "ReportData",
+    "RoleScores",
+    "SeedAttribution",
+    "attention_patterns",
+    "build_report",
+    "conditional_patterns",
+    "hook_attribution",
+    "input_attribution",
+    "mean_pattern",
+    "register_condition",
+    "register_role",
+    "report_from_run",
+    "role_names",
+    "score_roles",
+    "seed_attribution",
     "CausalEffect",
     "LinearProbe",
     "ProbeConfig",

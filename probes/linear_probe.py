@@ -78,13 +78,14 @@ def fit_ridge(
     Returns:
         ``W: [P, d, C]``, ``b: [P, C]``, ``mean: [P, d]``.
     """
-    xt = x[train].double()
-    yt = targets[train].double()
-    mean = xt.mean(0)  # [P, d]
-    xc = xt - mean
+    xt = einops.rearrange(x[train], "n p d -> p n d")  # positions as the bmm batch
+    yt = targets[train]
+    mean = xt.mean(1)  # [P, d]
+    xc = xt - mean[:, None]
     y_mean = yt.mean(0)  # [C]
-    gram = einops.einsum(xc, xc, "n p d, n p e -> p d e")
-    cross = einops.einsum(xc, yt - y_mean, "n p d, n c -> p d c")
+    # float32 bmm: centred features and a relative ridge keep the solve well conditioned
+    gram = (xc.transpose(1, 2) @ xc).double()  # [P, d, d]
+    cross = (xc.transpose(1, 2) @ (yt - y_mean)).double()  # [P, d, C]
     d = x.shape[-1]
     scale = gram.diagonal(dim1=1, dim2=2).mean(-1).clamp_min(1e-12)  # [P]
     ridge = alpha * scale[:, None, None] * torch.eye(d, dtype=gram.dtype)
@@ -116,7 +117,9 @@ def probe_accuracy(
     targets, slices = one_hot_columns(label_sets)
     W, b, mean = fit_ridge(x, targets, train, alpha)
     test = ~train
-    scores = einops.einsum(x[test] - mean, W, "n p d, p d c -> n p c") + b  # [n_test, P, C]
+    # [P, n_test, d] @ [P, d, C] -> [n_test, P, C]
+    xs = einops.rearrange(x[test], "n p d -> p n d") - mean[:, None]
+    scores = einops.rearrange(xs @ W, "p n c -> n p c") + b
     accuracies = []
     for (labels, _), set_slices in zip(label_sets, slices):
         acc = torch.stack(

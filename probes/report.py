@@ -37,7 +37,7 @@ class ReportConfig:
     """
 
     n_examples: int = 2000
-    n_probe_examples: int = 3000
+    n_probe_examples: int = 2000
     n_attribution_examples: int = 64
     n_example_patterns: int = 1
     probes: bool = True

@@ -52,7 +52,7 @@ class ProbeConfig:
     causal: bool = True
     causal_mode: str = "steer"
     causal_layers: str = "best"
-    causal_examples: int = 512
+    causal_examples: int = 256
 
     def __post_init__(self) -> None:
         if not 0 < self.test_fraction < 1:
