@@ -65,3 +65,16 @@ def test_probe_task_bad_input():
         probe_task(model, task, batch, ProbeConfig(variables=("digit",), hooks=("blocks.2.hook_resid_post",)))
     with pytest.raises(ValueError, match="causal_mode='flip' is not allowed"):
         ProbeConfig(causal_mode="flip")
+
+
+def test_random_init_of_a_bridge_is_a_fresh_bridge():
+    from probes import random_init_like
+
+    task = make_task("addition", n_digits=2)
+    bridge = to_bridge(HookedTransformer(task.model_config(d_model=32, n_heads=2), seed=3).eval())
+    fresh = random_init_like(bridge, seed=5)
+    batch = task.sample(300, torch.Generator().manual_seed(0))
+    assert type(fresh) is type(bridge)
+    assert (fresh(batch.inputs) - bridge(batch.inputs)).abs().max() > 0.1
+    result = probe_task(bridge, task, batch, ProbeConfig(variables=("carry_in",), causal_examples=50))[0]
+    assert result.random_accuracy.shape == result.accuracy.shape == (5, 8, 3)
