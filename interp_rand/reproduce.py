@@ -68,7 +68,7 @@ EVAL_SEED = 99_991
 
 def variants(task_name: str, scale) -> list[tuple[str, dict[str, Any]]]:
     """(variant name, sweep value, TrainConfig overrides) for one task at one scale."""
-    erm = {"objective": "erm", "q": 1.0, "m_seeds": 1}
+    erm = {"objective": "erm", "q": 1.0, "m_seeds": 1, "q_ramp_steps": 0}
     qnorm = {"objective": "qnorm", "q": scale.q, "m_seeds": scale.m_seeds}
     out = [
         ("A^E_r0", {**erm, "seed_source": "fixed"}),
