@@ -61,7 +61,10 @@ def timed(fn, repeats: int = 1):
 
 
 def tl_node_eap(bridge, clean, corrupted, targets, answer):
-    from transformer_lens.tools.analysis.attribution_patching import EdgeAttributionConfig, attribution_patch
+    from transformer_lens.tools.analysis.attribution_patching import (
+        EdgeAttributionConfig,
+        attribution_patch,
+    )
 
     calls = [0]
 
@@ -98,7 +101,7 @@ def bench_task(name: str, args) -> dict:
     row["eap_vs_tl_pearson"] = round(vs_tl.pearson, 6)
     row["eap_vs_tl_top20_overlap"] = vs_tl.top_k_overlap
     bridge_graph = ModelGraph.of(bridge, clean.inputs.shape[1])
-    metric = lambda logits, _b: torch.log_softmax(logits[:, answer], -1).gather(-1, clean.targets[:, answer][..., None]).mean()  # noqa: E731
+    metric = lambda logits, _b: torch.log_softmax(logits[:, answer], -1).gather(-1, clean.targets[:, answer][..., None]).mean()
     on_bridge = eap_scores(bridge, bridge_graph, clean.inputs, corrupted.inputs, metric)
     row["eap_ours_vs_bridge_max_abs_diff"] = float((on_bridge - eap.scores).abs().max())
 

@@ -10,12 +10,18 @@ Drawing lives in :mod:`circuits.layout` and :mod:`circuits.draw`.
 """
 
 from circuits.ablation import ABLATION_KINDS, Ablation, ablate_nodes, replaced_nodes
-from circuits.attribution import eap_ig_scores, eap_scores
 from circuits.acdc import acdc_scores
+from circuits.attribution import eap_ig_scores, eap_scores
 from circuits.circuit import Circuit
 from circuits.compare import Agreement, agreement, spearman
 from circuits.components import Architecture, architecture
-from circuits.discovery import PatchData, discover, method_names, patch_data, register_method
+from circuits.discovery import (
+    PatchData,
+    discover,
+    method_names,
+    patch_data,
+    register_method,
+)
 from circuits.edge_patching import exact_edge_scores, patched_edges, run_with_edges
 from circuits.faithfulness import Faithfulness, faithfulness
 from circuits.graph import ModelGraph
@@ -28,10 +34,10 @@ from circuits.writers import writer_values
 __all__ = [
     "ABLATION_KINDS",
     "ACTIVATIONS",
-    "Agreement",
     "EDGE_INPUTS",
     "NODE_KINDS",
     "Ablation",
+    "Agreement",
     "Architecture",
     "Circuit",
     "Edge",
@@ -41,8 +47,8 @@ __all__ = [
     "Node",
     "PatchData",
     "ablate_nodes",
-    "agreement",
     "acdc_scores",
+    "agreement",
     "architecture",
     "discover",
     "eap_ig_scores",

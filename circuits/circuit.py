@@ -77,7 +77,7 @@ class Circuit:
         return path
 
     @classmethod
-    def load(cls, path: str | Path, model: Any = None) -> "Circuit":
+    def load(cls, path: str | Path, model: Any = None) -> Circuit:
         """Read a circuit JSON; with ``model``, refuse a circuit of another architecture."""
         data = json.loads(Path(path).read_text())
         if data.get("format") != FORMAT:

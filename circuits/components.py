@@ -31,7 +31,7 @@ class Architecture:
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
-    def mismatch(self, other: "Architecture") -> list[str]:
+    def mismatch(self, other: Architecture) -> list[str]:
         """``field: mine vs theirs`` for every field that differs."""
         return [
             f"{k}={v!r} vs {getattr(other, k)!r}"

@@ -11,8 +11,9 @@ path-patching run per edge: the slow reference), ``eap``, ``eap-ig`` (option ``s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -98,7 +99,7 @@ def discover(
     *,
     metric: str | Metric = "logprob",
     method: str = "eap",
-    ablation: Ablation = Ablation("resample"),
+    ablation: Ablation | None = None,
     by_position: bool = True,
     reference: Any = None,
     **options: Any,
@@ -109,13 +110,15 @@ def discover(
         clean: a :class:`~interp_rand.tasks.Batch` (or ``[batch, pos]`` tokens).
         corrupted: the corrupted batch (needed by ``resample`` ablation).
         metric: a registered metric name or ``metric(logits, batch) -> scalar``.
-        ablation: what ablated edges carry (``resample`` uses ``corrupted``).
+        ablation: what ablated edges carry (default ``Ablation("resample")``, which uses
+            ``corrupted``).
         by_position: position-resolved edges (else each edge spans all positions).
         reference: the reference set for ``mean`` ablation (default: ``clean``).
         options: method options (``steps`` for eap-ig, ``threshold`` for acdc).
     """
     if method not in _METHODS:
         raise ValueError(f"unknown discovery method {method!r}; registered: {method_names()}")
+    ablation = Ablation("resample") if ablation is None else ablation
     metric_fn = get_metric(metric)
     n_pos = (clean if isinstance(clean, Tensor) else clean.inputs).shape[1]
     graph = ModelGraph.of(model, n_pos, by_position)

@@ -35,25 +35,27 @@ def circuit_figure(circuit: Circuit, title: str | None = None) -> go.Figure:
     for (positive, width_bin), (xs, ys) in sorted(groups.items()):
         fig.add_trace(go.Scatter(
             x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
-            line=dict(width=0.75 + 1.5 * width_bin, color="rgba(40,90,200,0.6)" if positive else "rgba(210,50,50,0.6)"),
+            line={"width": 0.75 + 1.5 * width_bin, "color": "rgba(40,90,200,0.6)" if positive else "rgba(210,50,50,0.6)"},
         ))
-    fig.add_trace(go.Scatter(x=mid_x, y=mid_y, mode="markers", marker=dict(size=6, opacity=0.0),
+    fig.add_trace(go.Scatter(x=mid_x, y=mid_y, mode="markers", marker={"size": 6, "opacity": 0.0},
                              hovertext=mid_text, hoverinfo="text", showlegend=False, name="edges"))
     names = list(g.nodes)
     fig.add_trace(go.Scatter(
         x=[pos[n][0] for n in names], y=[pos[n][1] for n in names], mode="markers+text",
         text=names, textposition="top center", hoverinfo="text", showlegend=False, name="nodes",
         hovertext=[f"{n}<br>{g.nodes[n]['kind']}" for n in names],
-        marker=dict(size=12, color="white", line=dict(width=1.5, color="black")),
+        marker={"size": 12, "color": "white", "line": {"width": 1.5, "color": "black"}},
     ))
     settings = circuit.settings
     fig.update_layout(
         title=title or f"{settings.get('method', 'circuit')}: {len(circuit)} of {circuit.total_edges} edges",
         plot_bgcolor="white", hovermode="closest",
-        xaxis=dict(showgrid=False, zeroline=False, tickmode="array",
-                   tickvals=list(range(2 * circuit.arch.n_layers + 2)),
-                   ticktext=["embed"] + [f"{k}{l}" for l in range(circuit.arch.n_layers) for k in ("attn ", "mlp ")] + ["logits"]),
-        yaxis=dict(showgrid=False, zeroline=False, title="head (bands: positions)" if settings.get("by_position") else "head"),
+        xaxis={"showgrid": False, "zeroline": False, "tickmode": "array",
+               "tickvals": list(range(2 * circuit.arch.n_layers + 2)),
+               "ticktext": ["embed"] + [f"{k}{layer}" for layer in range(circuit.arch.n_layers)
+                                        for k in ("attn ", "mlp ")] + ["logits"]},
+        yaxis={"showgrid": False, "zeroline": False,
+               "title": "head (bands: positions)" if settings.get("by_position") else "head"},
     )
     return fig
 

@@ -10,8 +10,9 @@ untouched, so with nothing ablated the outputs are bitwise the model's own.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import einops
 import torch

@@ -73,7 +73,7 @@ def faithfulness(
     corrupted: Any = None,
     *,
     metric: str | Metric = "logprob",
-    ablation: Ablation = Ablation("resample"),
+    ablation: Ablation | None = None,
     reference: Any = None,
     scores: EdgeScores | None = None,
     curve_sizes: list[int] | None = None,
@@ -90,6 +90,7 @@ def faithfulness(
     mismatch = architecture(model).mismatch(circuit.arch)
     if mismatch:
         raise ValueError("the circuit is for another architecture (model vs circuit): " + "; ".join(mismatch))
+    ablation = Ablation("resample") if ablation is None else ablation
     metric_fn = get_metric(metric)
     n_pos = (clean if isinstance(clean, Tensor) else clean.inputs).shape[1]
     by_position = bool(circuit.settings.get("by_position", any(e.source.position is not None for e in circuit.edges)))

@@ -36,7 +36,7 @@ class ModelGraph:
     by_position: bool = True
 
     @classmethod
-    def of(cls, model: Any, n_positions: int, by_position: bool = True) -> "ModelGraph":
+    def of(cls, model: Any, n_positions: int, by_position: bool = True) -> ModelGraph:
         return cls(architecture(model), n_positions + architecture(model).seed_offset, by_position)
 
     # ------------------------------------------------------------------ structure

@@ -6,7 +6,8 @@ per-example scores (TransformerLens's convention).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F

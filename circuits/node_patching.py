@@ -93,7 +93,7 @@ def patch_sweep(
         group = indices[start : start + chunk]
         reps = len(group)
 
-        def patch(layer_of_hook: int):
+        def patch(layer_of_hook: int, group: list = group):
             def hook(value: Tensor, hook: Any) -> Tensor:
                 value = value.clone()
                 for i, index in enumerate(group):

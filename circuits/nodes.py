@@ -54,14 +54,14 @@ class Node:
         base = {"head": f"a{self.layer}.{self.head}", "mlp": f"m{self.layer}"}.get(self.kind, self.kind)
         return base if self.position is None else f"{base}@{self.position}"
 
-    def at(self, position: int | None) -> "Node":
+    def at(self, position: int | None) -> Node:
         return Node(self.kind, self.layer, self.head, position)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "layer": self.layer, "head": self.head, "position": self.position}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Node":
+    def from_dict(cls, data: dict[str, Any]) -> Node:
         return cls(data["kind"], data.get("layer"), data.get("head"), data.get("position"))
 
 
@@ -100,7 +100,7 @@ class Edge:
         return {"source": self.source.to_dict(), "dest": self.dest.to_dict(), "input": self.input}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Edge":
+    def from_dict(cls, data: dict[str, Any]) -> Edge:
         return cls(Node.from_dict(data["source"]), Node.from_dict(data["dest"]), data["input"])
 
 

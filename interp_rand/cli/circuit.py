@@ -5,6 +5,7 @@ circuit.html in --out)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -73,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
         circuit = scores.circuit(threshold=args.threshold)
     else:
         circuit = scores.circuit(top_k=30 if args.top_k is None else args.top_k)
-    circuit.settings.update(run=str(ckpt.path), task=ckpt.spec.task_name, data_seed=args.seed)
+    circuit = dataclasses.replace(circuit, settings={**circuit.settings, "run": str(ckpt.path),
+                                  "task": ckpt.spec.task_name, "data_seed": args.seed})
     result = faithfulness(model, circuit, pairs.clean, pairs.corrupted, metric=args.metric,
                           ablation=ablation, scores=scores, n_resamples=args.resamples, seed=args.seed)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ V, N = 4, 5  # micro model: vocabulary and sequence length
 
 
 def make_model(**overrides) -> HookedTransformer:
-    cfg = dict(d_model=16, n_layers=2, n_heads=2, n_ctx=6, d_vocab=5)
+    cfg = {"d_model": 16, "n_layers": 2, "n_heads": 2, "n_ctx": 6, "d_vocab": 5}
     cfg.update(overrides)
     return HookedTransformer(ModelConfig(**cfg), seed=overrides.pop("seed", 1)).eval()
 

@@ -22,7 +22,7 @@ def test_scoped_node_ablation_leaves_nothing_behind(model, pairs):
 
 
 def test_positioned_ablation_touches_only_later_positions(model, pairs):
-    clean, corrupted = pairs
+    clean, _ = pairs
     with torch.no_grad():
         before = model(clean.inputs)
         with ablate_nodes(model, [Node("mlp", 0, position=3)], Ablation("zero"), clean):

@@ -41,7 +41,7 @@ def test_model_without_the_hook_protocol(pairs):
 
 class _Bare:
     cfg = None
-    hook_dict: dict = {}
+    hook_dict: tuple = ()
 
 
 def test_circuit_from_another_architecture(model, pairs):

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+
 from circuits import Circuit, Edge, Node, discover
 from circuits.draw import circuit_figure, write_circuit_html
 from circuits.layout import layered_layout

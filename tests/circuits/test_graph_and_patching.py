@@ -7,7 +7,16 @@ import pytest
 import torch
 from circuit_models import make_model, token_pairs
 
-from circuits import Ablation, Edge, ModelGraph, Node, ablate_nodes, discover, run_with_edges, writer_values
+from circuits import (
+    Ablation,
+    Edge,
+    ModelGraph,
+    Node,
+    ablate_nodes,
+    discover,
+    run_with_edges,
+    writer_values,
+)
 from circuits.components import run_model
 
 

@@ -2,10 +2,10 @@
 
 import pytest
 import torch
+from circuit_models import N, micro_model, micro_pairs
 
 from circuits import Ablation, discover, faithfulness, method_names
 from interp_rand.model.bridge import to_bridge
-from circuit_models import N, micro_model, micro_pairs
 
 EXPECTED = {
     True: {f"embed@{N - 2}->a0.0@{N - 2}<v>", f"a0.0@{N - 1}->a1.0@{N - 1}<v>", f"a1.0@{N - 1}->logits@{N - 1}"},
@@ -45,7 +45,7 @@ def test_micro_circuit_on_a_bridge():
 
 def test_zero_ablation_also_finds_the_circuit():
     model = micro_model()
-    clean, corrupted = micro_pairs()
+    clean, _ = micro_pairs()
     scores = discover(model, clean, None, metric="logit_diff", method="exact", ablation=Ablation("zero"))
     top = scores.circuit(top_k=3)
     assert {e.name for e in top.edges} == EXPECTED[True]

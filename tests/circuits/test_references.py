@@ -12,7 +12,10 @@ import pytest
 import torch
 from circuit_models import token_pairs
 from transformer_lens import patching as tl_patching
-from transformer_lens.tools.analysis.attribution_patching import EdgeAttributionConfig, attribution_patch
+from transformer_lens.tools.analysis.attribution_patching import (
+    EdgeAttributionConfig,
+    attribution_patch,
+)
 
 from circuits import ModelGraph, Node, agreement, discover, eap_scores, patch_sweep
 
@@ -95,7 +98,7 @@ def test_tl_edge_attribution_is_unavailable_on_boot_native_bridges(bridge, pairs
 def test_node_patching_matches_transformer_lens(model, bridge, pairs, on, activation, by_position, tl_fn):
     clean, corrupted = pairs
     m = model if on == "ours" else bridge
-    metric = lambda logits, _batch=None: _our_metric(logits, clean)  # noqa: E731
+    metric = lambda logits, _batch=None: _our_metric(logits, clean)
     ours = patch_sweep(m, clean, corrupted, metric, activation, by_position=by_position, chunk=5)
     _, cache = m.run_with_cache(clean.inputs)
     theirs = tl_fn(m, corrupted.inputs, cache, metric)
