@@ -12,12 +12,15 @@ from interp_rand.gridworld.config import (
     PGPEConfig,
     scale_named,
 )
+from interp_rand.gridworld.checkpoint import load_agent, save_agent
 from interp_rand.gridworld.environment import treasure_cells
+from interp_rand.gridworld.evaluation import AgentEvaluation, evaluate_agent
 from interp_rand.gridworld.population import ParameterLayout, fitness, population_returns
 from interp_rand.gridworld.pgpe import GridworldProblem, TrainedAgent, connect_ray, train_agent
 
 __all__ = [
     "AgentConfig",
+    "AgentEvaluation",
     "GRIDWORLD_CPU",
     "GRIDWORLD_PAPER",
     "GridConfig",
@@ -29,12 +32,15 @@ __all__ = [
     "TrainedAgent",
     "agent_model_config",
     "connect_ray",
+    "evaluate_agent",
     "fitness",
+    "load_agent",
     "play",
     "population_returns",
     "replay",
     "rollout",
     "sample_seeds",
+    "save_agent",
     "scale_named",
     "train_agent",
     "treasure_cells",

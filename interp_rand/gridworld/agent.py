@@ -77,7 +77,7 @@ class Rollout:
 
     Attributes:
         inputs: ``[n, T, d_obs]`` the observation tokens the model read (``T = 2 *
-            episode_steps``; steps after a run ended repeat its last observation).
+            episode_steps``; after a run ended its tokens are filler, read by nothing that counts).
         seeds: ``[n, d_seed]``.
         treasure: ``[n, 2]``.
         actions: ``[n, T]`` long, the argmax action at each observation.
