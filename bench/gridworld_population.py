@@ -29,7 +29,11 @@ import torch
 from interp_rand.gridworld.agent import agent_model_config, sample_seeds
 from interp_rand.gridworld.config import scale_named
 from interp_rand.gridworld.environment import treasure_cells
-from interp_rand.gridworld.population import ParameterLayout, population_returns, population_returns_loop
+from interp_rand.gridworld.population import (
+    ParameterLayout,
+    population_returns,
+    population_returns_loop,
+)
 from interp_rand.model import HookedTransformer
 
 

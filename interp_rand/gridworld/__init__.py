@@ -2,7 +2,15 @@
 population evaluation vectorised over PGPE members, training with evotorch's PGPE against the
 exact worst treasure cell (locally or on a Ray cluster), and evaluation."""
 
-from interp_rand.gridworld.agent import Rollout, agent_model_config, play, replay, rollout, sample_seeds
+from interp_rand.gridworld.agent import (
+    Rollout,
+    agent_model_config,
+    play,
+    replay,
+    rollout,
+    sample_seeds,
+)
+from interp_rand.gridworld.checkpoint import load_agent, save_agent
 from interp_rand.gridworld.config import (
     GRIDWORLD_CPU,
     GRIDWORLD_PAPER,
@@ -12,17 +20,25 @@ from interp_rand.gridworld.config import (
     PGPEConfig,
     scale_named,
 )
-from interp_rand.gridworld.checkpoint import load_agent, save_agent
 from interp_rand.gridworld.environment import treasure_cells
 from interp_rand.gridworld.evaluation import AgentEvaluation, evaluate_agent
-from interp_rand.gridworld.population import ParameterLayout, fitness, population_returns
-from interp_rand.gridworld.pgpe import GridworldProblem, TrainedAgent, connect_ray, train_agent
+from interp_rand.gridworld.pgpe import (
+    GridworldProblem,
+    TrainedAgent,
+    connect_ray,
+    train_agent,
+)
+from interp_rand.gridworld.population import (
+    ParameterLayout,
+    fitness,
+    population_returns,
+)
 
 __all__ = [
-    "AgentConfig",
-    "AgentEvaluation",
     "GRIDWORLD_CPU",
     "GRIDWORLD_PAPER",
+    "AgentConfig",
+    "AgentEvaluation",
     "GridConfig",
     "GridworldProblem",
     "GridworldScale",

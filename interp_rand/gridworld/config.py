@@ -142,7 +142,7 @@ class PGPEConfig:
         if self.variant not in VARIANTS:
             raise ValueError(f"PGPEConfig.variant={self.variant!r} is not allowed; choose from {VARIANTS}")
 
-    def replace(self, **changes: Any) -> "PGPEConfig":
+    def replace(self, **changes: Any) -> PGPEConfig:
         return dataclasses.replace(self, **changes)
 
 
@@ -158,10 +158,10 @@ class GridworldScale:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "GridworldScale":
+    def from_dict(cls, data: dict[str, Any]) -> GridworldScale:
         return cls(GridConfig(**data["grid"]), AgentConfig(**data["agent"]), PGPEConfig(**data["pgpe"]))
 
-    def replace(self, **pgpe_changes: Any) -> "GridworldScale":
+    def replace(self, **pgpe_changes: Any) -> GridworldScale:
         """A copy with PGPE fields changed (``variant``, ``m_seeds``, ``generations`` ...)."""
         return dataclasses.replace(self, pgpe=self.pgpe.replace(**pgpe_changes))
 

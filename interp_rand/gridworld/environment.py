@@ -110,5 +110,17 @@ def observe(grid: GridConfig, pos: Tensor, reward: Tensor) -> Tensor:
     return torch.cat([x, y, reward[:, None].float()], dim=-1)
 
 
-__all__ = ["ACTION_NAMES", "DOWN", "GridState", "LEFT", "MOVES", "NO_TREASURE", "RIGHT", "UP",
-           "observe", "reset", "step", "treasure_cells"]
+__all__ = [
+    "ACTION_NAMES",
+    "DOWN",
+    "LEFT",
+    "MOVES",
+    "NO_TREASURE",
+    "RIGHT",
+    "UP",
+    "GridState",
+    "observe",
+    "reset",
+    "step",
+    "treasure_cells",
+]

@@ -24,7 +24,11 @@ from torch import Tensor
 from interp_rand.gridworld.agent import agent_model_config, sample_seeds
 from interp_rand.gridworld.config import GridConfig, GridworldScale
 from interp_rand.gridworld.environment import treasure_cells
-from interp_rand.gridworld.population import ParameterLayout, fitness, population_returns
+from interp_rand.gridworld.population import (
+    ParameterLayout,
+    fitness,
+    population_returns,
+)
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer
 

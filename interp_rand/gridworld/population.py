@@ -7,6 +7,7 @@ loop kept as the reference the benchmark and the tests compare against.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 from torch import Tensor
@@ -65,6 +66,11 @@ def _population_logits_fn(model: HookedTransformer, params: dict[str, Tensor], n
     return logits
 
 
+def _member_logits_fn(model: HookedTransformer, params: dict[str, Tensor]) -> LogitsFn:
+    """A :data:`LogitsFn` of ``model`` with ``params`` (one member's weights) swapped in."""
+    return lambda inputs, seeds: functional_call(model, params, (inputs,), {"seeds": seeds})
+
+
 def _runs(cells: Tensor, seeds: Tensor) -> tuple[Tensor, Tensor]:
     """Every (cell, seed) pair, cell-major: ``treasure [C * m, 2]``, ``seeds [C * m, d_seed]``."""
     n_cells, m = cells.shape[0], seeds.shape[0]
@@ -108,9 +114,9 @@ def population_returns(
         n = part.shape[0]
         params = layout.unflatten(part)
         if cached:
-            make = lambda s: StackedAgents(model.cfg, params, s)  # noqa: E731
+            make = partial(StackedAgents, model.cfg, params)
         else:
-            make = lambda s: RecomputePolicy(_population_logits_fn(model, params, n), s)  # noqa: E731
+            make = partial(RecomputePolicy, _population_logits_fn(model, params, n))
         played = rollout(make, grid, treasure.repeat(n, 1), run_seeds.repeat(n, 1))
         out.append(played.returns.view(n, cells.shape[0], seeds.shape[0]))
     return torch.cat(out)
@@ -126,9 +132,8 @@ def population_returns_loop(
     treasure, run_seeds = _runs(cells, seeds)
     out = []
     for flat in flat_params:
-        params = layout.unflatten(flat)
-        fn = lambda x, s: functional_call(model, params, (x,), {"seeds": s})  # noqa: E731
-        played = rollout(lambda s: RecomputePolicy(fn, s), grid, treasure, run_seeds)
+        make = partial(RecomputePolicy, _member_logits_fn(model, layout.unflatten(flat)))
+        played = rollout(make, grid, treasure, run_seeds)
         out.append(played.returns.view(cells.shape[0], seeds.shape[0]))
     return torch.stack(out)
 

@@ -5,7 +5,12 @@ import torch
 
 from interp_rand.gridworld import environment as env
 from interp_rand.gridworld.agent import rollout
-from interp_rand.gridworld.config import GRIDWORLD_CPU, GRIDWORLD_PAPER, GridConfig, PGPEConfig
+from interp_rand.gridworld.config import (
+    GRIDWORLD_CPU,
+    GRIDWORLD_PAPER,
+    GridConfig,
+    PGPEConfig,
+)
 
 R, U, L, D = env.RIGHT, env.UP, env.LEFT, env.DOWN
 

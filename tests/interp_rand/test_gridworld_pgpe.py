@@ -9,7 +9,12 @@ import torch
 from interp_rand.cli.main import main
 from interp_rand.gridworld.agent import agent_model_config, sample_seeds
 from interp_rand.gridworld.checkpoint import load_agent, save_agent
-from interp_rand.gridworld.config import AgentConfig, GridConfig, GridworldScale, PGPEConfig
+from interp_rand.gridworld.config import (
+    AgentConfig,
+    GridConfig,
+    GridworldScale,
+    PGPEConfig,
+)
 from interp_rand.gridworld.pgpe import GridworldProblem, connect_ray, train_agent
 from interp_rand.model import HookedTransformer, ModelConfig
 from interp_rand.training import TrainConfig

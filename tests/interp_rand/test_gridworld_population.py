@@ -4,10 +4,21 @@ path against the per-member loop, rollout against its replay through run_with_ca
 import pytest
 import torch
 
-from interp_rand.gridworld.agent import agent_model_config, check_fits, play, replay, sample_seeds
+from interp_rand.gridworld.agent import (
+    agent_model_config,
+    check_fits,
+    play,
+    replay,
+    sample_seeds,
+)
 from interp_rand.gridworld.config import AgentConfig, GridConfig
 from interp_rand.gridworld.environment import treasure_cells
-from interp_rand.gridworld.population import ParameterLayout, fitness, population_returns, population_returns_loop
+from interp_rand.gridworld.population import (
+    ParameterLayout,
+    fitness,
+    population_returns,
+    population_returns_loop,
+)
 from interp_rand.gridworld.stacked import StackedAgents
 from interp_rand.model import HookedTransformer
 
