@@ -21,6 +21,8 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-actors", type=int, default=None,
                         help="Ray actors evaluating the population (default with --ray-address: one per "
                         "cluster CPU; without --ray-address: none, or a local Ray instance if given)")
+    parser.add_argument("--device", default="cpu",
+                        help="where the population is evaluated, e.g. cuda for the paper scale (default: cpu)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
@@ -82,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     num_actors = _num_actors(args)
     if args.gridworld_command == "train":
         out = args.out or Path("runs") / f"gridworld-{scale.pgpe.variant}"
-        summary = experiment.run_variant(scale, out, num_actors=num_actors, on_log=_printer(args))
+        summary = experiment.run_variant(scale, out, num_actors=num_actors, on_log=_printer(args),
+                                         device=args.device)
         keys = ("average", "worst_5pct", "worst_cell", "first_visit_max", "first_visit_min", "n_distinct_routes")
         print(json.dumps({"run_dir": str(out), **{k: summary[k] for k in keys}}, indent=2))
         return 0
@@ -90,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
     out = args.out or Path("reproduction") / f"gridworld-{args.scale}"
     printer = _printer(args)
-    rows = experiment.compare(scale, out, num_actors=num_actors,
+    rows = experiment.compare(scale, out, num_actors=num_actors, device=args.device,
                               on_log=None if printer is None else (lambda label, e: (print(label, end=": "), printer(e))))
     markdown = experiment.table(rows)
     (Path(out) / "comparison.md").write_text(markdown + "\n")

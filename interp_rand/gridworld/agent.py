@@ -138,12 +138,13 @@ def rollout(make_policy: PolicyFactory, grid: GridConfig, treasure: Tensor, seed
     n = treasure.shape[0]
     if seeds.shape != (n, grid.d_obs):
         raise ValueError(f"seeds must be [n={n}, d_seed={grid.d_obs}]; got {tuple(seeds.shape)}")
-    inputs = torch.zeros(n, n_steps, grid.d_obs)
-    actions = torch.zeros(n, n_steps, dtype=torch.long)
-    rewards = torch.zeros(n, n_steps)
-    moved_to = torch.zeros(n, n_steps, 2, dtype=torch.long)
-    episode = torch.full((n, n_steps), 2, dtype=torch.long)
-    obs = env.observe(grid, state.pos, torch.zeros(n))
+    device = treasure.device  # everything lives where the treasure cells were given
+    inputs = torch.zeros(n, n_steps, grid.d_obs, device=device)
+    actions = torch.zeros(n, n_steps, dtype=torch.long, device=device)
+    rewards = torch.zeros(n, n_steps, device=device)
+    moved_to = torch.zeros(n, n_steps, 2, dtype=torch.long, device=device)
+    episode = torch.full((n, n_steps), 2, dtype=torch.long, device=device)
+    obs = env.observe(grid, state.pos, torch.zeros(n, device=device))
     policy = make_policy(seeds)
     for t in range(n_steps):
         inputs[:, t] = obs

@@ -91,19 +91,20 @@ def evaluate_agent(model: HookedTransformer, grid: GridConfig, n_seeds: int, see
     """Play ``model`` on every treasure cell under ``n_seeds`` seeds drawn from ``seed``."""
     if n_seeds < 1:
         raise ValueError(f"n_seeds={n_seeds} must be >= 1")
-    cells = env.treasure_cells(grid)
-    seeds = sample_seeds(grid, n_seeds, torch.Generator().manual_seed(seed))
+    device = model.W_U.device
+    cells = env.treasure_cells(grid).to(device)
+    seeds = sample_seeds(grid, n_seeds, torch.Generator().manual_seed(seed)).to(device)
     n_cells = cells.shape[0]
     run = play(model, grid, cells.repeat_interleave(n_seeds, 0), seeds.repeat(n_cells, 1))
     # [C * S, T] -> first episode-1 step that stood on the treasure (1-based)
     on_treasure = (run.moved_to == run.treasure[:, None]).all(-1) & (run.episode == 0)
-    steps = torch.arange(1, grid.total_steps + 1).expand_as(on_treasure)
+    steps = torch.arange(1, grid.total_steps + 1, device=device).expand_as(on_treasure)
     first = torch.where(on_treasure, steps, grid.episode_steps + 1).min(1).values
-    absent = torch.tensor(env.NO_TREASURE).expand(n_seeds, 2)
+    absent = torch.tensor(env.NO_TREASURE, device=device).expand(n_seeds, 2)
     explore = play(model, grid, absent, seeds)
     return AgentEvaluation(
-        grid=grid, cells=cells, returns=run.returns.view(n_cells, n_seeds),
-        first_visit=first.view(n_cells, n_seeds), routes=explore.moved_to[:, : grid.episode_steps],
+        grid=grid, cells=cells.cpu(), returns=run.returns.view(n_cells, n_seeds).cpu(),
+        first_visit=first.view(n_cells, n_seeds).cpu(), routes=explore.moved_to[:, : grid.episode_steps].cpu(),
     )
 
 

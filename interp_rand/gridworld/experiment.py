@@ -46,16 +46,16 @@ def evaluate_run(path: str | Path, n_seeds: int | None = None, seed: int = EVAL_
 
 
 def run_variant(scale: GridworldScale, out: str | Path, num_actors: int | str | None = None,
-                on_log: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Train one agent at ``scale``, save it under ``out`` and evaluate it."""
-    trained = train_agent(scale, num_actors=num_actors, on_log=on_log)
+                on_log: Callable[[dict[str, Any]], None] | None = None, device: str = "cpu") -> dict[str, Any]:
+    """Train one agent at ``scale`` (on ``device``), save it under ``out`` and evaluate it."""
+    trained = train_agent(scale, num_actors=num_actors, on_log=on_log, device=device)
     save_agent(Path(out), scale, trained)
     save_json(trained.history, Path(out) / "history.json")
     return evaluate_run(out)
 
 
 def compare(scale: GridworldScale, out: str | Path, num_actors: int | str | None = None,
-            on_log: Callable[[str, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+            on_log: Callable[[str, dict[str, Any]], None] | None = None, device: str = "cpu") -> list[dict[str, Any]]:
     """Train and evaluate ERM, the randomized agent with ``scale.pgpe.m_seeds`` seeds and the
     randomized agent with m = 1; write ``comparison.json``; return one row per variant."""
     m = scale.pgpe.m_seeds
@@ -66,7 +66,7 @@ def compare(scale: GridworldScale, out: str | Path, num_actors: int | str | None
     for variant in variants:
         label = variant_label(variant, m)
         folder = Path(out) / label.replace("^", "").replace(" ", "").replace("(", "_").replace(")", "").replace("=", "")
-        summary = run_variant(variant, folder, num_actors=num_actors,
+        summary = run_variant(variant, folder, num_actors=num_actors, device=device,
                               on_log=None if on_log is None else (lambda e, lab=label: on_log(lab, e)))
         rows.append({"variant": label, "m": variant.pgpe.m_seeds, "run_dir": str(folder),
                      **{k: summary[k] for k in ("average", "worst_5pct", "worst_cell", "worst_5pct_pooled",

@@ -43,24 +43,26 @@ class GridworldProblem(Problem):
         num_actors: Ray actors evaluating pieces of the population (``None``: all local).
         max_runs: runs stepped together per chunk (see ``population_returns``).
         seed: evotorch's generator (the PGPE sampler).
+        device: where the population and the rollouts live (``"cpu"``, ``"cuda"``).
     """
 
     def __init__(self, grid: GridConfig, model_config: ModelConfig, variant: str,
-                 num_actors: int | str | None = None, max_runs: int = 32_768, seed: int = 0):
+                 num_actors: int | str | None = None, max_runs: int = 32_768, seed: int = 0,
+                 device: str = "cpu"):
         self.grid = grid
         self.variant = variant
         self.max_runs = max_runs
-        self.model = HookedTransformer(model_config, seed=seed).eval()
+        self.model = HookedTransformer(model_config, seed=seed).eval().to(device)
         self.layout = ParameterLayout(self.model)
-        self.cells = treasure_cells(grid)
+        self.cells = treasure_cells(grid).to(device)
         self.generation_seeds: Tensor | None = None
         super().__init__("max", solution_length=self.layout.n_params, initial_bounds=(-0.1, 0.1),
-                         dtype=torch.float32, num_actors=num_actors, seed=seed)
+                         dtype=torch.float32, num_actors=num_actors, seed=seed, device=device)
 
     def set_generation_seeds(self, seeds: Tensor) -> None:
         """``[m, d_seed]`` the seeds every member is evaluated on next, here and on every actor."""
         self._parallelize()  # creates the actors (once) if this problem has any
-        self.generation_seeds = seeds.clone()
+        self.generation_seeds = seeds.to(self.device).clone()
         if self.actors:
             import ray
 
@@ -153,17 +155,19 @@ def train_agent(
     log_every: int = 10,
     on_log: Callable[[dict[str, Any]], None] | None = None,
     max_runs: int = 32_768,
+    device: str = "cpu",
 ) -> TrainedAgent:
     """Train one agent with PGPE at ``scale`` (variant, m, ... in ``scale.pgpe``).
 
     ``num_actors`` spreads each generation over Ray actors (connect first with
     :func:`connect_ray`, or evotorch starts a local Ray instance). Deterministic for a given
-    ``scale.pgpe.seed`` when run locally.
+    ``scale.pgpe.seed`` when run locally. ``device`` places the population and the rollouts
+    (e.g. ``"cuda"`` for the paper scale); the returned agent is on the CPU.
     """
     grid, cfg = scale.grid, scale.pgpe
     model_config = agent_model_config(grid, scale.agent)
     problem = GridworldProblem(grid, model_config, cfg.variant, num_actors=num_actors,
-                               max_runs=max_runs, seed=cfg.seed)
+                               max_runs=max_runs, seed=cfg.seed, device=device)
     searcher = PGPE(
         problem, popsize=cfg.popsize, center_learning_rate=cfg.center_lr, stdev_learning_rate=cfg.stdev_lr,
         stdev_init=cfg.stdev_init, optimizer=cfg.optimizer, ranking_method=cfg.ranking,
@@ -189,8 +193,9 @@ def train_agent(
     finally:
         if problem.actors:
             problem.kill_actors()
-    model = problem.layout.load(HookedTransformer(model_config), searcher.status["center"].detach()).eval()
-    return TrainedAgent(model=model, stdev=searcher.status["stdev"].detach().clone(), history=history)
+    center = searcher.status["center"].detach().cpu()
+    model = problem.layout.load(HookedTransformer(model_config), center).eval()
+    return TrainedAgent(model=model, stdev=searcher.status["stdev"].detach().cpu().clone(), history=history)
 
 
 __all__ = ["GridworldProblem", "TrainedAgent", "connect_ray", "train_agent"]

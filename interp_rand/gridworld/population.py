@@ -105,7 +105,7 @@ def population_returns(
     """
     if flat_params.dim() != 2:
         raise ValueError(f"flat_params must be [population, n_params]; got {tuple(flat_params.shape)}")
-    treasure, run_seeds = _runs(cells, seeds)
+    treasure, run_seeds = _runs(cells.to(flat_params.device), seeds.to(flat_params.device))
     per_member = treasure.shape[0]
     chunk = max(1, max_runs // per_member)
     out = []

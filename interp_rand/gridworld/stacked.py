@@ -54,8 +54,9 @@ class StackedAgents:
         # [layer, P, R, head, pos, d_head]: a step's slice [..., : t + 1, :] stays contiguous
         # per (member, run, head), so attention needs no copy of the cache
         shape = (cfg.n_layers, self.n_members, self.n_runs, h, cfg.n_ctx, e)
-        self.keys = torch.zeros(shape)
-        self.values = torch.zeros(shape)
+        device = params["embed.W_E"].device
+        self.keys = torch.zeros(shape, device=device)
+        self.values = torch.zeros(shape, device=device)
         self.pos = 0
         # [P * R, d_seed] -> [P, R, d_seed] @ [P, d_seed, d_model]
         self._forward(seeds.view(self.n_members, self.n_runs, -1) @ params["seed_embed.W_seed"])
