@@ -24,13 +24,17 @@ from circuits.metrics import Metric, evaluate_metric
 from circuits.writers import capture_hooks, stack_writers
 
 
-def _delta(ablated: Tensor, live: Tensor, replacement: Tensor, positions: Tensor) -> Tensor:
+def _delta(ablated: Tensor, live: Tensor, replacement: Tensor, positions: Tensor | slice) -> Tensor:
     """``ablated: [slots, w, r]`` float; ``live: [b, len(positions), w, d]``;
     ``replacement: [b or 1, P, W, d]`` → ``[b, len(positions), r, d]``."""
     diff = replacement[:, positions, : live.shape[2]] - live
     if ablated.shape[0] == 1:
         return einops.einsum(diff, ablated[0], "b p w d, w r -> b p r d")
-    return einops.einsum(diff, ablated[positions], "b p w d, p w r -> b p r d")
+    # One matmul per position, [r, w] @ [w, (b d)]: about twice as fast on CPU as the einsum.
+    b, p, w, d = diff.shape
+    per_position = einops.rearrange(diff, "b p w d -> p w (b d)")
+    out = torch.bmm(ablated[positions].transpose(1, 2), per_position)  # [p, r, (b d)]
+    return einops.rearrange(out, "p r (b d) -> b p r d", b=b, d=d)
 
 
 def _any_ablated(ablated: Tensor, n_positions: int) -> Tensor:
@@ -75,17 +79,28 @@ def patched_edges(model: Any, graph: ModelGraph, keep: Tensor, replacement: Tens
     def rebuilt_delta(span: list[int]) -> tuple[Tensor, Tensor]:
         n_w = n_writers_before[span[0]]
         positions = hit[:, span].any(1).nonzero()[:, 0]
+        if len(positions) == graph.n_positions:
+            positions = slice(None)  # a view, not a gathered copy
         live_here = stack_writers(model, graph, live, n_w, positions)
         return positions, _delta(ablated[:, :n_w, span], live_here, replacement, positions)
 
-    def attn_hook(layer: int, which: str):
-        span = reader_span(layer, which)
+    # q, k and v of one layer share one rebuilt delta (computed by the first of their hooks
+    # that fires in a forward; the later ones reuse it).
+    shared: dict[int, tuple[Tensor, Tensor]] = {}
+
+    def attn_hook(layer: int, which: str, first: bool):
+        spans = {w: reader_span(layer, w) for w in "qkv"}
+        span_all = spans["q"] + spans["k"] + spans["v"]
+        offset = "qkv".index(which) * len(spans["q"])
 
         def hook(value: Tensor, hook: Any) -> Tensor:
-            positions, delta = rebuilt_delta(span)
+            if first:
+                shared[layer] = rebuilt_delta(span_all)
+            positions, delta = shared[layer]
+            delta = delta[:, :, offset : offset + len(spans[which])]
             x = resid[f"blocks.{layer}.hook_resid_pre"][:, positions]
             rebuilt = attention_input(model, layer, which, x[:, :, None] + delta)
-            heads_hit = hit[positions][:, span]  # [positions, head]
+            heads_hit = hit[positions][:, spans[which]]  # [positions, head]
             out = value.clone()
             out[:, positions] = torch.where(heads_hit[None, :, :, None], rebuilt, value[:, positions])
             return out
@@ -113,9 +128,11 @@ def patched_edges(model: Any, graph: ModelGraph, keep: Tensor, replacement: Tens
     hooks = capture_hooks(graph, live, detach=False)
     for layer in range(arch.n_layers):
         hooks.append((f"blocks.{layer}.hook_resid_pre", save_resid(f"blocks.{layer}.hook_resid_pre")))
+        first = True
         for which in "qkv":
             if hit[:, reader_span(layer, which)].any():
-                hooks.append((f"blocks.{layer}.attn.hook_{which}", attn_hook(layer, which)))
+                hooks.append((f"blocks.{layer}.attn.hook_{which}", attn_hook(layer, which, first)))
+                first = False
         if not arch.attn_only:
             hooks.append((f"blocks.{layer}.hook_resid_mid", save_resid(f"blocks.{layer}.hook_resid_mid")))
             if hit[:, reader_span(layer, "mlp")].any():
