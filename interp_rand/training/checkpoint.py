@@ -26,7 +26,7 @@ from safetensors.torch import load_file, save_file
 
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer
-from interp_rand.tasks.base import Task, make_task
+from interp_rand.tasks.base import Task, make_task, task_names
 from interp_rand.training.config import TrainConfig
 
 FORMAT = "interp-rand/checkpoint"
@@ -174,6 +174,12 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         )
     if meta.get("version") != VERSION:
         raise CheckpointError(f"{meta_path} has version {meta.get('version')!r}; this build reads {VERSION}")
+    task_name = (meta.get("task") or {}).get("name") if isinstance(meta.get("task"), dict) else None
+    if task_name not in task_names():
+        raise CheckpointError(
+            f"{meta_path} holds a {task_name!r} run, not one of the trainer's tasks ({', '.join(task_names())})"
+            + ("; read grid-world agents with `interp-rand gridworld eval`" if task_name == "gridworld" else "")
+        )
     try:
         spec = RunSpec.from_dict(meta)
         step = int(meta["step"])

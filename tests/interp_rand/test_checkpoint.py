@@ -200,6 +200,17 @@ def test_invalid_config_in_json(run_copy):
     assert "d_model" in str(err.value)
 
 
+@pytest.mark.parametrize("task, hint", [("gridworld", "interp-rand gridworld eval"), ("nosuchtask", "sort")])
+def test_a_run_of_no_registered_task_is_named(run_copy, task, hint):
+    meta_path = step_dir(run_copy, 20) / META_FILE
+    meta = json.loads(meta_path.read_text())
+    meta["task"]["name"] = task
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match=f"holds a '{task}' run") as err:
+        load_checkpoint(run_copy)
+    assert hint in str(err.value)
+
+
 def test_missing_step_in_json(run_copy):
     meta_path = step_dir(run_copy, 20) / META_FILE
     meta = json.loads(meta_path.read_text())
