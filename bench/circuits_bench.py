@@ -129,7 +129,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--acdc-threshold", type=float, default=0.01)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: on a shared 2-core box more threads are slower)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)

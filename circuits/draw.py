@@ -42,14 +42,17 @@ def circuit_figure(circuit: Circuit, title: str | None = None) -> go.Figure:
     names = list(g.nodes)
     fig.add_trace(go.Scatter(
         x=[pos[n][0] for n in names], y=[pos[n][1] for n in names], mode="markers+text",
-        text=names, textposition="top center", hoverinfo="text", showlegend=False, name="nodes",
+        text=names, textposition="middle right", textfont={"size": 9}, hoverinfo="text",
+        showlegend=False, name="nodes",
         hovertext=[f"{n}<br>{g.nodes[n]['kind']}" for n in names],
-        marker={"size": 12, "color": "white", "line": {"width": 1.5, "color": "black"}},
+        marker={"size": 10, "color": "white", "line": {"width": 1.5, "color": "black"}},
     ))
     settings = circuit.settings
     fig.update_layout(
         title=title or f"{settings.get('method', 'circuit')}: {len(circuit)} of {circuit.total_edges} edges",
         plot_bgcolor="white", hovermode="closest",
+        # about 22 px per row, so labels of neighbouring heads do not overlap
+        height=max(450, 160 + 22 * int(max((y for _, y in pos.values()), default=0) + 2)),
         xaxis={"showgrid": False, "zeroline": False, "tickmode": "array",
                "tickvals": list(range(2 * circuit.arch.n_layers + 2)),
                "ticktext": ["embed"] + [f"{k}{layer}" for layer in range(circuit.arch.n_layers)
