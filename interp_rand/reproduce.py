@@ -148,7 +148,7 @@ def evaluate_seeded(task, model, batch, n_seeds: int, generator: torch.Generator
     run = success_matrix(model, task, batch, seeds)
     # colouring has no single right answer: sampled colourings are judged on the graph
     correct_fn = (lambda sampled: valid_colorings(sampled, batch.attention_mask)) if task.name == "coloring" else None
-    return summarize(run, majority_ks=[k for k in (5, 30) if k <= run.n_seeds], generator=generator,
+    return summarize(run, majority_ks=(5, 30), generator=generator,
                      correct_fn=correct_fn, n_samples=n_seeds)
 
 
