@@ -42,12 +42,15 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--no-positions", action="store_true",
                         help="one edge per component pair over all positions (default: per position)")
     parser.add_argument("--resamples", type=int, default=5, help="bootstrap resamples for the spread")
+    parser.add_argument("--circuit", type=Path, default=None,
+                        help="measure and draw this circuit JSON instead of discovering one "
+                        "(refused if it belongs to another architecture)")
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    from circuits import Ablation, discover, faithfulness
+    from circuits import Ablation, Circuit, discover, faithfulness
     from circuits.draw import write_circuit_html
 
     if args.n < 2:
@@ -65,26 +68,39 @@ def run(args: argparse.Namespace) -> int:
     if args.method == "acdc":
         options = {"threshold": 0.01 if args.threshold is None else args.threshold}
     start = time.perf_counter()
-    scores = discover(model, pairs.clean, pairs.corrupted, metric=args.metric, method=args.method,
-                      ablation=ablation, by_position=not args.no_positions, **options)
-    seconds = time.perf_counter() - start
-    if args.method == "acdc" and args.top_k is None:
-        circuit = scores.circuit(threshold=options["threshold"])
-    elif args.threshold is not None:
-        circuit = scores.circuit(threshold=args.threshold)
+    if args.circuit is not None:
+        circuit, scores = Circuit.load(args.circuit, model), None
+        by_position = bool(circuit.settings.get("by_position", True))
+        if circuit.settings.get("n_positions") not in (None, pairs.clean.inputs.shape[1] + model.cfg.seed_offset):
+            raise ValueError(f"{args.circuit} was found on {circuit.settings['n_positions']} positions; "
+                             f"this task has {pairs.clean.inputs.shape[1] + model.cfg.seed_offset}")
     else:
-        circuit = scores.circuit(top_k=30 if args.top_k is None else args.top_k)
-    circuit = dataclasses.replace(circuit, settings={**circuit.settings, "run": str(ckpt.path),
-                                  "task": ckpt.spec.task_name, "data_seed": args.seed})
+        scores = discover(model, pairs.clean, pairs.corrupted, metric=args.metric, method=args.method,
+                          ablation=ablation, by_position=not args.no_positions, **options)
+        by_position = not args.no_positions
+        circuit = _select(scores, args, options)
+    seconds = time.perf_counter() - start
+    circuit = dataclasses.replace(circuit, settings={**circuit.settings, "by_position": by_position,
+                                  "run": str(ckpt.path), "task": ckpt.spec.task_name, "data_seed": args.seed})
     result = faithfulness(model, circuit, pairs.clean, pairs.corrupted, metric=args.metric,
                           ablation=ablation, scores=scores, n_resamples=args.resamples, seed=args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
     circuit.save(args.out / "circuit.json")
     circuit.write_graphml(args.out / "circuit.graphml")
     circuit.write_dot(args.out / "circuit.dot")
-    summary = {"method": args.method, "discovery_seconds": round(seconds, 3), **result.to_dict()}
+    method = str(args.circuit) if args.circuit else args.method
+    summary = {"method": method, "discovery_seconds": round(seconds, 3), **result.to_dict()}
     (args.out / "faithfulness.json").write_text(json.dumps(summary, indent=2))
     write_circuit_html(circuit, args.out / "circuit.html")
     print(json.dumps({k: v for k, v in summary.items() if k not in ("curve", "spread")}, indent=2))
     print(f"wrote {args.out}/circuit.json, circuit.graphml, circuit.dot, faithfulness.json, circuit.html")
     return 0
+
+
+def _select(scores, args: argparse.Namespace, options: dict):
+    """ACDC's own circuit by default; else the top-k (default 30) or a threshold."""
+    if args.method == "acdc" and args.top_k is None:
+        return scores.circuit(threshold=options["threshold"])
+    if args.threshold is not None:
+        return scores.circuit(threshold=args.threshold)
+    return scores.circuit(top_k=30 if args.top_k is None else args.top_k)

@@ -71,3 +71,13 @@ def test_cli_end_to_end(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["circuit", str(run_dir), "--method", "nope", "--out", str(out)])
     assert main(["circuit", str(tmp_path / "missing"), "--out", str(out)]) == 2
+    # an existing circuit is measured again; one of another architecture is refused
+    again = tmp_path / "again"
+    assert main(["circuit", str(run_dir), "--circuit", str(out / "circuit.json"), "--n", "16",
+                 "--resamples", "0", "--out", str(again)]) == 0
+    assert json.loads((again / "circuit.json").read_text())["edges"] == json.loads((out / "circuit.json").read_text())["edges"]
+    other = tmp_path / "other"
+    train(task, task.model_config(d_model=16, n_heads=4), TrainConfig(steps=1, batch_size=8, eval_size=8, eval_every=1),
+          other, progress=False)
+    assert main(["circuit", str(other), "--circuit", str(out / "circuit.json"), "--out", str(again)]) == 2
+    assert "n_heads=4 vs 2" in capsys.readouterr().err
