@@ -27,6 +27,7 @@ COMMANDS = (
     "demo",
     "circuit",
     "gridworld",
+    "randomness",
 )
 # What a command may raise for bad input or a bad run: printed as one line, exit code 2.
 USER_ERRORS = (ValueError, KeyError, CheckpointError, TrainingDiverged, FloatingPointError, OSError)

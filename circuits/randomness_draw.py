@@ -1,0 +1,143 @@
+"""Figures of the randomness-channel analyses, drawn from their ``to_dict()`` results (so this
+module computes nothing): usage score per node, seed fraction of the residual stream per
+layer, the recall stored-set map and coverage, the colouring noise-resample effect by ring
+distance. :func:`write_randomness_html` writes one self-contained, offline HTML page (plotly.js
+inlined once).
+
+    >>> write_randomness_html({"runs": [entry_a, entry_b]}, "randomness.html")
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+
+_CONFIG = {"displaylogo": False, "responsive": True}
+_STYLE = "body { font-family: system-ui, sans-serif; margin: 2em; color: #222; } .note { color: #555; max-width: 60em; }"
+
+
+def usage_figure(runs: list[dict[str, Any]]) -> go.Figure:
+    """Grouped bars: usage score (mean TV) per node, one group per run, the whole-model seed
+    resample as the last bar."""
+    fig = go.Figure()
+    for run in runs:
+        usage = run["usage"]
+        labels = list(usage["score"]) + ["whole model"]
+        values = list(usage["score"].values()) + [usage["reference"]]
+        fig.add_trace(go.Bar(x=labels, y=values, name=run["name"],
+                             hovertemplate="%{x}: %{y:.4f}<extra>" + html.escape(run["name"]) + "</extra>"))
+    fig.update_layout(title="Randomness-usage score per node (mean TV, seed-resample patching)",
+                      barmode="group", yaxis_title="mean total variation", height=420)
+    return fig
+
+
+def usage_position_figure(run: dict[str, Any]) -> go.Figure:
+    """Heatmap node x position of the per-position usage score of one run."""
+    per = run["usage"]["per_position"]
+    nodes = list(per)
+    z = [per[n] for n in nodes]
+    fig = go.Figure(go.Heatmap(z=z, y=nodes, x=[str(p) for p in range(len(z[0]))], colorscale="Viridis",
+                               zmin=0, hovertemplate="%{y} @ %{x}: %{z:.4f}<extra></extra>"))
+    fig.update_layout(title=f"{run['name']}: usage score by node and position", xaxis_title="position",
+                      height=120 + 40 * len(nodes))
+    return fig
+
+
+def entry_figure(runs: list[dict[str, Any]]) -> go.Figure:
+    """Seed fraction of the residual-stream variance per hook (log scale), one line per run."""
+    fig = go.Figure()
+    for run in runs:
+        entry = run["entry"]
+        fig.add_trace(go.Scatter(x=entry["hooks"], y=[max(f, 1e-8) for f in entry["seed_fraction"]],
+                                 mode="lines+markers", name=run["name"]))
+    fig.update_layout(title="Where seed information enters: seed / (seed + input) variance per hook",
+                      yaxis_type="log", yaxis_title="seed fraction", height=400)
+    return fig
+
+
+def stored_map_figure(run: dict[str, Any]) -> go.Figure:
+    """Heatmap seeds x key positions of the storage rate, seeds sorted by their stored-set
+    pattern (so seeds storing the same positions sit together)."""
+    rows = run["stored_set"]["map"]
+    order = sorted(range(len(rows)), key=lambda i: tuple(-x for x in rows[i]))
+    z = [rows[i] for i in order]
+    fig = go.Figure(go.Heatmap(z=z, x=[str(p) for p in range(len(rows[0]))], y=list(range(len(z))),
+                               customdata=[[order[i]] * len(rows[0]) for i in range(len(z))],
+                               colorscale="Blues", zmin=0, zmax=1,
+                               hovertemplate="seed %{customdata}<br>position %{x}<br>stored %{z:.3f}<extra></extra>"))
+    fig.update_layout(title=f"{run['name']}: stored-set map (rows: seeds, sorted)", xaxis_title="key position",
+                      yaxis_title="seed (sorted)", height=600)
+    return fig
+
+
+def coverage_figure(runs: list[dict[str, Any]]) -> go.Figure:
+    """Per-position coverage bars, one group per run."""
+    fig = go.Figure()
+    for run in runs:
+        cov = run["stored_set"]["coverage"]
+        fig.add_trace(go.Bar(x=[str(p) for p in range(len(cov))], y=cov, name=run["name"]))
+    fig.update_layout(title="Coverage: fraction of (input, seed) storing each key position", barmode="group",
+                      xaxis_title="key position", yaxis_range=[0, 1], height=400)
+    return fig
+
+
+def resample_distance_figure(runs: list[dict[str, Any]]) -> go.Figure:
+    """Colour-change rate of a vertex when the noise at ring distance d is redrawn."""
+    fig = go.Figure()
+    for run in runs:
+        effect = run["symmetry"]["resample"]
+        fig.add_trace(go.Bar(x=effect["distance"], y=effect["change_rate"], name=run["name"]))
+    fig.update_layout(title="Colour change when one vertex's noise at ring distance d is redrawn",
+                      xaxis_title="ring distance (0 = own noise)", yaxis_title="change rate", barmode="group",
+                      height=400)
+    return fig
+
+
+def randomness_figures(report: dict[str, Any]) -> list[go.Figure]:
+    """Every figure that fits the runs of ``report`` (``{"runs": [...]}``)."""
+    runs = report["runs"]
+    figs = [usage_figure(runs), entry_figure(runs)]
+    figs += [usage_position_figure(r) for r in runs if r["usage"].get("per_position")]
+    stored = [r for r in runs if r.get("stored_set")]
+    if stored:
+        figs.append(coverage_figure(stored))
+        figs += [stored_map_figure(r) for r in stored]
+    symmetric = [r for r in runs if r.get("symmetry")]
+    if symmetric:
+        figs.append(resample_distance_figure(symmetric))
+    return figs
+
+
+def write_randomness_html(report: dict[str, Any], path: str | Path) -> Path:
+    """One self-contained HTML page with the figures and the report's key numbers."""
+    path = Path(path)
+    divs = "".join(f.to_html(full_html=False, include_plotlyjs=False, div_id=f"fig{i}", config=_CONFIG)
+                   for i, f in enumerate(randomness_figures(report)))
+    summary = html.escape(json.dumps(report.get("summary", {}), indent=2))
+    path.write_text(
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>randomness channel</title>"
+        f"<style>{_STYLE}</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
+        f"<h1>The randomness channel</h1><p class='note'>Usage score: mean total variation between "
+        f"the clean output distribution and the one with a single node's activation taken from the "
+        f"same input under another seed (0 = the node carries no seed information to the output).</p>"
+        f"<pre>{summary}</pre>{divs}</body></html>",
+        encoding="utf-8",
+    )
+    return path
+
+
+__all__ = [
+    "coverage_figure",
+    "entry_figure",
+    "randomness_figures",
+    "resample_distance_figure",
+    "stored_map_figure",
+    "usage_figure",
+    "usage_position_figure",
+    "write_randomness_html",
+]
