@@ -55,6 +55,12 @@ def analyse(run_dir: Path, n: int, stored_inputs: int, seed: int) -> dict[str, A
         "entry": seed_entry(model, task, task.sample(64, generator), task.sample_seeds(64, generator),
                             probe_batch=task.sample(n, generator), generator=generator).to_dict(),
     }
+    # control: the same architecture with fresh random weights uses its seed by accident only
+    from probes.controls import random_init_like
+
+    control = randomness_usage(random_init_like(model), batch, task.loss_kind, seed=seed)
+    out["random_init"] = {"reference": control.reference, "reference_flip": control.reference_flip,
+                          "score": control.score}
     if task.name == "recall":
         from probes.stored_set import stored_set_map
 
@@ -76,6 +82,7 @@ def key_numbers(run: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {f"usage {k}": v for k, v in usage["score"].items()}
     row["usage whole model (reference)"] = usage["reference"]
     row["answer flip, whole model"] = usage["reference_flip"]
+    row["usage whole model, random-init control"] = run["random_init"]["reference"]
     row.update({f"seed fraction {h}": f for h, f in zip(entry["hooks"], entry["seed_fraction"])})
     row["seed enters at"] = entry["entry"]
     row.update({f"seed probe {h}": a for h, a in zip(entry["hooks"], entry["probe_accuracy"])})
