@@ -26,6 +26,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/train_time.py
 	$(BIN)/python bench/throughput.py
 	$(BIN)/python bench/seeded_eval.py
+	$(BIN)/python bench/circuits_bench.py
+	$(BIN)/python bench/probes_bench.py
+	$(BIN)/python bench/gridworld_population.py
 
 # Re-pin constraints.txt from the current environment (after changing dependencies).
 lock: $(STAMP)
