@@ -117,6 +117,18 @@ def seed_sites(model: Any) -> list[SeedSite]:
     return [s for s in sites if s.hook in hooks]
 
 
+def _run_capturing(model: Any, batch: Any, hooks: list[str] | set[str]) -> tuple[Tensor, dict[str, Tensor]]:
+    """Logits of ``batch`` and ``{hook: activation}`` (detached) for ``hooks``."""
+    cache: dict[str, Tensor] = {}
+
+    def keep(value: Tensor, hook: Any) -> None:
+        cache[hook.name] = value.detach()
+
+    with model.hooks(fwd_hooks=[(h, keep) for h in hooks]):
+        logits = run_model(model, batch)
+    return logits, cache
+
+
 def _patch_hook(site: SeedSite, source: Tensor, offset: int):
     def hook(value: Tensor, hook: Any) -> Tensor:
         out = value.clone()
@@ -210,13 +222,7 @@ def randomness_usage(
     wanted = {s.hook for s in sites}
     for r in range(n_resamples):
         source = Ablation("seed-resample", seed=seed + r).source_batch(batch)
-        cache: dict[str, Tensor] = {}
-
-        def keep(value: Tensor, hook: Any) -> None:
-            cache[hook.name] = value.detach()
-
-        with model.hooks(fwd_hooks=[(h, keep) for h in wanted]):
-            source_logits = run_model(model, source)
+        source_logits, cache = _run_capturing(model, source, wanted)
         for i, v in enumerate(effect(source_logits)):
             ref[i] += v / n_resamples
         for site in patched:
@@ -318,18 +324,12 @@ def seed_entry(
         raise ValueError("seed_entry needs at least 2 inputs and 2 seeds")
     hooks = residual_stream_hooks(model)
     grid = _seed_grid(task, inputs, seeds)
-    cache: dict[str, Tensor] = {}
-
-    def keep(value: Tensor, hook: Any) -> None:
-        cache[hook.name] = value.detach().float()
-
-    with model.hooks(fwd_hooks=[(h, keep) for h in hooks]):
-        logits = run_model(model, grid)
+    logits, cache = _run_capturing(model, grid, hooks)
     offset = int(getattr(model.cfg, "seed_offset", 0) or 0)
     X, S = len(inputs), len(seeds)
     fractions, by_pos = [], []
     for h in hooks:
-        act = cache[h][:, offset:]
+        act = cache[h][:, offset:].float()
         seed_var, input_var = _variance_split(act.reshape(X, S, *act.shape[1:]))
         fractions.append(float(seed_var.mean() / (seed_var.mean() + input_var.mean()).clamp_min(1e-30)))
         by_pos.append((seed_var / (seed_var + input_var).clamp_min(1e-30)).tolist())
@@ -357,13 +357,7 @@ def seed_probe(model: Any, batch: Any, hooks: list[str], generator: torch.Genera
     positions), and the majority-class rate of the held-out rows (chance)."""
     from probes.linear_probe import probe_accuracy
 
-    cache: dict[str, Tensor] = {}
-
-    def keep(value: Tensor, hook: Any) -> None:
-        cache[hook.name] = value.detach().float()
-
-    with model.hooks(fwd_hooks=[(h, keep) for h in hooks]):
-        run_model(model, batch)
+    _, cache = _run_capturing(model, batch, hooks)
     offset = int(getattr(model.cfg, "seed_offset", 0) or 0)
     n = len(batch)
     train = torch.rand(n, generator=generator) < 0.75
@@ -372,7 +366,7 @@ def seed_probe(model: Any, batch: Any, hooks: list[str], generator: torch.Genera
     chance = float(torch.maximum(test_labels.mean(0), 1 - test_labels.mean(0)).mean())
     out = []
     for h in hooks:
-        act = cache[h][:, offset:]  # [n, P, d]
+        act = cache[h][:, offset:].float()  # [n, P, d]
         if labels.dim() == 2:
             acc = probe_accuracy(act, [(labels, 2)], train)[0][0]  # [P, d_seed]
         else:

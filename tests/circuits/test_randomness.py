@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+from seeded_models import recall_model, seed_path_model
 
 from circuits.randomness import (
     answer_distribution,
@@ -14,7 +15,6 @@ from circuits.randomness import (
     seed_sites,
     total_variation,
 )
-from seeded_models import recall_model, seed_path_model
 
 # The hand-built seed path (seeded_models.seed_path_model) moves the colour distribution by far
 # more than this (mean TV ~0.3 on uniform noise); nodes off the path score exactly 0.

@@ -7,7 +7,6 @@ import math
 
 import pytest
 import torch
-
 from seeded_models import seed_path_model
 
 from probes.symmetry import (
