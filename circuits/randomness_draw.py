@@ -10,7 +10,6 @@ inlined once).
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,11 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 _CONFIG = {"displaylogo": False, "responsive": True}
-_STYLE = "body { font-family: system-ui, sans-serif; margin: 2em; color: #222; } .note { color: #555; max-width: 60em; }"
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; } .note { color: #555; max-width: 60em; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 1em 0; }
+th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; } td.l { text-align: left; }
+"""
 
 
 def usage_figure(runs: list[dict[str, Any]]) -> go.Figure:
@@ -60,17 +63,20 @@ def entry_figure(runs: list[dict[str, Any]]) -> go.Figure:
     return fig
 
 
-def stored_map_figure(run: dict[str, Any]) -> go.Figure:
-    """Heatmap seeds x key positions of the storage rate, seeds sorted by their stored-set
-    pattern (so seeds storing the same positions sit together)."""
-    rows = run["stored_set"]["map"]
+def stored_map_figure(run: dict[str, Any], example: bool = False) -> go.Figure:
+    """Heatmap seeds x key positions of the storage rate over inputs (``example``: the 0/1
+    stored sets of the most seed-dependent input), seeds sorted by their stored-set pattern
+    (so seeds storing the same positions sit together)."""
+    stored = run["stored_set"]
+    rows = stored["example_map"] if example else stored["map"]
     order = sorted(range(len(rows)), key=lambda i: tuple(-x for x in rows[i]))
     z = [rows[i] for i in order]
     fig = go.Figure(go.Heatmap(z=z, x=[str(p) for p in range(len(rows[0]))], y=list(range(len(z))),
                                customdata=[[order[i]] * len(rows[0]) for i in range(len(z))],
                                colorscale="Blues", zmin=0, zmax=1,
                                hovertemplate="seed %{customdata}<br>position %{x}<br>stored %{z:.3f}<extra></extra>"))
-    fig.update_layout(title=f"{run['name']}: stored-set map (rows: seeds, sorted)", xaxis_title="key position",
+    what = f"input {stored['example_input']} (the most seed-dependent)" if example else "mean over inputs"
+    fig.update_layout(title=f"{run['name']}: stored-set map, {what} (rows: seeds, sorted)", xaxis_title="key position",
                       yaxis_title="seed (sorted)", height=600)
     return fig
 
@@ -106,11 +112,31 @@ def randomness_figures(report: dict[str, Any]) -> list[go.Figure]:
     stored = [r for r in runs if r.get("stored_set")]
     if stored:
         figs.append(coverage_figure(stored))
-        figs += [stored_map_figure(r) for r in stored]
+        figs += [stored_map_figure(r, example) for r in stored for example in (True, False)]
     symmetric = [r for r in runs if r.get("symmetry")]
     if symmetric:
         figs.append(resample_distance_figure(symmetric))
     return figs
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "-" if value is None else html.escape(str(value))
+
+
+def _summary_table(summary: dict[str, dict[str, Any]]) -> str:
+    """Key numbers, one row each, one column per run."""
+    if not summary:
+        return ""
+    names = list(summary)
+    keys = list(dict.fromkeys(k for row in summary.values() for k in row))
+    head = "".join(f"<th>{html.escape(n)}</th>" for n in names)
+    body = "".join(
+        f"<tr><td class='l'>{html.escape(k)}</td>" + "".join(f"<td>{_cell(summary[n].get(k))}</td>" for n in names) + "</tr>"
+        for k in keys
+    )
+    return f"<table><tr><th></th>{head}</tr>{body}</table>"
 
 
 def write_randomness_html(report: dict[str, Any], path: str | Path) -> Path:
@@ -118,14 +144,14 @@ def write_randomness_html(report: dict[str, Any], path: str | Path) -> Path:
     path = Path(path)
     divs = "".join(f.to_html(full_html=False, include_plotlyjs=False, div_id=f"fig{i}", config=_CONFIG)
                    for i, f in enumerate(randomness_figures(report)))
-    summary = html.escape(json.dumps(report.get("summary", {}), indent=2))
+    summary = _summary_table(report.get("summary", {}))
     path.write_text(
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>randomness channel</title>"
         f"<style>{_STYLE}</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
         f"<h1>The randomness channel</h1><p class='note'>Usage score: mean total variation between "
         f"the clean output distribution and the one with a single node's activation taken from the "
         f"same input under another seed (0 = the node carries no seed information to the output).</p>"
-        f"<pre>{summary}</pre>{divs}</body></html>",
+        f"{summary}{divs}</body></html>",
         encoding="utf-8",
     )
     return path

@@ -51,6 +51,8 @@ class StoredSetStats:
         bit_effect: ``[n_bits, N]`` storage rate with seed bit ``j`` = 1 minus with it = 0 (empty
             when the seeds are not given).
         map: ``[n_seeds, N]`` storage rate over inputs, seeds in enumeration order.
+        example_input: the input with the most seed-dependent positions; example_map: its
+            ``[n_seeds, N]`` 0/1 stored sets (which seeds store which keys).
         n_inputs, n_seeds, n_positions: the matrix's shape.
     """
 
@@ -63,6 +65,8 @@ class StoredSetStats:
     worst_position_coverage: float
     bit_effect: list[list[float]]
     map: list[list[float]]
+    example_input: int
+    example_map: list[list[int]]
     n_inputs: int
     n_seeds: int
     n_positions: int
@@ -71,6 +75,7 @@ class StoredSetStats:
         out = dataclasses.asdict(self)
         if not include_map:
             out.pop("map")
+            out.pop("example_map")
         return out
 
 
@@ -103,6 +108,7 @@ def stored_set_stats(stored: Tensor, seeds: Tensor | None = None) -> StoredSetSt
     per_cell = s.mean(1)  # [inputs, N] coverage across seeds per input and position
     seed_dependent = float(((per_cell > 0) & (per_cell < 1)).double().mean())
     worst = float(per_cell.min(-1).values.mean())
+    example = int(((per_cell > 0) & (per_cell < 1)).sum(-1).argmax())
     bit_effect: list[list[float]] = []
     if seeds is not None:
         if seeds.shape[0] != n_seeds:
@@ -122,6 +128,8 @@ def stored_set_stats(stored: Tensor, seeds: Tensor | None = None) -> StoredSetSt
         worst_position_coverage=worst,
         bit_effect=bit_effect,
         map=_round(s.mean(0), 3),
+        example_input=example,
+        example_map=stored[example].int().tolist(),
         n_inputs=n_inputs,
         n_seeds=n_seeds,
         n_positions=N,

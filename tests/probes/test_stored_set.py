@@ -34,6 +34,7 @@ def test_uniform_two_subsets_of_four():
     assert stats.costorage_gap == pytest.approx(0.25 - 1 / 6)
     assert stats.seed_dependent == 1.0 and stats.worst_position_coverage == 0.5
     assert stats.size_histogram == [0, 0, 1, 0, 0]
+    assert stats.example_input == 0 and stats.example_map == stored[0].int().tolist()
 
 
 def test_deterministic_stored_set():
@@ -44,6 +45,7 @@ def test_deterministic_stored_set():
     # profile (1/2, 1/2, 0, 0) against uniform 1/4: TV = 0.5 * 4 * 1/4
     assert stats.coverage_tv == pytest.approx(0.5)
     assert stats.seed_dependent == 0 and stats.worst_position_coverage == 0
+    assert stats.example_map == [[1, 1, 0, 0]] * 6 and "example_map" not in stats.to_dict(include_map=False)
 
 
 def test_bit_effect_finds_the_deciding_bit():
