@@ -28,6 +28,7 @@ from circuits.graph import ModelGraph
 from circuits.metrics import get_metric, metric_names, register_metric
 from circuits.node_patching import ACTIVATIONS, patch_sweep
 from circuits.nodes import EDGE_INPUTS, NODE_KINDS, Edge, Node
+from circuits.randomness import RandomnessUsage, SeedEntry, SeedSite, randomness_usage, seed_entry, seed_sites
 from circuits.scores import EdgeScores
 from circuits.writers import writer_values
 
@@ -46,6 +47,9 @@ __all__ = [
     "ModelGraph",
     "Node",
     "PatchData",
+    "RandomnessUsage",
+    "SeedEntry",
+    "SeedSite",
     "ablate_nodes",
     "acdc_scores",
     "agreement",
@@ -61,10 +65,13 @@ __all__ = [
     "patch_data",
     "patch_sweep",
     "patched_edges",
+    "randomness_usage",
     "register_method",
     "register_metric",
     "replaced_nodes",
     "run_with_edges",
+    "seed_entry",
+    "seed_sites",
     "spearman",
     "writer_values",
 ]
