@@ -1,0 +1,32 @@
+"""Case studies: the mechanisms the toolkit finds in trained models, each claim backed by
+ablations against random-component controls.
+
+- :mod:`circuits.case_studies.carry`: carry computation and propagation in addition.
+- :mod:`circuits.case_studies.sorting`: the heads that point to the next element in sort.
+
+Compute only; drawing lives in :mod:`circuits.case_studies.draw`.
+"""
+
+from circuits.case_studies.carry import (
+    CarryConfig,
+    CarryStudy,
+    carry_pairs,
+    carry_study,
+)
+from circuits.case_studies.components import (
+    ComponentScores,
+    correct_under_ablation,
+    node_patch_scores,
+    random_controls,
+)
+
+__all__ = [
+    "CarryConfig",
+    "CarryStudy",
+    "ComponentScores",
+    "carry_pairs",
+    "carry_study",
+    "correct_under_ablation",
+    "node_patch_scores",
+    "random_controls",
+]
