@@ -19,14 +19,18 @@ from circuits.case_studies.components import (
     node_patch_scores,
     random_controls,
 )
+from circuits.case_studies.sorting import SortConfig, SortStudy, sort_study
 
 __all__ = [
     "CarryConfig",
     "CarryStudy",
     "ComponentScores",
+    "SortConfig",
+    "SortStudy",
     "carry_pairs",
     "carry_study",
     "correct_under_ablation",
     "node_patch_scores",
     "random_controls",
+    "sort_study",
 ]
