@@ -228,6 +228,7 @@ def carry_study(model: Any, task, config: CarryConfig = CarryConfig()) -> CarryS
 
     if task.name != "addition" or task.n_digits < 2:
         raise ValueError(f"the carry study needs an addition task with n_digits >= 2; got {task!r}")
+    # one generator per stage, so that e.g. more controls leave the other draws unchanged
     gen = torch.Generator().manual_seed(config.seed)
     pairs = task.corrupt(task.sample(config.n_pairs, gen), gen)
     clean, corrupted = carry_pairs(task, pairs.clean, pairs.corrupted, pairs.changed)
@@ -244,7 +245,8 @@ def carry_study(model: Any, task, config: CarryConfig = CarryConfig()) -> CarryS
     evaluation = task.sample(config.n_eval, gen)
     cascade = task.sample_with_cascade(config.n_cascade, gen, min_len=min(2, task.n_digits - 1))
     n_pos = clean.inputs.shape[1]
-    controls_sets = random_controls(model, components, n_pos, config.n_controls, gen)
+    controls_sets = random_controls(model, components, n_pos, config.n_controls,
+                                    torch.Generator().manual_seed(config.seed + 1))
 
     def removal(nodes: list[Node]) -> DigitAccuracy:
         return digit_accuracy(correct_with_carry_removed(model, task, evaluation, nodes), evaluation,
@@ -265,7 +267,7 @@ def carry_study(model: Any, task, config: CarryConfig = CarryConfig()) -> CarryS
     heads = [n for n in components if n.kind == "head"]
     first = heads[0] if heads else components[0]
     probe_hook = f"blocks.{first.layer}.hook_resid_{'mid' if first.kind == 'head' else 'post'}"
-    probe_batch = task.sample(config.n_probe, gen)
+    probe_batch = task.sample(config.n_probe, torch.Generator().manual_seed(config.seed + 2))
     result = probe_task(model, task, probe_batch, ProbeConfig(variables=("carry_in",), causal=False,
                                                               seed=config.seed))[0]
     probe = _probe_rows(task, result, probe_hook)

@@ -28,6 +28,7 @@ COMMANDS = (
     "circuit",
     "gridworld",
     "randomness",
+    "case_study",
 )
 # What a command may raise for bad input or a bad run: printed as one line, exit code 2.
 USER_ERRORS = (ValueError, KeyError, CheckpointError, TrainingDiverged, FloatingPointError, OSError)
