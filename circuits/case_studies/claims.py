@@ -12,6 +12,7 @@ def _mean(values: list[float]) -> float:
 
 def carry_claims(study: CarryStudy) -> list[str]:
     s = study
+    c = s.settings["min_cascade"]
     ctrl = {k: _mean([getattr(c, k) for c in s.controls]) for k in ("carry", "no_carry", "cascade")}
     mctrl = {k: _mean([getattr(c, k) for c in s.mean_controls]) for k in ("carry", "no_carry", "cascade")}
     lines = [
@@ -20,14 +21,14 @@ def carry_claims(study: CarryStudy) -> list[str]:
         "strongest components anywhere (share of the carry-flip gap): "
         + ", ".join(f"{n.name} {v:.2f}" for n, v in s.scores.items()[:8]),
         (f"intact model: carry digits {s.baseline.carry:.4f}, no-carry digits {s.baseline.no_carry:.4f}, "
-        f"cascade >= 2 digits {s.baseline.cascade:.4f}"),
+        f"cascade >= {c} digits {s.baseline.cascade:.4f}"),
         (f"carry removed from the carry components: carry digits {s.removed.carry:.4f} (chance 0.1), "
-        f"no-carry digits {s.removed.no_carry:.4f}, cascade >= 2 digits {s.removed.cascade:.4f}"),
+        f"no-carry digits {s.removed.no_carry:.4f}, cascade >= {c} digits {s.removed.cascade:.4f}"),
         (f"control, carry removed from {len(s.components)} random other components at the same positions "
         f"(mean of {len(s.controls)} draws): carry {ctrl['carry']:.4f}, no-carry {ctrl['no_carry']:.4f}, "
-        f"cascade >= 2 {ctrl['cascade']:.4f}"),
+        f"cascade >= {c} {ctrl['cascade']:.4f}"),
         (f"plain mean ablation of the carry components: carry {s.mean_ablated.carry:.4f}, no-carry "
-        f"{s.mean_ablated.no_carry:.4f}, cascade >= 2 {s.mean_ablated.cascade:.4f} (random: carry "
+        f"{s.mean_ablated.no_carry:.4f}, cascade >= {c} {s.mean_ablated.cascade:.4f} (random: carry "
         f"{mctrl['carry']:.4f}, no-carry {mctrl['no_carry']:.4f}) -- whole components also carry digit sums"),
     ]
     for row in s.probe:
@@ -39,7 +40,7 @@ def carry_claims(study: CarryStudy) -> list[str]:
     lines.append("cascade path (share of the gap when the cascade's generating place is zeroed): "
                  + ", ".join(f"{d['node']} {d['share']:.2f}" for d in s.cascade_nodes[:8]))
     for name, masses in s.lookback.items():
-        lines.append(f"carry head {name} on cascade >= 2 digits: attention on the operand digits "
+        lines.append(f"carry head {name} on cascade >= {c} digits: attention on the operand digits "
                      + ", ".join(f"{i + 1} place(s) below {m:.2f}" for i, m in enumerate(masses)))
     return lines
 
