@@ -210,11 +210,11 @@ def correct_with_carry_removed(model: Any, task, batch: Batch, nodes: list[Node]
 
 
 def digit_accuracy(correct: Tensor, batch: Batch, cascade: Batch | None = None,
-                   cascade_correct: Tensor | None = None) -> DigitAccuracy:
+                   cascade_correct: Tensor | None = None, min_cascade: int = 2) -> DigitAccuracy:
     carry = batch.metadata["carry_in"] == 1
     out = DigitAccuracy(float(correct[carry].float().mean()), float(correct[~carry].float().mean()))
     if cascade is not None:
-        where = (cascade.metadata["cascade_len"] >= 2) & (cascade.metadata["carry_in"] == 1)
+        where = (cascade.metadata["cascade_len"] >= min_cascade) & (cascade.metadata["carry_in"] == 1)
         out = dataclasses.replace(out, cascade=float(cascade_correct[where].float().mean()))
     return out
 
@@ -243,19 +243,22 @@ def carry_study(model: Any, task, config: CarryConfig = CarryConfig()) -> CarryS
                                                      "pairs": "carry flip"})
 
     evaluation = task.sample(config.n_eval, gen)
-    cascade = task.sample_with_cascade(config.n_cascade, gen, min_len=min(2, task.n_digits - 1))
+    # cascades of length >= 2 need 3 digits; a 2-digit model is checked on length 1
+    min_cascade = min(2, task.n_digits - 1)
+    cascade = task.sample_with_cascade(config.n_cascade, gen, min_len=min_cascade)
     n_pos = clean.inputs.shape[1]
     controls_sets = random_controls(model, components, n_pos, config.n_controls,
                                     torch.Generator().manual_seed(config.seed + 1))
 
     def removal(nodes: list[Node]) -> DigitAccuracy:
         return digit_accuracy(correct_with_carry_removed(model, task, evaluation, nodes), evaluation,
-                              cascade, correct_with_carry_removed(model, task, cascade, nodes))
+                              cascade, correct_with_carry_removed(model, task, cascade, nodes), min_cascade)
 
     def mean_ablation(nodes: list[Node]) -> DigitAccuracy:
         ablation = Ablation("mean")
         return digit_accuracy(correct_under_ablation(model, evaluation, nodes, ablation), evaluation,
-                              cascade, correct_under_ablation(model, cascade, nodes, ablation, reference=evaluation))
+                              cascade, correct_under_ablation(model, cascade, nodes, ablation, reference=evaluation),
+                              min_cascade)
 
     baseline = removal([])
     removed = removal(components)
@@ -270,7 +273,12 @@ def carry_study(model: Any, task, config: CarryConfig = CarryConfig()) -> CarryS
     probe_batch = task.sample(config.n_probe, torch.Generator().manual_seed(config.seed + 2))
     result = probe_task(model, task, probe_batch, ProbeConfig(variables=("carry_in",), causal=False,
                                                               seed=config.seed))[0]
-    probe = _probe_rows(task, result, probe_hook)
+    # where carries are generated: the strongest component away from the answer positions
+    # (an operand position); the carry into place p is probed at b_(p-1) after its layer
+    elsewhere = [n for n, _ in scores.items() if n.position not in answer_pos]
+    gen_node = elsewhere[0] if elsewhere else first
+    gen_hook = f"blocks.{gen_node.layer}.hook_resid_{'mid' if gen_node.kind == 'head' else 'post'}"
+    probe = _probe_rows(task, result, probe_hook, gen_hook)
 
     c_clean, c_corrupted = cascade_pairs(task, cascade)
     cascade_scores = node_patch_scores(model, c_clean, c_corrupted, carry_metric)
@@ -280,7 +288,7 @@ def carry_study(model: Any, task, config: CarryConfig = CarryConfig()) -> CarryS
         controls=controls, mean_ablated=mean_ablated, mean_controls=mean_controls,
         probe_hook=probe_hook, probe=probe, cascade_nodes=cascade_nodes,
         lookback=_lookback(model, task, cascade, heads),
-        settings={**dataclasses.asdict(config), "n_digits": task.n_digits,
+        settings={**dataclasses.asdict(config), "n_digits": task.n_digits, "min_cascade": min_cascade,
                   "answer_order": task.answer_order},
     )
 
@@ -289,9 +297,10 @@ def batch_positions(batch: Batch) -> list[int]:
     return [int(p) for p in batch.answer_positions]
 
 
-def _probe_rows(task, result, hook: str) -> list[dict[str, Any]]:
+def _probe_rows(task, result, hook: str, gen_hook: str) -> list[dict[str, Any]]:
     """Per place with a possible carry: selectivity at ``hook`` and at every residual hook, at
-    the position predicting that digit, with the random-init model's beside it."""
+    the position predicting that digit, with the random-init model's beside it; and at
+    ``gen_hook`` on the operand digit ``b`` one place below (where the carry is generated)."""
     rows = []
     for k, place in enumerate(task.answer_places().tolist()):
         if place == 0:
@@ -307,6 +316,13 @@ def _probe_rows(task, result, hook: str) -> list[dict[str, Any]]:
             "majority": round(float(result.majority[k]), 4),
             "profile": {name: round(float(result.selectivity[i, p, k]), 4) for i, name in enumerate(result.hooks)},
         })
+        b_pos = 2 * task.n_digits - (place - 1)
+        gh, gp = result.at(gen_hook, b_pos)
+        rows[-1]["generation"] = {
+            "hook": gen_hook, "position": b_pos, "accuracy": round(float(result.accuracy[gh, gp, k]), 4),
+            "control": round(float(result.control_accuracy[gh, gp, k]), 4),
+            "selectivity": round(float(result.selectivity[gh, gp, k]), 4),
+            "random_init_selectivity": round(float(result.random_selectivity[gh, gp, k]), 4)}
     return rows
 
 

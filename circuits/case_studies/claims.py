@@ -37,6 +37,11 @@ def carry_claims(study: CarryStudy) -> list[str]:
             f"the strongest carry head): accuracy {row['accuracy']:.3f}, control task {row['control']:.3f}, "
             f"selectivity {row['selectivity']:.3f} (random-init model {row['random_init_selectivity']:.3f}; "
             f"majority {row['majority']:.3f})")
+        g = row["generation"]
+        lines.append(
+            f"  same probe at b one place below (position {g['position']}, {g['hook']}, where the carry is "
+            f"generated): accuracy {g['accuracy']:.3f}, control {g['control']:.3f}, selectivity "
+            f"{g['selectivity']:.3f} (random-init {g['random_init_selectivity']:.3f})")
     lines.append("cascade path (share of the gap when the cascade's generating place is zeroed): "
                  + ", ".join(f"{d['node']} {d['share']:.2f}" for d in s.cascade_nodes[:8]))
     for name, masses in s.lookback.items():
