@@ -29,6 +29,7 @@ COMMANDS = (
     "gridworld",
     "randomness",
     "case_study",
+    "compare",
 )
 # What a command may raise for bad input or a bad run: printed as one line, exit code 2.
 USER_ERRORS = (ValueError, KeyError, CheckpointError, TrainingDiverged, FloatingPointError, OSError)

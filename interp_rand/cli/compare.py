@@ -1,0 +1,105 @@
+"""``interp-rand compare RUN_A RUN_B``: discover a circuit in each of two runs of one task (e.g.
+the ERM and the randomized model), align them and write comparison.json (shared/unique edges,
+Jaccard, rank correlation, cross-faithfulness), both circuit JSONs and comparison.html (both
+graphs side by side on one layout) in --out."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+import torch
+
+from interp_rand.training.checkpoint import load_checkpoint
+from interp_rand.training.objectives import fixed_seeds_if_asked
+
+DEFAULT_SEED = 20_261_130
+
+
+def add_parser(commands) -> argparse.ArgumentParser:
+    from circuits import ABLATION_KINDS, method_names, metric_names
+
+    parser = commands.add_parser(
+        "compare", help="compare the circuits of two runs of one task",
+        description="Discover a circuit in RUN_A and in RUN_B (same task and architecture, e.g. the "
+        "ERM and the randomized model), report shared and unique edges, Jaccard, the rank "
+        "correlation of shared edge scores and cross-faithfulness (each circuit measured on the "
+        "other run's model and data); write comparison.json and a side-by-side comparison.html.",
+    )
+    parser.add_argument("run_a", type=Path, metavar="RUN_A")
+    parser.add_argument("run_b", type=Path, metavar="RUN_B")
+    parser.add_argument("--method", choices=method_names(), default="eap-ig")
+    parser.add_argument("--metric", choices=metric_names(), default="logprob")
+    parser.add_argument("--ablation", choices=ABLATION_KINDS, default="resample")
+    parser.add_argument("--top-k", type=int, default=50, help="edges kept per circuit (default: 50)")
+    parser.add_argument("--n", type=int, default=128, help="clean/corrupted pairs per run (default: 128)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the data (same for both runs)")
+    parser.add_argument("--steps", type=int, default=5, help="EAP-IG interpolation steps")
+    parser.add_argument("--no-positions", action="store_true",
+                        help="one edge per component pair over all positions (default: per position)")
+    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    return parser
+
+
+def _load(run_dir: Path, args: argparse.Namespace):
+    from circuits import architecture
+
+    ckpt = load_checkpoint(run_dir)
+    model = ckpt.model().eval()
+    try:
+        architecture(model)
+    except ValueError as err:
+        raise ValueError(f"{run_dir}: {err} (compare supports colouring, sort and addition runs)") from None
+    task = ckpt.spec.make_task()
+    generator = torch.Generator().manual_seed(args.seed)
+    batch = fixed_seeds_if_asked(task, task.sample(args.n, generator), ckpt.spec.train_config)
+    pairs = task.corrupt(batch, generator)
+    return ckpt, model, pairs
+
+
+def run(args: argparse.Namespace) -> int:
+    from circuits import Ablation, architecture, discover
+    from circuits.comparison import compare_circuits
+    from circuits.comparison_draw import write_comparison_html
+
+    if args.n < 2 or args.top_k < 1:
+        raise ValueError(f"--n={args.n} must be >= 2 and --top-k={args.top_k} >= 1")
+    ckpt_a, model_a, pairs_a = _load(args.run_a, args)
+    ckpt_b, model_b, pairs_b = _load(args.run_b, args)
+    if ckpt_a.spec.task_name != ckpt_b.spec.task_name:
+        raise ValueError(f"the runs are of different tasks: {ckpt_a.spec.task_name!r} vs {ckpt_b.spec.task_name!r}")
+    if ckpt_a.spec.task_config != ckpt_b.spec.task_config:
+        diff = sorted(k for k in ckpt_a.spec.task_config.keys() | ckpt_b.spec.task_config.keys()
+                      if ckpt_a.spec.task_config.get(k) != ckpt_b.spec.task_config.get(k))
+        raise ValueError(f"the runs have different task configs ({', '.join(diff)})")
+    mismatch = architecture(model_a).mismatch(architecture(model_b))
+    if mismatch:
+        raise ValueError("the runs have different architectures (A vs B): " + "; ".join(mismatch))
+    ablation = Ablation(args.ablation, seed=args.seed)
+    options = {"steps": args.steps} if args.method == "eap-ig" else {}
+    circuits = []
+    for ckpt, model, pairs in ((ckpt_a, model_a, pairs_a), (ckpt_b, model_b, pairs_b)):
+        scores = discover(model, pairs.clean, pairs.corrupted, metric=args.metric, method=args.method,
+                          ablation=ablation, by_position=not args.no_positions, **options)
+        circuit = scores.circuit(top_k=args.top_k)
+        circuits.append(dataclasses.replace(circuit, settings={
+            **circuit.settings, "by_position": not args.no_positions, "run": str(ckpt.path),
+            "task": ckpt.spec.task_name, "data_seed": args.seed}))
+    labels = (args.run_a.name or str(args.run_a), args.run_b.name or str(args.run_b))
+    result = compare_circuits(*circuits, models=(model_a, model_b),
+                              data=((pairs_a.clean, pairs_a.corrupted), (pairs_b.clean, pairs_b.corrupted)),
+                              metric=args.metric, ablation=ablation, labels=labels)
+    args.out.mkdir(parents=True, exist_ok=True)
+    circuits[0].save(args.out / "circuit_a.json")
+    circuits[1].save(args.out / "circuit_b.json")
+    summary = {"run_a": str(args.run_a), "run_b": str(args.run_b), "task": ckpt_a.spec.task_name,
+               "method": args.method, "top_k": args.top_k, "n": args.n, **result.to_dict()}
+    (args.out / "comparison.json").write_text(json.dumps(summary, indent=2))
+    write_comparison_html(*circuits, result, args.out / "comparison.html")
+    key = {k: summary[k] for k in ("task", "method", "top_k", "n_shared", "n_only_a", "n_only_b",
+                                   "jaccard", "node_jaccard", "spearman_shared", "cross_faithfulness")}
+    print(json.dumps(key, indent=2))
+    print(f"wrote {args.out}/comparison.json, comparison.html, circuit_a.json, circuit_b.json")
+    return 0

@@ -1,0 +1,110 @@
+"""Circuit comparison: alignment, cross-faithfulness, the side-by-side HTML and `interp-rand compare`."""
+
+import json
+import re
+
+import pytest
+from circuit_models import make_model, token_pairs
+
+from circuits import Circuit, Edge, Node, discover
+from circuits.comparison import compare_circuits
+from circuits.comparison_draw import comparison_figure, write_comparison_html
+from circuits.graph import ModelGraph
+from interp_rand.cli.main import main
+from interp_rand.model.transformer import HookedTransformer
+from interp_rand.tasks import make_task
+from interp_rand.training import TrainConfig, train
+
+
+@pytest.fixture(scope="module")
+def circuit(model, pairs):
+    return discover(model, *pairs, method="eap").circuit(top_k=15)
+
+
+def test_identical_circuits_share_every_edge_and_cross_equals_self(model, pairs, circuit):
+    result = compare_circuits(circuit, circuit, models=(model, model), data=(pairs, pairs))
+    assert len(result.shared) == 15 and not result.only_a and not result.only_b
+    assert result.jaccard == 1.0 and result.node_jaccard == 1.0
+    assert result.spearman == pytest.approx(1.0)
+    assert result.cross["a_on_b"] == pytest.approx(result.cross["b_on_b"])
+    assert result.cross["b_on_a"] == pytest.approx(result.cross["a_on_a"])
+    assert json.loads(json.dumps(result.to_dict()))["n_shared"] == 15
+
+
+def test_other_model_gives_other_cross_faithfulness(model, pairs, circuit):
+    other = HookedTransformer(make_model().cfg, seed=7).eval()
+    other_pairs = token_pairs(seed=3)
+    circuit_b = discover(other, *other_pairs, method="eap").circuit(top_k=15)
+    result = compare_circuits(circuit, circuit_b, models=(model, other), data=(pairs, other_pairs))
+    assert set(result.cross) == {"a_on_a", "b_on_a", "b_on_b", "a_on_b"}
+    # a circuit on its own model is measured exactly as `faithfulness` would
+    from circuits import faithfulness
+    assert result.cross["a_on_a"] == pytest.approx(faithfulness(model, circuit, *pairs).recovered)
+    assert len(result.shared) + len(result.only_a) == 15 and 0 <= result.jaccard <= 1
+
+
+def test_disjoint_circuits_share_nothing(model):
+    arch = ModelGraph.of(model, 6).arch
+    a = Circuit({Edge(Node("embed"), Node("head", 0, 0), "q"): 1.0}, arch, {}, 46)
+    b = Circuit({Edge(Node("head", 1, 1), Node("logits"), "logits"): -0.5}, arch, {}, 46)
+    result = compare_circuits(a, b)
+    assert not result.shared and result.jaccard == 0.0 and result.node_jaccard == 0.0
+    assert result.spearman is None and result.cross == {}
+    assert [e.name for e, _ in result.only_b] == ["a1.1->logits"]
+
+
+def test_mismatched_architectures_are_refused(model, circuit):
+    deeper = discover(make_model(n_layers=3), *token_pairs(), method="eap").circuit(top_k=5)
+    with pytest.raises(ValueError, match="different architectures.*n_layers=2 vs 3"):
+        compare_circuits(circuit, deeper)
+    other_task = Circuit(circuit.edges, circuit.arch, {**circuit.settings, "task": "sort"}, 46)
+    with pytest.raises(ValueError, match="differ in task"):
+        compare_circuits(Circuit(circuit.edges, circuit.arch, {"task": "addition"}, 46), other_task)
+
+
+def test_html_is_self_contained_and_panels_share_positions(model, pairs, circuit, tmp_path):
+    circuit_b = Circuit(dict(list(circuit.edges.items())[:8])
+                        | {Edge(Node("embed", position=5), Node("head", 1, 1, position=5), "k"): 0.3},
+                        circuit.arch, circuit.settings, circuit.total_edges)
+    result = compare_circuits(circuit, circuit_b)
+    fig = comparison_figure(circuit, circuit_b, result)
+    nodes_a = next(t for t in fig.data if t.name == "nodes A")
+    nodes_b = next(t for t in fig.data if t.name == "nodes B")
+    assert list(nodes_a.x) == list(nodes_b.x) and list(nodes_a.y) == list(nodes_b.y)
+    assert nodes_a.xaxis == "x" and nodes_b.xaxis == "x2"
+    colours = {t.line.color for t in fig.data if t.mode == "lines"}
+    assert len(colours) == 2  # shared vs unique
+    html = write_comparison_html(circuit, circuit_b, result, tmp_path / "c.html").read_text()
+    assert "<script src=" not in html and len(html) > 1_000_000
+    assert html.count("Plotly.newPlot") == 1
+
+
+def _train(run_dir, task, n_heads=2, seed=0):
+    cfg = TrainConfig(steps=3, batch_size=16, eval_size=16, eval_every=3, seed=seed)
+    train(task, task.model_config(d_model=16, n_heads=n_heads), cfg, run_dir, progress=False)
+    return run_dir
+
+
+def test_cli_compare_end_to_end_and_refusals(tmp_path, capsys):
+    task = make_task("sort", length=3, vocab=4)
+    run_a, run_b = _train(tmp_path / "a", task), _train(tmp_path / "b", task, seed=1)
+    out = tmp_path / "out"
+    assert main(["compare", str(run_a), str(run_b), "--method", "eap-ig", "--steps", "2", "--n", "16",
+                 "--top-k", "12", "--out", str(out)]) == 0
+    summary = json.loads((out / "comparison.json").read_text())
+    assert summary["n_shared"] + summary["n_only_a"] == 12 == summary["n_shared"] + summary["n_only_b"]
+    assert set(summary["cross_faithfulness"]) == {"a_on_a", "b_on_a", "b_on_b", "a_on_b"}
+    assert "jaccard" in capsys.readouterr().out and (out / "comparison.html").stat().st_size > 1_000_000
+    # the same run twice: everything shared
+    assert main(["compare", str(run_a), str(run_a), "--method", "eap", "--n", "16", "--top-k", "12",
+                 "--out", str(tmp_path / "same")]) == 0
+    same = json.loads((tmp_path / "same" / "comparison.json").read_text())
+    assert same["jaccard"] == 1.0
+    assert same["cross_faithfulness"]["a_on_b"] == pytest.approx(same["cross_faithfulness"]["a_on_a"])
+    # other architecture, other task config: one-line errors
+    wide = _train(tmp_path / "wide", task, n_heads=4)
+    assert main(["compare", str(run_a), str(wide), "--out", str(out)]) == 2
+    assert "different architectures" in capsys.readouterr().err
+    longer = _train(tmp_path / "longer", make_task("sort", length=4, vocab=4))
+    assert main(["compare", str(run_a), str(longer), "--out", str(out)]) == 2
+    assert "different task configs (length)" in capsys.readouterr().err
