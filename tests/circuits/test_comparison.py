@@ -108,3 +108,13 @@ def test_cli_compare_end_to_end_and_refusals(tmp_path, capsys):
     longer = _train(tmp_path / "longer", make_task("sort", length=4, vocab=4))
     assert main(["compare", str(run_a), str(longer), "--out", str(out)]) == 2
     assert "different task configs (length)" in capsys.readouterr().err
+
+
+def test_cli_compare_refuses_recall_with_a_clear_message(tmp_path, capsys):
+    task = make_task("recall", n_pairs=2, value_bits=1, seed_bits=2)
+    run = tmp_path / "recall"
+    train(task, task.model_config(d_model=16, n_heads=2), TrainConfig(steps=1, batch_size=8, eval_size=8, eval_every=1),
+          run, progress=False)
+    assert main(["compare", str(run), str(run), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "recall" in err and "compare supports colouring, sort and addition" in err
