@@ -14,6 +14,7 @@ from circuits.acdc import acdc_scores
 from circuits.attribution import eap_ig_scores, eap_scores
 from circuits.circuit import Circuit
 from circuits.compare import Agreement, agreement, spearman
+from circuits.comparison import CircuitComparison, compare_circuits
 from circuits.components import Architecture, architecture
 from circuits.discovery import (
     PatchData,
@@ -41,6 +42,7 @@ __all__ = [
     "Agreement",
     "Architecture",
     "Circuit",
+    "CircuitComparison",
     "Edge",
     "EdgeScores",
     "Faithfulness",
@@ -54,6 +56,7 @@ __all__ = [
     "acdc_scores",
     "agreement",
     "architecture",
+    "compare_circuits",
     "discover",
     "eap_ig_scores",
     "eap_scores",
