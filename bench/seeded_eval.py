@@ -21,10 +21,10 @@ import time
 
 import torch
 
+from interp_rand.losses import output_judge
 from interp_rand.model import HookedTransformer
 from interp_rand.seeded_evaluation import success_matrix, summarize
 from interp_rand.tasks import make_task
-from interp_rand.tasks.coloring import valid_colorings
 
 FULL_INPUTS, TARGET_S = 181_440, 60.0
 
@@ -65,7 +65,7 @@ def main() -> None:
     run = success_matrix(model, task, batch, seeds, chunk_size=args.chunk_size, workers=workers)
     forward_s = time.perf_counter() - began
     summary = summarize(run, majority_ks=[k for k in (5, 30) if k <= args.n_seeds], generator=generator,
-                        correct_fn=lambda sampled: valid_colorings(sampled, batch.attention_mask))
+                        correct_fn=output_judge(task.loss_kind, batch))
     total_s = time.perf_counter() - began
 
     rows = args.n_inputs * args.n_seeds

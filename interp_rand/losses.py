@@ -20,6 +20,9 @@ from interp_rand.tasks.base import Batch
 class LossKind(NamedTuple):
     loss: Callable[[Tensor, Batch], Tensor]
     correct: Callable[[Tensor, Batch], Tensor]
+    # judges discrete outputs without logits (e.g. sampled ones), for kinds with no single
+    # target: ``judge(outputs [batch, k, n_answer] long, batch) -> [batch, k] bool``
+    judge: Callable[[Tensor, Batch], Tensor] | None = None
 
 
 def _ce_loss(picked: Tensor, batch: Batch) -> Tensor:
@@ -50,10 +53,13 @@ _KINDS: dict[str, LossKind] = {
 
 
 def register_loss_kind(name: str, loss: Callable[[Tensor, Batch], Tensor],
-                       correct: Callable[[Tensor, Batch], Tensor]) -> None:
+                       correct: Callable[[Tensor, Batch], Tensor],
+                       judge: Callable[[Tensor, Batch], Tensor] | None = None) -> None:
     """Add a loss kind: ``loss(picked, batch) -> [batch]``, ``correct(picked, batch) ->
-    [batch, n_answer]`` where ``picked`` is the answer-position logits."""
-    _KINDS[name] = LossKind(loss, correct)
+    [batch, n_answer]`` where ``picked`` is the answer-position logits; and, for kinds whose
+    right answer is not one target, ``judge(outputs [batch, k, n_answer], batch) -> [batch, k]``
+    (whole outputs fully right)."""
+    _KINDS[name] = LossKind(loss, correct, judge)
 
 
 def loss_kinds() -> list[str]:
@@ -82,4 +88,13 @@ def answer_correct(logits: Tensor, batch: Batch, kind: str) -> Tensor:
     return _kind(kind).correct(answer_logits(logits, batch), batch)
 
 
-__all__ = ["LossKind", "answer_correct", "answer_logits", "answer_loss", "loss_kinds", "register_loss_kind"]
+def output_judge(kind: str, batch: Batch) -> Callable[[Tensor], Tensor] | None:
+    """``outputs [batch, k, n_answer] -> [batch, k]`` bool for kind ``kind`` on ``batch`` (the
+    ``correct_fn`` of :func:`~interp_rand.seeded_evaluation.sampled_success`), or ``None`` when
+    the kind is judged against its targets."""
+    judge = _kind(kind).judge
+    return None if judge is None else (lambda outputs: judge(outputs, batch))
+
+
+__all__ = ["LossKind", "answer_correct", "answer_logits", "answer_loss", "loss_kinds", "output_judge",
+           "register_loss_kind"]

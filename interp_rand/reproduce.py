@@ -29,9 +29,10 @@ from typing import Any
 import torch
 
 from interp_rand.figures.reproduction import reproduction_figure
+from interp_rand.losses import output_judge
 from interp_rand.seeded_evaluation import save_summary, success_matrix, summarize
 from interp_rand.tasks import make_task
-from interp_rand.tasks.coloring import COLORING_CPU, COLORING_PAPER, valid_colorings
+from interp_rand.tasks.coloring import COLORING_CPU, COLORING_PAPER
 from interp_rand.tasks.recall import RECALL_CPU, RECALL_PAPER
 from interp_rand.training import TrainConfig, train
 
@@ -146,10 +147,9 @@ def evaluate_seeded(task, model, batch, n_seeds: int, generator: torch.Generator
         raise ValueError(f"n_seeds={n_seeds} must be >= 1")
     seeds = task.fixed_seed()[None] if fixed else task.sample_seeds(n_seeds, generator)
     run = success_matrix(model, task, batch, seeds)
-    # colouring has no single right answer: sampled colourings are judged on the graph
-    correct_fn = (lambda sampled: valid_colorings(sampled, batch.attention_mask)) if task.name == "coloring" else None
+    # a kind without a single right answer (colouring) judges sampled outputs itself
     return summarize(run, majority_ks=(5, 30), generator=generator,
-                     correct_fn=correct_fn, n_samples=n_seeds)
+                     correct_fn=output_judge(task.loss_kind, batch), n_samples=n_seeds)
 
 
 def write_outputs(task_name: str, scale_name: str, rows: list[dict[str, Any]], out: Path) -> None:

@@ -103,6 +103,12 @@ def coloring_correct(picked: Tensor, batch: Batch) -> Tensor:
     return ~(same & _answer_mask(batch)).any(-1)
 
 
+def coloring_judge(colours: Tensor, batch: Batch) -> Tensor:
+    """``colours: [batch, k, n_answer]`` -> ``[batch, k]``: :func:`valid_colorings` on the
+    batch's graphs (the loss kind's judge of outputs that have no logits, e.g. sampled ones)."""
+    return valid_colorings(colours, _answer_mask(batch))
+
+
 def valid_colorings(colours: Tensor, adjacency: Tensor) -> Tensor:
     """``colours: [batch, k, N]`` (k colourings per graph, e.g. sampled outputs, which have no
     logits) and ``adjacency: [batch, N, N]`` -> ``[batch, k]`` bool: no edge is monochromatic.
@@ -135,7 +141,7 @@ def register_coloring_loss() -> None:
     """
     from interp_rand.losses import register_loss_kind
 
-    register_loss_kind(LOSS_KIND, coloring_loss, coloring_correct)
+    register_loss_kind(LOSS_KIND, coloring_loss, coloring_correct, coloring_judge)
 
 
 try:
