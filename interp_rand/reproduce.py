@@ -63,6 +63,8 @@ PAPER_NOTES = {
     "coloring": "paper: majority vote ≈ 100%; deterministic-sampled ≤ 7% worst-case",
 }
 EVAL_INPUTS = {"recall": 1000, "coloring": 5000}
+# the quantity each task's reproduction sweeps: the number of pairs, or the norm's exponent
+SWEEP_KEY = {"recall": "N", "coloring": "q"}
 # Seeds are drawn from generators offset from the training seed so no stream is reused.
 EVAL_SEED = 99_991
 
@@ -154,7 +156,7 @@ def evaluate_seeded(task, model, batch, n_seeds: int, generator: torch.Generator
 
 def write_outputs(task_name: str, scale_name: str, rows: list[dict[str, Any]], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    x_key = "N" if task_name == "recall" else "q"
+    x_key = SWEEP_KEY[task_name]
     (out / "reproduction.json").write_text(json.dumps(
         {"task": task_name, "scale": scale_name, "rows": rows, "paper": PAPER_POINTS[task_name],
          "paper_note": PAPER_NOTES[task_name]}, indent=2))
@@ -165,7 +167,7 @@ def write_outputs(task_name: str, scale_name: str, rows: list[dict[str, Any]], o
 
 
 def _paper_value(task_name: str, row: dict[str, Any], metric: str) -> str:
-    x_key = "N" if task_name == "recall" else "q"
+    x_key = SWEEP_KEY[task_name]
     for p in PAPER_POINTS[task_name]:
         if p["variant"] == row["variant"] and p["metric"] == metric and p[x_key] == row[x_key]:
             return f"{p['value']:.2f}"
@@ -186,7 +188,7 @@ def _metrics(row: dict[str, Any]) -> dict[str, float | None]:
 def aggregate(task_name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (sweep value, variant): each metric's mean over training seeds, with its
     ``min``/``max`` under ``{metric}_range``, the number of seeds, and the summed histogram."""
-    x_key = "N" if task_name == "recall" else "q"
+    x_key = SWEEP_KEY[task_name]
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault((row[x_key], row["variant"], row["q"], row["m_seeds"]), []).append(row)
@@ -206,7 +208,7 @@ def aggregate(task_name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]
 def table(task_name: str, rows: list[dict[str, Any]]) -> str:
     """The table as Markdown: the mean over training seeds (with the range over seeds when
     there are several) and, where PAPER.md has one, the paper's value beside ours."""
-    x_key = "N" if task_name == "recall" else "q"
+    x_key = SWEEP_KEY[task_name]
 
     def fmt(row: dict[str, Any], name: str) -> str:
         value = row[name]

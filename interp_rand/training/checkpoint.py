@@ -174,7 +174,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         )
     if meta.get("version") != VERSION:
         raise CheckpointError(f"{meta_path} has version {meta.get('version')!r}; this build reads {VERSION}")
-    task_name = (meta.get("task") or {}).get("name") if isinstance(meta.get("task"), dict) else None
+    task = meta.get("task")
+    task_name = task.get("name") if isinstance(task, dict) else None
     if task_name not in task_names():
         raise CheckpointError(
             f"{meta_path} holds a {task_name!r} run, not one of the trainer's tasks ({', '.join(task_names())})"
