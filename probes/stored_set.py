@@ -155,11 +155,18 @@ def stored_matrix(model: Any, task: Any, key_order: Tensor, values: Tensor, seed
     correct = torch.empty(len(i), dtype=torch.bool)
     for start in range(0, len(i), chunk):
         rows = slice(start, start + chunk)
-        batch = task.build(key_order[i[rows]], values[i[rows]], p[rows], seeds[s[rows]])
-        logits = logits_of(model, batch)[:, N]  # [rows, value_bits] at the query
-        target = values[i[rows], p[rows]]
-        correct[rows] = ((logits > 0).long() == target).all(-1)
+        correct[rows] = recalled(model, task, key_order[i[rows]], values[i[rows]], p[rows], seeds[s[rows]])
     return correct.view(n_inputs, n_seeds, N)
+
+
+@torch.no_grad()
+def recalled(model: Any, task: Any, key_order: Tensor, values: Tensor, query: Tensor, seeds: Tensor | None) -> Tensor:
+    """``[rows]`` bool: does ``model`` give every value bit of key position ``query[r]`` right
+    when row ``r`` (``RecallTask.build``'s arguments, one seed per row) queries it?"""
+    batch = task.build(key_order, values, query, seeds)
+    logits = logits_of(model, batch)[:, key_order.shape[1]]  # [rows, value_bits] at the query
+    target = values[torch.arange(len(query)), query]
+    return ((logits > 0).long() == target).all(-1)
 
 
 def stored_set_map(model: Any, task: Any, n_inputs: int, generator: torch.Generator,

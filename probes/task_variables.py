@@ -15,6 +15,7 @@ from torch import Tensor
 
 from interp_rand.tasks.base import Batch
 from probes.activations import logits_of
+from probes.stored_set import recalled
 from probes.variables import VariableLabels, register_groups, register_variable, rows_to_groups
 
 # ---------------------------------------------------------------------- addition
@@ -147,12 +148,9 @@ def _key_stored(task, batch: Batch, model) -> VariableLabels:
     n, N = key_order.shape
     stored = torch.zeros(n, N, dtype=torch.long)
     rows = torch.arange(n)
-    with torch.no_grad():
-        for i in range(N):
-            queried = task.build(key_order, values, torch.full((n,), i), batch.seeds)
-            logits = logits_of(model, queried)[:, N]  # [batch, value_bits]
-            correct = ((logits > 0).long() == values[:, i]).all(-1)
-            stored[rows, key_order[:, i]] = correct.long()
+    for i in range(N):
+        correct = recalled(model, task, key_order, values, torch.full((n,), i), batch.seeds)
+        stored[rows, key_order[:, i]] = correct.long()
     return VariableLabels(
         labels=stored, n_classes=2, instance_names=tuple(f"key {i}" for i in range(N)),
         # control type: where key i sits in the sequence
