@@ -16,7 +16,12 @@ from torch import Tensor
 from interp_rand.tasks.base import Batch
 from probes.activations import logits_of
 from probes.stored_set import recalled
-from probes.variables import VariableLabels, register_groups, register_variable, rows_to_groups
+from probes.variables import (
+    VariableLabels,
+    register_groups,
+    register_variable,
+    rows_to_groups,
+)
 
 # ---------------------------------------------------------------------- addition
 
