@@ -1,14 +1,16 @@
-"""``make demo``: the main job on an embedded default.
+"""``make demo``: a tour of the toolkit on the zoo's trained models, with no training.
 
-Trains a small sort model and a small addition model on CPU, evaluates them on fresh examples
-(addition: on every one of the 10^6 three-digit problems), and writes to one folder: the run
-directories (checkpoints, ``metrics.jsonl``, ``eval.json``), ``summary.json`` and
-``training_curves.html`` (self-contained, works offline).
+Runs, one after the other, the commands a researcher would type on the packaged models
+(``zoo:NAME``), prints each command line and its output, and writes every result under one
+folder with an ``index.html`` linking the figures. ``--train`` instead trains small sort and
+addition models first (a few minutes) and evaluates those.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,57 @@ from interp_rand.figures import training_curves
 from interp_rand.tasks import make_task
 from interp_rand.training import TrainConfig, train
 
+# (folder, what it shows, the command's arguments; OUT is the folder's path)
+TOUR: list[tuple[str, str, list[str]]] = [
+    ("zoo", "the trained models shipped with the package", ["zoo", "list"]),
+    ("addition", "the 3-digit addition model on 100,000 fresh problems",
+     ["eval", "zoo:addition", "--n", "100000", "--out", "OUT"]),
+    ("carry", "carry propagation: the components that carry, removed, and controls",
+     ["case-study", "carry", "zoo:addition", "--n", "1000", "--controls", "3", "--out", "OUT"]),
+    ("sort", "the sorting heads: role scores, ablation per output position, duplicates and near-ties",
+     ["case-study", "sort", "zoo:sort", "--n", "2000", "--controls", "3", "--out", "OUT"]),
+    ("randomness", "the randomness channel: colouring A^q_R (randomized) against A^E_R (ERM)",
+     ["randomness", "zoo:coloring-Aq_R", "--compare", "zoo:coloring-AE_R", "--n", "256", "--out", "OUT"]),
+    ("gridworld", "the randomized grid-world explorer's first-visit map",
+     ["gridworld", "eval", "zoo:gridworld-Aq_R", "--out", "OUT"]),
+]
+HTML_NAMES = ("case_study.html", "randomness.html")
+
+
+def run_tour(out: str | Path) -> list[dict[str, Any]]:
+    """Run every :data:`TOUR` command on the zoo; write ``index.html`` and ``tour.json``."""
+    from interp_rand.cli.main import main
+
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    steps = []
+    for folder, what, argv in TOUR:
+        argv = [str(out / folder) if a == "OUT" else a for a in argv]
+        line = "interp-rand --threads 1 " + shlex.join(argv)
+        print(f"\n## {what}\n$ {line}", flush=True)
+        began = time.perf_counter()
+        code = main(["--threads", "1", *argv])
+        if code != 0:
+            raise RuntimeError(f"demo step failed ({code}): {line}")
+        steps.append({"folder": folder, "what": what, "command": line,
+                      "seconds": round(time.perf_counter() - began, 1)})
+    (out / "tour.json").write_text(json.dumps(steps, indent=2))
+    (out / "index.html").write_text(_index(out, steps))
+    print(f"\nwrote {out}; open {out / 'index.html'} for the figures")
+    return steps
+
+
+def _index(out: Path, steps: list[dict[str, Any]]) -> str:
+    items = []
+    for step in steps:
+        links = [f'<a href="{step["folder"]}/{n}">{n}</a>' for n in HTML_NAMES if (out / step["folder"] / n).exists()]
+        items.append(f"<li><b>{step['what']}</b> ({step['seconds']} s)<br><code>{step['command']}</code>"
+                     + (f"<br>{' '.join(links)}" if links else "") + "</li>")
+    return ("<!doctype html><meta charset='utf-8'><title>interp-rand demo</title>"
+            "<h1>interp-rand demo: the zoo's trained models</h1><ol>" + "".join(items) + "</ol>")
+
+
+# ----------------------------------------------------------------------------- --train
 # name -> (task, model overrides, training config, how to evaluate)
 DEMO_RUNS: dict[str, dict[str, Any]] = {
     "sort": {
@@ -40,6 +93,8 @@ EVAL_SEED = 7
 
 
 def run_demo(out: str | Path, progress: bool = True) -> dict[str, Any]:
+    """Train the :data:`DEMO_RUNS` models, evaluate them and write runs, ``summary.json`` and
+    ``training_curves.html`` to ``out``."""
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {}

@@ -20,9 +20,10 @@ The variants (PAPER.md):
 
 from __future__ import annotations
 
-import itertools
+import dataclasses
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,42 @@ def variants(task_name: str, scale) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+@dataclass(frozen=True)
+class VariantRun:
+    """One variant's training run at a scale.
+
+    Attributes:
+        variant: PAPER.md's name (``"A^q_R (m=1)"``).
+        label: the same as a file name (``"Aq_R_m1"``).
+        config: its ``TrainConfig``, without ``init_from``.
+        erm_twin: the label of the ERM variant whose trained weights start this one
+            (``scale.qnorm_from_erm``), or ``None``: from scratch.
+    """
+
+    variant: str
+    label: str
+    config: TrainConfig
+    erm_twin: str | None
+
+
+def variant_runs(task_name: str, scale, train_seed: int = 0) -> list[VariantRun]:
+    """Every variant's run at ``scale`` for one training seed, ERM twins before the q-norm
+    variants they start."""
+    runs: list[VariantRun] = []
+    for variant, overrides in variants(task_name, scale):
+        steps, twin = scale.steps, None
+        if overrides["objective"] == "qnorm":
+            steps = scale.qnorm_steps or scale.steps
+            if scale.qnorm_from_erm:
+                twin = next(r.label for r in runs if r.config.objective == "erm"
+                            and r.config.seed_source == overrides["seed_source"])
+        config = scale.train_config(seed=train_seed, steps=steps, eval_size=512, eval_every=max(1, steps // 10),
+                                    checkpoint_every=steps, **overrides)
+        label = variant.replace("^", "").replace(" ", "").replace("(", "_").replace(")", "").replace("=", "")
+        runs.append(VariantRun(variant, label, config, twin))
+    return runs
+
+
 def reproduce(task_name: str, scale_name: str = "cpu", out: str | Path = "reproduction",
               progress: bool = True, train_seeds: Sequence[int] = (0,)) -> list[dict[str, Any]]:
     """Train and evaluate every variant once per training seed; returns one row per run (also
@@ -93,42 +130,43 @@ def reproduce(task_name: str, scale_name: str = "cpu", out: str | Path = "reprod
     train_seeds = list(train_seeds)
     if not train_seeds or len(set(train_seeds)) != len(train_seeds):
         raise ValueError(f"reproduce: train_seeds must be distinct and non-empty, got {train_seeds}")
-    if task_name not in SCALES:
-        raise ValueError(f"reproduce: task must be one of {sorted(SCALES)}, got {task_name!r}")
-    if scale_name not in SCALES[task_name]:
-        raise ValueError(f"reproduce: scale must be one of {sorted(SCALES[task_name])}, got {scale_name!r}")
-    scale = SCALES[task_name][scale_name]
+    scale = scale_for(task_name, scale_name)
     out = Path(out)
     rows = []
     settings = [{"n_pairs": n} for n in scale.n_pairs] if task_name == "recall" else [{"n_vertices": scale.n_vertices}]
     for task_config in settings:
         task = make_task(task_name, **task_config)
         model_config = task.model_config(**scale.model_overrides())
-        erm_runs: dict[tuple[str, int], Path] = {}  # (seed source, training seed) -> run dir
-        for (variant, overrides), train_seed in itertools.product(variants(task_name, scale), train_seeds):
-            steps = scale.steps
-            if overrides["objective"] == "qnorm":
-                steps = scale.qnorm_steps or scale.steps
-                if scale.qnorm_from_erm:
-                    overrides = {**overrides, "init_from": str(erm_runs[overrides["seed_source"], train_seed])}
-            config = scale.train_config(seed=train_seed, steps=steps, eval_size=512, eval_every=max(1, steps // 10),
-                                        checkpoint_every=steps, **overrides)
-            label = variant.replace("^", "").replace(" ", "").replace("(", "_").replace(")", "").replace("=", "")
-            run_dir = out / "runs" / "_".join([f"{k}{v}" for k, v in task_config.items()]
-                                              + [label, f"q{config.q:g}", f"seed{train_seed}"])
-            result = train(task, model_config, config, run_dir, progress=progress)
-            if config.objective == "erm":
-                erm_runs[config.seed_source, train_seed] = run_dir
-            row = evaluate_variant(task, result.model, scale, config)
-            row.update(variant=variant, q=config.q, m_seeds=config.m_seeds, steps=result.step,
-                       train_seed=train_seed, train_seconds=round(result.seconds, 1), run_dir=str(run_dir),
-                       init_from=config.init_from, **task_config)
-            if task_name == "recall":
-                row["N"] = task_config["n_pairs"]
-            save_summary(row, run_dir / "seeded_eval.json")
-            rows.append(row)
+        for train_seed in train_seeds:
+            run_dirs: dict[str, Path] = {}  # ERM label -> its run dir, for the q-norm twins
+            for run in variant_runs(task_name, scale, train_seed):
+                config = run.config
+                if run.erm_twin is not None:
+                    config = dataclasses.replace(config, init_from=str(run_dirs[run.erm_twin]))
+                run_dir = out / "runs" / "_".join([f"{k}{v}" for k, v in task_config.items()]
+                                                  + [run.label, f"q{config.q:g}", f"seed{train_seed}"])
+                result = train(task, model_config, config, run_dir, progress=progress)
+                if config.objective == "erm":
+                    run_dirs[run.label] = run_dir
+                row = evaluate_variant(task, result.model, scale, config)
+                row.update(variant=run.variant, q=config.q, m_seeds=config.m_seeds, steps=result.step,
+                           train_seed=train_seed, train_seconds=round(result.seconds, 1), run_dir=str(run_dir),
+                           init_from=config.init_from, **task_config)
+                if task_name == "recall":
+                    row["N"] = task_config["n_pairs"]
+                save_summary(row, run_dir / "seeded_eval.json")
+                rows.append(row)
     write_outputs(task_name, scale_name, rows, out)
     return rows
+
+
+def scale_for(task_name: str, scale_name: str):
+    """The named scale (``"cpu"`` or ``"paper"``) of a randomized task's experiment."""
+    if task_name not in SCALES:
+        raise ValueError(f"reproduce: task must be one of {sorted(SCALES)}, got {task_name!r}")
+    if scale_name not in SCALES[task_name]:
+        raise ValueError(f"reproduce: scale must be one of {sorted(SCALES[task_name])}, got {scale_name!r}")
+    return SCALES[task_name][scale_name]
 
 
 def evaluate_variant(task, model, scale, config: TrainConfig) -> dict[str, Any]:

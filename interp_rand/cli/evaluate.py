@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from interp_rand.cli.options import output_folder
 from interp_rand.evaluation import evaluate
 from interp_rand.tasks import task_names
 from interp_rand.training.checkpoint import load_checkpoint
@@ -20,9 +21,12 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser = commands.add_parser(
         "eval", help="evaluate a trained run on fresh examples",
         description="Evaluate the newest checkpoint of RUN_DIR (or a checkpoint folder) on fresh "
-        "examples of its task; prints the result and writes eval.json next to the checkpoint.",
+        "examples of its task; prints the result and writes eval.json next to the checkpoint "
+        "(zoo:NAME: into zoo-output/NAME, or --out).",
     )
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="folder for eval.json / seeded_eval.json (default: RUN_DIR; zoo-output/NAME for zoo:NAME)")
     parser.add_argument("--task", choices=task_names(), default=None,
                         help="expected task; an error if the checkpoint was trained on another")
     parser.add_argument("--n", type=int, default=10_000, help="fresh examples (default: 10000)")
@@ -53,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     result = evaluate(ckpt.model(), task, batch, progress=True)
     report = {"checkpoint": str(ckpt.path), "step": ckpt.step, "task": ckpt.spec.task_name,
               "eval_seed": args.seed, **result.to_dict()}
-    run_dir = ckpt.path.parent.parent
+    run_dir = output_folder(args.run_dir, ckpt.path.parent.parent, args.out)
+    run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "eval.json").write_text(json.dumps(report, indent=2))
     print(json.dumps({k: v for k, v in report.items() if k != "breakdown"}, indent=2))
     print(f"wrote {run_dir / 'eval.json'}")

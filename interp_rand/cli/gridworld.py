@@ -42,6 +42,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
     evaluate = sub.add_parser("eval", help="evaluate a trained agent (writes evaluation.json)")
     evaluate.add_argument("path", metavar="RUN", type=Path, help="run directory or checkpoint folder")
     evaluate.add_argument("--seeds", type=int, default=None, help="seeds per cell (default: the scale's)")
+    evaluate.add_argument("--out", type=Path, default=None,
+                          help="folder for evaluation.json (default: RUN; zoo-output/NAME for zoo:NAME)")
     compare = sub.add_parser("compare", help="train and compare ERM, randomized (m seeds) and m = 1")
     _add_training_options(compare)
     compare.add_argument("--out", type=Path, default=None, help="output folder (default: reproduction/gridworld-SCALE)")
@@ -76,7 +78,11 @@ def run(args: argparse.Namespace) -> int:
     from interp_rand.gridworld import experiment
 
     if args.gridworld_command == "eval":
-        summary = experiment.evaluate_run(args.path, n_seeds=args.seeds)
+        from interp_rand.cli.options import output_folder
+        from interp_rand.zoo.location import zoo_name
+
+        out = output_folder(args.path, args.path, args.out) if zoo_name(args.path) or args.out else None
+        summary = experiment.evaluate_run(args.path, n_seeds=args.seeds, out=out)
         keys = ("average", "worst_5pct", "worst_cell", "first_visit_max", "first_visit_min", "n_distinct_routes")
         print(json.dumps({k: summary[k] for k in keys}, indent=2))
         return 0

@@ -30,6 +30,7 @@ COMMANDS = (
     "randomness",
     "case_study",
     "compare",
+    "zoo",
 )
 # What a command may raise for bad input or a bad run: printed as one line, exit code 2.
 USER_ERRORS = (ValueError, KeyError, CheckpointError, TrainingDiverged, FloatingPointError, OSError)

@@ -95,3 +95,16 @@ def add_dataclass_options(
 def collect(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     """The values of ``names`` present in parsed args."""
     return {name: getattr(args, name) for name in names if hasattr(args, name)}
+
+
+def output_folder(run: Any, run_dir: Any, given: Any = None):
+    """Where a command writes what it finds about a run: ``given`` if set; for a zoo model
+    (``zoo:NAME``: package data, never written into) ``zoo-output/NAME``; else ``run_dir``."""
+    from pathlib import Path
+
+    from interp_rand.zoo.location import zoo_name
+
+    if given is not None:
+        return Path(given)
+    name = zoo_name(run)
+    return Path("zoo-output") / name if name is not None else Path(run_dir)

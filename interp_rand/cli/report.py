@@ -9,7 +9,7 @@ import argparse
 import time
 from pathlib import Path
 
-from interp_rand.cli.options import add_dataclass_options, collect
+from interp_rand.cli.options import add_dataclass_options, collect, output_folder
 
 REPORT_FILE = "report.html"
 
@@ -25,7 +25,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     )
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     parser.add_argument("--out", type=Path, default=None,
-                        help=f"output file (default: RUN_DIR/{REPORT_FILE})")
+                        help=f"output file (default: RUN_DIR/{REPORT_FILE}; zoo-output/NAME/{REPORT_FILE} for zoo:NAME)")
     parser.set_defaults(report_fields=add_dataclass_options(parser.add_argument_group("report options"),
                                                             ReportConfig))
     return parser
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     began = time.perf_counter()
     config = ReportConfig(**collect(args, args.report_fields))
     data = report_from_run(args.run_dir, config)
-    out = args.out if args.out is not None else Path(args.run_dir) / REPORT_FILE
+    out = args.out if args.out is not None else output_folder(args.run_dir, args.run_dir) / REPORT_FILE
     path = write_report(data, out)
     size = path.stat().st_size / 1e6
     print(f"wrote {path} ({size:.1f} MB) in {time.perf_counter() - began:.1f} s")

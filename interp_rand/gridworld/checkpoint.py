@@ -19,6 +19,7 @@ from interp_rand.gridworld.config import GridworldScale
 from interp_rand.gridworld.pgpe import TrainedAgent
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer
+from interp_rand.zoo.location import resolve_run
 from interp_rand.training.checkpoint import (
     FORMAT,
     META_FILE,
@@ -67,8 +68,9 @@ def load_agent(path: str | Path) -> AgentCheckpoint:
     """An agent checkpoint folder, or the newest checkpoint of a run directory.
 
     Raises :class:`CheckpointError` naming the file and the problem (missing, truncated, not
-    an interp-rand checkpoint, or a checkpoint of another task)."""
-    path = Path(path)
+    an interp-rand checkpoint, or a checkpoint of another task); ``"zoo:NAME"`` names a
+    packaged agent."""
+    path = resolve_run(path)
     if not path.exists():
         raise CheckpointError(f"{path} does not exist")
     if not (path / META_FILE).exists():

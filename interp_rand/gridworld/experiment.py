@@ -33,15 +33,15 @@ def variant_label(scale: GridworldScale, m_reference: int | None = None) -> str:
     return label
 
 
-def evaluate_run(path: str | Path, n_seeds: int | None = None, seed: int = EVAL_SEED) -> dict[str, Any]:
-    """Evaluate a saved agent (run directory or checkpoint folder) and write
-    ``evaluation.json`` next to its checkpoints; returns the summary."""
+def evaluate_run(path: str | Path, n_seeds: int | None = None, seed: int = EVAL_SEED,
+                 out: str | Path | None = None) -> dict[str, Any]:
+    """Evaluate a saved agent (run directory, checkpoint folder or ``zoo:NAME``) and write
+    ``evaluation.json`` into ``out`` (default: next to its checkpoints); returns the summary."""
     ckpt = load_agent(path)
     n = n_seeds or ckpt.scale.pgpe.eval_seeds
     summary = evaluate_agent(ckpt.model, ckpt.scale.grid, n, seed=seed).summary()
     summary = {"scale": ckpt.scale.to_dict(), "checkpoint": str(ckpt.path), "eval_seed": seed, **summary}
-    run_dir = ckpt.path.parent.parent
-    save_json(summary, run_dir / EVALUATION_FILE)
+    save_json(summary, Path(out if out is not None else ckpt.path.parent.parent) / EVALUATION_FILE)
     return summary
 
 

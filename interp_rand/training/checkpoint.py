@@ -3,8 +3,11 @@
 A run directory holds ``checkpoints/step_XXXXXXX/`` folders, each complete in itself:
 
 - ``model.safetensors``: the model's ``state_dict`` (TransformerLens names);
-- ``trainer.safetensors``: AdamW moments and the data generator's state (for resume);
+- ``trainer.safetensors``: AdamW moments and the data generator's state (for resume); a
+  weights-only checkpoint (the zoo's) leaves it out and cannot be resumed;
 - ``checkpoint.json``: format tag, step, task/model/training configs, last metrics.
+
+``load_checkpoint("zoo:NAME")`` reads a model of the packaged zoo (``interp_rand.zoo``).
 
 A folder is written under a temporary name and renamed into place, so a killed run leaves
 either a whole checkpoint or none. Nothing is unpickled on load: safetensors and JSON only.
@@ -28,6 +31,7 @@ from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Task, make_task, task_names
 from interp_rand.training.config import TrainConfig
+from interp_rand.zoo.location import resolve_run
 
 FORMAT = "interp-rand/checkpoint"
 VERSION = 1
@@ -94,6 +98,13 @@ class Checkpoint:
         return model.eval()
 
     def trainer_state(self) -> dict[str, torch.Tensor]:
+        """AdamW moments and the data generator's state; :class:`CheckpointError` for a
+        weights-only checkpoint, which cannot be resumed."""
+        if not (self.path / TRAINER_FILE).exists():
+            raise CheckpointError(
+                f"{self.path} is a weights-only checkpoint (no {TRAINER_FILE}): it can be analysed "
+                "or used as init_from, not resumed; train into another folder"
+            )
         return _load_tensors(self.path / TRAINER_FILE)
 
 
@@ -149,9 +160,10 @@ def save_checkpoint(
 def load_checkpoint(path: str | Path) -> Checkpoint:
     """Read a checkpoint folder, or the newest checkpoint of a run directory.
 
-    Raises :class:`CheckpointError` naming the file and what is wrong.
+    ``"zoo:NAME"`` names a model of the packaged zoo. Raises :class:`CheckpointError` naming
+    the file and what is wrong.
     """
-    path = Path(path)
+    path = resolve_run(path)
     if not path.exists():
         raise CheckpointError(f"{path} does not exist")
     if not (path / META_FILE).exists():
@@ -186,9 +198,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         step = int(meta["step"])
     except (KeyError, TypeError, ValueError) as err:
         raise CheckpointError(f"{meta_path} has an invalid config: {err}") from None
-    for name in (MODEL_FILE, TRAINER_FILE):
-        if not (path / name).exists():
-            raise CheckpointError(f"{path / name} is missing")
+    if not (path / MODEL_FILE).exists():
+        raise CheckpointError(f"{path / MODEL_FILE} is missing")
     return Checkpoint(path=path, step=step, spec=spec, metrics=meta.get("metrics", {}))
 
 

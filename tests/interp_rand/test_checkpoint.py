@@ -4,6 +4,7 @@ never unpickles anything."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 import shutil
@@ -220,13 +221,24 @@ def test_missing_step_in_json(run_copy):
         load_checkpoint(run_copy)
 
 
-@pytest.mark.parametrize("name", [TRAINER_FILE, MODEL_FILE])
-def test_missing_tensor_file(run_copy, name):
-    missing = step_dir(run_copy, 20) / name
+def test_missing_model_file(run_copy):
+    missing = step_dir(run_copy, 20) / MODEL_FILE
     missing.unlink()
     with pytest.raises(CheckpointError, match="is missing") as err:
         load_checkpoint(run_copy)
     assert str(missing) in str(err.value)
+
+
+def test_weights_only_checkpoint_loads_but_does_not_resume(trained, run_copy):
+    """Without trainer.safetensors (the zoo's format) the model loads with the same weights;
+    resuming the run is refused by name instead of restarting from step 0."""
+    (step_dir(run_copy, 20) / TRAINER_FILE).unlink()
+    ckpt = load_checkpoint(run_copy)
+    assert torch.equal(ckpt.model()(eval_tokens().inputs), trained[1].model.eval()(eval_tokens().inputs))
+    with pytest.raises(CheckpointError, match="weights-only"):
+        ckpt.trainer_state()
+    with pytest.raises(CheckpointError, match="weights-only"):
+        train(TASK, MODEL_CFG, dataclasses.replace(TRAIN_CFG, steps=30), run_copy, progress=False)
 
 
 def test_tensors_that_do_not_fit_the_config(run_copy):

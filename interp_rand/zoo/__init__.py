@@ -1,0 +1,45 @@
+"""The zoo: small trained models of every task and variant, shipped with the package.
+
+Analyse real trained models without training first. Every command and loader that takes a
+run directory also takes ``zoo:NAME``::
+
+    interp-rand zoo list                              # what is there, with each model's figures
+    interp-rand case-study carry zoo:addition --out carry
+    interp-rand randomness zoo:coloring-Aq_R --compare zoo:coloring-AE_R --out rand
+
+    from interp_rand import zoo
+    model = zoo.load("addition").model()              # a training Checkpoint
+    agent = zoo.load("gridworld-Aq_R").model          # grid-world entries: an AgentCheckpoint
+
+The models are produced by one command from this repository, ``interp-rand --threads 1 zoo
+build`` (``make zoo``), following the recipes in :mod:`interp_rand.zoo.entries`; each holds its
+final weights (no optimiser state), its training curve and ``zoo.json``, the model card with
+its recipe and measured evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from interp_rand.zoo.location import CARD_FILE, PREFIX, ZOO_DIR, installed, resolve_run, zoo_name, zoo_path
+
+
+def card(name: str) -> dict[str, Any]:
+    """The model card (``zoo.json``) of the zoo model ``name``."""
+    return json.loads((zoo_path(name) / CARD_FILE).read_text())
+
+
+def load(name: str):
+    """The zoo model ``name``: a :class:`~interp_rand.training.checkpoint.Checkpoint`, or an
+    :class:`~interp_rand.gridworld.checkpoint.AgentCheckpoint` for the grid-world agents."""
+    if card(name)["task"] == "gridworld":
+        from interp_rand.gridworld.checkpoint import load_agent
+
+        return load_agent(PREFIX + name)
+    from interp_rand.training.checkpoint import load_checkpoint
+
+    return load_checkpoint(PREFIX + name)
+
+
+__all__ = ["CARD_FILE", "PREFIX", "ZOO_DIR", "card", "installed", "load", "resolve_run", "zoo_name", "zoo_path"]

@@ -1,0 +1,177 @@
+"""``interp-rand zoo build``: train the zoo's models and install them, weights only.
+
+Each model is trained in ``OUT/.build/NAME``, evaluated, and installed as ``OUT/NAME``: its
+final checkpoint without the optimiser state (``model.safetensors`` + ``checkpoint.json``), its
+training curve, and ``zoo.json``, the model card (recipe, evaluation, how long it took, the
+versions and commit it was built with). A model is assembled under a temporary name and
+renamed into place, so an interrupted build leaves the old model or the new one, never half.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from interp_rand.training.checkpoint import META_FILE, MODEL_FILE, latest_checkpoint
+from interp_rand.zoo.entries import ENTRIES, AgentEntry, TrainedEntry
+from interp_rand.zoo.location import CARD_FILE, PREFIX, ZOO_DIR, installed
+
+EVAL_SEED = 20_261_130
+FRESH_INPUTS = 10_000
+CURVE_FILES = ("metrics.jsonl", "history.json")
+
+
+def select(names: Sequence[str] | None, out: Path = ZOO_DIR) -> list[TrainedEntry | AgentEntry]:
+    """The entries to build, in build order: ``names`` (all if empty), plus any ERM twin a
+    q-norm model starts from that is neither asked for nor already installed in ``out``."""
+    names = list(names or ENTRIES)
+    unknown = [n for n in names if n not in ENTRIES]
+    if unknown:
+        raise ValueError(f"unknown zoo model(s) {unknown}; the zoo has: {', '.join(ENTRIES)}")
+    wanted = set(names)
+    for name in names:
+        twin = getattr(ENTRIES[name], "erm_twin", None)
+        if twin is not None and twin not in installed(out):
+            wanted.add(twin)
+    return [e for n, e in ENTRIES.items() if n in wanted]
+
+
+def build(names: Sequence[str] | None = None, out: str | Path = ZOO_DIR, progress: bool = True,
+          log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Train, evaluate and install the named zoo models (all if ``names`` is empty) under
+    ``out``; returns their cards."""
+    out = Path(out)
+    entries = select(names, out)
+    out.mkdir(parents=True, exist_ok=True)
+    cards = []
+    for i, entry in enumerate(entries, 1):
+        log(f"[{i}/{len(entries)}] {entry.name}: {entry.description}")
+        work = out / ".build" / entry.name
+        shutil.rmtree(work, ignore_errors=True)
+        began = time.perf_counter()
+        if isinstance(entry, AgentEntry):
+            metrics = _train_agent(entry, work, progress)
+        else:
+            metrics = _train_model(entry, work, out, progress)
+        card = _card(entry, metrics, time.perf_counter() - began)
+        _install(work, out / entry.name, card)
+        shutil.rmtree(work, ignore_errors=True)
+        log(f"    {headline(card)} ({card['build_seconds']:.0f} s)")
+        cards.append(card)
+    try:
+        (out / ".build").rmdir()  # only if empty: another build may be using it
+    except OSError:
+        pass
+    return cards
+
+
+def _train_model(entry: TrainedEntry, work: Path, out: Path, progress: bool) -> dict[str, Any]:
+    from dataclasses import replace
+
+    from interp_rand.evaluation import evaluate
+    from interp_rand.reproduce import evaluate_variant, scale_for
+    from interp_rand.tasks import make_task
+    from interp_rand.training import train
+
+    task = make_task(entry.task_name, **entry.task_config)
+    config = entry.train
+    if entry.erm_twin is not None:
+        config = replace(config, init_from=str(out / entry.erm_twin))
+    result = train(task, task.model_config(**entry.model), config, work, progress=progress)
+    model = result.model.eval()
+    if entry.evaluation == "seeded":
+        row = evaluate_variant(task, model, scale_for(entry.task_name, "cpu"), config)
+        keep = ("n_inputs", "n_seeds", "average", "worst_5pct", "majority_5", "majority_30", "sampled",
+                "predictive_variance", "histogram")
+        return {"step": result.step, "train_seconds": round(result.seconds, 1), **{k: row[k] for k in keep}}
+    if entry.evaluation == "exhaustive":
+        batch, label = task.exhaustive(), "every input"
+    else:
+        batch = task.sample(FRESH_INPUTS, torch.Generator().manual_seed(EVAL_SEED))
+        label = f"{FRESH_INPUTS:,} fresh inputs (seed {EVAL_SEED})"
+    evaluation = evaluate(model, task, batch, progress=progress).to_dict()
+    return {"step": result.step, "train_seconds": round(result.seconds, 1), "evaluated_on": label,
+            "n_examples": len(batch), **{k: evaluation[k] for k in ("exact_match", "per_position", "breakdown")}}
+
+
+def _train_agent(entry: AgentEntry, work: Path, progress: bool) -> dict[str, Any]:
+    from interp_rand.gridworld.experiment import run_variant
+
+    every = max(1, entry.scale.pgpe.generations // 10)
+    on_log = None if not progress else (lambda e: e["generation"] % every == 0 and print(
+        f"    generation {e['generation']}: centre fitness {e['center_fitness']:.3f}", flush=True))
+    summary = run_variant(entry.scale, work, on_log=on_log)
+    keep = ("average", "worst_5pct", "worst_cell", "n_distinct_routes", "first_visit_min", "first_visit_max",
+            "first_visit_map")
+    return {"step": entry.scale.pgpe.generations, **{k: summary[k] for k in keep}}
+
+
+def _card(entry: TrainedEntry | AgentEntry, metrics: dict[str, Any], seconds: float) -> dict[str, Any]:
+    recipe: dict[str, Any]
+    if isinstance(entry, AgentEntry):
+        recipe = {"scale": entry.scale.to_dict()}
+    else:
+        recipe = {"task_config": entry.task_config, "model": entry.model, "train": entry.train.to_dict(),
+                  "erm_twin": entry.erm_twin, "evaluation": entry.evaluation}
+    return {
+        "name": entry.name, "task": entry.task_name, "variant": entry.variant, "description": entry.description,
+        "built_by": f"interp-rand --threads 1 zoo build {entry.name}", "recipe": recipe, "metrics": metrics,
+        "build_seconds": round(seconds, 1), "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "versions": {"torch": torch.__version__, "python": platform.python_version(), "git_commit": _commit()},
+    }
+
+
+def _install(work: Path, final: Path, card: dict[str, Any]) -> None:
+    """Copy the final checkpoint's weights and config, the training curve and the card from the
+    run ``work`` into ``final`` (atomically)."""
+    source = latest_checkpoint(work)
+    if source is None:
+        raise RuntimeError(f"{work} holds no checkpoint after training")
+    tmp = final.parent / f".tmp-{final.name}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        target = tmp / "checkpoints" / source.name
+        target.mkdir(parents=True)
+        shutil.copy2(source / MODEL_FILE, target / MODEL_FILE)
+        meta = json.loads((source / META_FILE).read_text())
+        twin = card["recipe"].get("erm_twin")
+        if twin is not None:  # the twin's build path means nothing elsewhere; its zoo name does
+            meta["train"]["init_from"] = PREFIX + twin
+        (target / META_FILE).write_text(json.dumps(meta, indent=2))
+        for name in CURVE_FILES:
+            if (work / name).exists():
+                shutil.copy2(work / name, tmp / name)
+        (tmp / CARD_FILE).write_text(json.dumps(card, indent=2))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if final.exists():
+        shutil.rmtree(final)
+    tmp.rename(final)
+
+
+def headline(card: dict[str, Any]) -> str:
+    m = card["metrics"]
+    if "exact_match" in m:
+        return f"exact match {m['exact_match']:.4f} on {m['evaluated_on']}"
+    if "n_seeds" in m:
+        return f"average {m['average']:.3f}, worst-5% {m['worst_5pct']:.2f} ({m['n_inputs']} inputs x {m['n_seeds']} seeds)"
+    return f"average return {m['average']:.3f}, worst-5% {m['worst_5pct']:.3f}, {m['n_distinct_routes']} routes"
+
+
+def _commit() -> str | None:
+    try:
+        found = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                               text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found.stdout.strip() or None if found.returncode == 0 else None

@@ -1,0 +1,120 @@
+"""What the zoo holds: one entry per task and variant, each a recipe that ``interp-rand zoo
+build`` follows.
+
+- ``sort``, ``addition``: the deterministic algorithmic tasks, at the sizes the case studies
+  use (sort: length 5 over 10 values; addition: 3 digits), 2 blocks of width 64 with 4 heads.
+- ``recall-*`` (N = 12 pairs) and ``coloring-*`` (10-cycles): every variant of PAPER.md
+  (``A^E_r0``, ``A^q_r0``, ``A^E_R``, ``A^q_R``, ``A^q_R (m=1)``) at the task's CPU scale, with
+  training seed 0: the same runs as ``interp-rand reproduce TASK`` (``reproduce.variant_runs``),
+  so a zoo model is one point of the reproduction.
+- ``gridworld-*``: the grid-world agents of ``interp-rand gridworld compare --scale cpu``
+  (ERM, the worst-cell objective with m = 5 seeds, and with m = 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from interp_rand.gridworld.config import GRIDWORLD_CPU, GridworldScale
+from interp_rand.reproduce import scale_for, variant_runs
+from interp_rand.training.config import TrainConfig
+
+
+@dataclass(frozen=True)
+class TrainedEntry:
+    """A model trained by the toolkit's trainer.
+
+    Attributes:
+        name: the zoo name (``zoo:NAME``).
+        description: one line for ``interp-rand zoo list``.
+        task_name, task_config: the task and its settings.
+        model: overrides of the task's default model config.
+        train: the training config (``init_from`` unset).
+        variant: PAPER.md's variant name for the randomized tasks, else ``None``.
+        erm_twin: the zoo name of the ERM model whose weights start this one, or ``None``.
+        evaluation: ``"exhaustive"`` (every input), ``"fresh"`` (10,000 fresh inputs) or
+            ``"seeded"`` (PAPER.md's metrics over many seeds, as ``reproduce`` measures them).
+    """
+
+    name: str
+    description: str
+    task_name: str
+    task_config: dict[str, Any]
+    model: dict[str, Any]
+    train: TrainConfig
+    variant: str | None = None
+    erm_twin: str | None = None
+    evaluation: str = "fresh"
+
+
+@dataclass(frozen=True)
+class AgentEntry:
+    """A grid-world agent trained with PGPE.
+
+    Attributes:
+        name, description: as for :class:`TrainedEntry`.
+        scale: the grid, agent and PGPE settings.
+        variant: PAPER.md's variant name.
+    """
+
+    name: str
+    description: str
+    scale: GridworldScale
+    variant: str
+    task_name: str = field(default="gridworld", init=False)
+
+
+ALGORITHMIC_MODEL = {"d_model": 64, "n_layers": 2, "n_heads": 4}
+ALGORITHMIC_TRAIN = TrainConfig(steps=3000, batch_size=128, lr=3e-3, warmup_steps=100, eval_every=250,
+                                eval_size=2048, checkpoint_every=3000, stop_at_exact_match=0.999, seed=0)
+VARIANT_HELP = {
+    "A^E_r0": "ERM on one fixed seed r0 (deterministic)",
+    "A^q_r0": "q-norm on one fixed seed r0",
+    "A^E_R": "ERM on fresh seeds (learns to ignore them)",
+    "A^q_R": "q-norm, m seeds per step: the randomized model of interest",
+    "A^q_R (m=1)": "q-norm with one seed per step (no gain expected)",
+}
+
+
+def _randomized(task_name: str, task_config: dict[str, Any], setting: str) -> list[TrainedEntry]:
+    scale = scale_for(task_name, "cpu")
+    entries, seen = [], set()
+    for run in variant_runs(task_name, scale, train_seed=0):
+        if run.label in seen:  # colouring's sweep over smaller q: the zoo keeps the main q only
+            continue
+        seen.add(run.label)
+        twin = None if run.erm_twin is None else f"{task_name}-{run.erm_twin}"
+        entries.append(TrainedEntry(
+            name=f"{task_name}-{run.label}", description=f"{task_name} ({setting}), {VARIANT_HELP[run.variant]}",
+            task_name=task_name, task_config=task_config, model=scale.model_overrides(), train=run.config,
+            variant=run.variant, erm_twin=twin, evaluation="seeded"))
+    return entries
+
+
+def _agents() -> list[AgentEntry]:
+    m = GRIDWORLD_CPU.pgpe.m_seeds
+    return [
+        AgentEntry("gridworld-AE_R", "3x3 grid world, ERM (average over treasure cells)",
+                   GRIDWORLD_CPU.replace(variant="erm"), "A^E_R"),
+        AgentEntry("gridworld-Aq_R", f"3x3 grid world, worst treasure cell (q = inf), m = {m} seeds",
+                   GRIDWORLD_CPU.replace(variant="worst"), "A^q_R"),
+        AgentEntry("gridworld-Aq_R_m1", "3x3 grid world, worst treasure cell, m = 1 seed",
+                   GRIDWORLD_CPU.replace(variant="worst", m_seeds=1), "A^q_R (m=1)"),
+    ]
+
+
+def _all() -> dict[str, TrainedEntry | AgentEntry]:
+    entries: list[TrainedEntry | AgentEntry] = [
+        TrainedEntry("sort", "sort 5 values from 0-9 (duplicates allowed)", "sort", {"length": 5, "vocab": 10},
+                     ALGORITHMIC_MODEL, ALGORITHMIC_TRAIN, evaluation="fresh"),
+        TrainedEntry("addition", "3-digit addition, answer most significant digit first", "addition",
+                     {"n_digits": 3}, ALGORITHMIC_MODEL, ALGORITHMIC_TRAIN, evaluation="exhaustive"),
+        *_randomized("recall", {"n_pairs": 12}, "N = 12 pairs"),
+        *_randomized("coloring", {"n_vertices": scale_for("coloring", "cpu").n_vertices}, "10-cycles"),
+        *_agents(),
+    ]
+    return {e.name: e for e in entries}
+
+
+ENTRIES: dict[str, TrainedEntry | AgentEntry] = _all()

@@ -1,0 +1,52 @@
+"""Where the packaged zoo lives, and ``zoo:NAME`` run names.
+
+Kept free of the rest of the toolkit so that the checkpoint loaders can import it: any
+command or function that takes a run directory also takes ``zoo:NAME``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ZOO_DIR = Path(__file__).resolve().parent / "models"
+PREFIX = "zoo:"
+CARD_FILE = "zoo.json"
+
+
+def installed(root: Path = ZOO_DIR) -> list[str]:
+    """Names of the models present under ``root`` (a folder holding a ``zoo.json`` card)."""
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / CARD_FILE).is_file())
+
+
+def zoo_name(path: str | Path) -> str | None:
+    """``NAME`` if ``path`` is ``"zoo:NAME"``, else ``None``."""
+    text = str(path)
+    return text[len(PREFIX):] if text.startswith(PREFIX) else None
+
+
+def zoo_path(name: str, root: Path = ZOO_DIR) -> Path:
+    """The run directory of the zoo model ``name``; ``ValueError`` naming the models there are
+    if it is absent."""
+    folder = root / name
+    if not (folder / CARD_FILE).is_file():
+        have = installed(root)
+        raise ValueError(
+            f"no zoo model {name!r} in {root}; installed: {', '.join(have) if have else 'none'}"
+            " (build them with `interp-rand zoo build`)"
+        )
+    return folder
+
+
+def resolve_run(path: str | Path) -> Path:
+    """``path`` as a folder: ``"zoo:NAME"`` becomes the zoo model's run directory."""
+    name = zoo_name(path)
+    if name is None:
+        return Path(path)
+    try:
+        return zoo_path(name)
+    except ValueError as err:
+        from interp_rand.training.checkpoint import CheckpointError
+
+        raise CheckpointError(str(err)) from None

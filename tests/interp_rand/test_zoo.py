@@ -1,0 +1,188 @@
+"""The zoo: the shipped models are the ones their recipes describe, their cards' figures hold,
+``zoo:NAME`` works wherever a run directory does, and ``zoo build`` installs whole models only."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from interp_rand import zoo
+from interp_rand.cli.main import main
+from interp_rand.evaluation import evaluate
+from interp_rand.gridworld.checkpoint import load_agent
+from interp_rand.gridworld.config import GRIDWORLD_CPU
+from interp_rand.reproduce import evaluate_seeded
+from interp_rand.tasks import make_task
+from interp_rand.training import TrainConfig
+from interp_rand.training.checkpoint import MODEL_FILE, TRAINER_FILE, CheckpointError, load_checkpoint
+from interp_rand.zoo import build as zoo_build
+from interp_rand.zoo import entries as zoo_entries
+from interp_rand.zoo.entries import ENTRIES, AgentEntry, TrainedEntry
+
+# The zoo is package data: a few small models, not a download.
+MAX_ZOO_BYTES = 4_000_000
+
+
+# ------------------------------------------------------------------------------ what ships
+def test_every_entry_is_installed():
+    assert zoo.installed() == sorted(ENTRIES), "run `interp-rand --threads 1 zoo build` and commit the zoo"
+
+
+@pytest.mark.parametrize("name", list(ENTRIES))
+def test_shipped_model_is_its_recipe(name):
+    entry, card = ENTRIES[name], zoo.card(name)
+    assert (card["name"], card["task"], card["variant"]) == (name, entry.task_name, entry.variant)
+    if isinstance(entry, AgentEntry):
+        agent = zoo.load(name)
+        assert agent.scale == entry.scale
+        return
+    ckpt = zoo.load(name)
+    task = make_task(entry.task_name, **entry.task_config)
+    assert ckpt.spec.task_name == entry.task_name and ckpt.spec.make_task().config_dict() == task.config_dict()
+    assert ckpt.spec.model_config == task.model_config(**entry.model)
+    init_from = None if entry.erm_twin is None else zoo.PREFIX + entry.erm_twin
+    assert ckpt.spec.train_config == dataclasses.replace(entry.train, init_from=init_from)
+    assert card["metrics"]["step"] == ckpt.step <= entry.train.steps
+    logits = ckpt.model()(task.sample(4, torch.Generator().manual_seed(0)).inputs)
+    assert torch.isfinite(logits).all()
+
+
+def test_zoo_is_small_and_weights_only():
+    files = [p for p in zoo.ZOO_DIR.rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in files) < MAX_ZOO_BYTES
+    assert not [p for p in files if p.name == TRAINER_FILE]
+    assert len([p for p in files if p.name == MODEL_FILE]) == len(ENTRIES)
+
+
+def test_sort_card_figure_reproduces():
+    """The card's exact match was measured on fresh inputs drawn with the build's seed."""
+    card, ckpt = zoo.card("sort"), zoo.load("sort")
+    task = ckpt.spec.make_task()
+    batch = task.sample(zoo_build.FRESH_INPUTS, torch.Generator().manual_seed(zoo_build.EVAL_SEED))
+    assert evaluate(ckpt.model(), task, batch).exact_match == pytest.approx(card["metrics"]["exact_match"], abs=2e-4)
+
+
+def test_addition_card_figure_holds_on_fresh_problems():
+    card, ckpt = zoo.card("addition"), zoo.load("addition")
+    task = ckpt.spec.make_task()
+    result = evaluate(ckpt.model(), task, task.sample(20_000, torch.Generator().manual_seed(3)))
+    assert card["metrics"]["evaluated_on"] == "every input" and card["metrics"]["n_examples"] == 10**6
+    assert result.exact_match == pytest.approx(card["metrics"]["exact_match"], abs=0.005)
+
+
+@pytest.mark.parametrize("name", ["coloring-AE_R", "coloring-Aq_R", "recall-Aq_R"])
+def test_seeded_card_average_holds_on_a_smaller_sample(name):
+    """The seeded average on 400 inputs x 25 seeds is within sampling error of the card's
+    (1,000-5,000 inputs x 100 seeds)."""
+    card, ckpt = zoo.card(name), zoo.load(name)
+    task = ckpt.spec.make_task()
+    generator = torch.Generator().manual_seed(5)
+    got = evaluate_seeded(task, ckpt.model(), task.sample(400, generator), 25, generator)
+    assert got["average"] == pytest.approx(card["metrics"]["average"], abs=0.05)
+
+
+def test_randomized_colouring_beats_erm_on_the_worst_inputs():
+    """The zoo shows PAPER.md's point at CPU scale: A^q_R's worst-5% is far above A^E_R's 0."""
+    erm, randomized = zoo.card("coloring-AE_R")["metrics"], zoo.card("coloring-Aq_R")["metrics"]
+    assert erm["worst_5pct"] == 0.0 and randomized["worst_5pct"] > 0.2
+
+
+# ------------------------------------------------------------------------------ zoo:NAME
+def test_zoo_names_load_like_run_directories():
+    assert load_checkpoint("zoo:sort").path == load_checkpoint(zoo.zoo_path("sort")).path
+    assert load_agent("zoo:gridworld-Aq_R").scale.pgpe.variant == "worst"
+    with pytest.raises(CheckpointError, match="no zoo model 'nope'.*installed: addition"):
+        load_checkpoint("zoo:nope")
+
+
+def test_commands_take_zoo_names_and_never_write_into_the_package(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in zoo.zoo_path("sort").rglob("*"))
+    assert main(["--threads", "1", "eval", "zoo:sort", "--n", "300"]) == 0
+    written = json.loads((tmp_path / "zoo-output" / "sort" / "eval.json").read_text())
+    assert written["task"] == "sort" and written["exact_match"] > 0.99
+    assert sorted(p.name for p in zoo.zoo_path("sort").rglob("*")) == before
+    assert main(["eval", "zoo:nope"]) == 2
+    assert "no zoo model 'nope'" in capsys.readouterr().err
+
+
+def test_zoo_list_and_show(capsys):
+    assert main(["zoo", "list"]) == 0
+    listing = capsys.readouterr().out
+    assert f"{len(ENTRIES)} of {len(ENTRIES)} built" in listing
+    assert all(name in listing for name in ENTRIES) and "not built" not in listing
+    assert main(["zoo", "show", "coloring-Aq_R"]) == 0
+    assert json.loads(capsys.readouterr().out)["variant"] == "A^q_R"
+    assert main(["zoo", "build", "nope", "--out", "/nonexistent"]) == 2
+
+
+# ------------------------------------------------------------------------------ building
+TINY_TRAIN = TrainConfig(steps=6, batch_size=16, lr=3e-3, warmup_steps=1, eval_every=3, eval_size=32,
+                         checkpoint_every=6, seed=0)
+TINY_MODEL = {"d_model": 16, "n_layers": 1, "n_heads": 2}
+
+
+@pytest.fixture
+def tiny_recipes(monkeypatch):
+    """A zoo of three tiny recipes: an ERM recall model, a q-norm model that starts from it,
+    and a grid-world agent of two generations."""
+    erm = TrainedEntry("tiny-AE_R", "tiny ERM", "recall", {"n_pairs": 3}, TINY_MODEL, TINY_TRAIN,
+                       variant="A^E_R", evaluation="seeded")
+    qnorm = TrainedEntry("tiny-Aq_R", "tiny q-norm", "recall", {"n_pairs": 3}, TINY_MODEL,
+                         dataclasses.replace(TINY_TRAIN, objective="qnorm", q=4.0, m_seeds=2),
+                         variant="A^q_R", erm_twin="tiny-AE_R", evaluation="seeded")
+    agent = AgentEntry("tiny-agent", "tiny agent", GRIDWORLD_CPU.replace(generations=2, popsize=4, eval_seeds=4),
+                       "A^q_R")
+    recipes = {e.name: e for e in (erm, qnorm, agent)}
+    monkeypatch.setattr(zoo_entries, "ENTRIES", recipes)
+    monkeypatch.setattr(zoo_build, "ENTRIES", recipes)
+    monkeypatch.setattr("interp_rand.reproduce.EVAL_INPUTS", {"recall": 16})
+    return recipes
+
+
+@pytest.mark.slow
+def test_build_installs_whole_weights_only_models(tiny_recipes, tmp_path):
+    out = tmp_path / "zoo"
+    assert [e.name for e in zoo_build.select(["tiny-Aq_R"], out)] == ["tiny-AE_R", "tiny-Aq_R"]  # twin first
+    cards = zoo_build.build(["tiny-Aq_R", "tiny-agent"], out=out, progress=False, log=lambda _: None)
+    assert [c["name"] for c in cards] == ["tiny-AE_R", "tiny-Aq_R", "tiny-agent"]
+    assert sorted(p.name for p in out.iterdir()) == ["tiny-AE_R", "tiny-Aq_R", "tiny-agent"]  # no leftovers
+    assert not list(out.rglob(TRAINER_FILE))
+    qnorm = load_checkpoint(out / "tiny-Aq_R")
+    assert qnorm.spec.train_config.init_from == "zoo:tiny-AE_R" and qnorm.step == 6
+    card = json.loads((out / "tiny-Aq_R" / "zoo.json").read_text())
+    assert card["recipe"]["erm_twin"] == "tiny-AE_R" and card["metrics"]["n_inputs"] == 16
+    assert 0 <= card["metrics"]["worst_5pct"] <= card["metrics"]["average"] <= 1
+    assert card["built_by"] == "interp-rand --threads 1 zoo build tiny-Aq_R"
+    assert (out / "tiny-Aq_R" / "metrics.jsonl").exists()
+    assert load_agent(out / "tiny-agent").scale.pgpe.generations == 2
+    with pytest.raises(CheckpointError, match="weights-only"):
+        qnorm.trainer_state()
+    # the twin is installed now, so building the q-norm model alone does not rebuild it
+    assert [e.name for e in zoo_build.select(["tiny-Aq_R"], out)] == ["tiny-Aq_R"]
+
+
+@pytest.mark.slow
+def test_interrupted_install_keeps_the_old_model(tiny_recipes, tmp_path, monkeypatch):
+    out = tmp_path / "zoo"
+    zoo_build.build(["tiny-AE_R"], out=out, progress=False, log=lambda _: None)
+    before = (out / "tiny-AE_R" / "zoo.json").read_text()
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(zoo_build.shutil, "copy2", fail)
+    with pytest.raises(OSError, match="disk full"):
+        zoo_build.build(["tiny-AE_R"], out=out, progress=False, log=lambda _: None)
+    assert (out / "tiny-AE_R" / "zoo.json").read_text() == before
+    load_checkpoint(out / "tiny-AE_R").model()
+    assert not [p for p in out.iterdir() if p.name.startswith(".tmp")]
+
+
+def test_select_refuses_unknown_names():
+    with pytest.raises(ValueError, match="unknown zoo model.*'nope'.*the zoo has: sort, addition"):
+        zoo_build.select(["sort", "nope"])
+
