@@ -126,7 +126,7 @@ def _card(entry: TrainedEntry | AgentEntry, metrics: dict[str, Any], seconds: fl
         "name": entry.name, "task": entry.task_name, "variant": entry.variant, "description": entry.description,
         "built_by": f"interp-rand --threads 1 zoo build {entry.name}", "recipe": recipe, "metrics": metrics,
         "build_seconds": round(seconds, 1), "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "versions": {"torch": torch.__version__, "python": platform.python_version(), "git_commit": _commit()},
+        "versions": {"torch": torch.__version__, "python": platform.python_version(), **_commit()},
     }
 
 
@@ -168,10 +168,17 @@ def headline(card: dict[str, Any]) -> str:
     return f"average return {m['average']:.3f}, worst-5% {m['worst_5pct']:.3f}, {m['n_distinct_routes']} routes"
 
 
-def _commit() -> str | None:
-    try:
-        found = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                               text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return found.stdout.strip() or None if found.returncode == 0 else None
+def _commit() -> dict[str, Any]:
+    """The commit the build ran from and whether the tree had uncommitted changes (``None``
+    outside a git checkout)."""
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True,
+                                  timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"git_commit": commit, "git_dirty": None if status is None else bool(status)}

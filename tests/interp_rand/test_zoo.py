@@ -46,7 +46,8 @@ def test_shipped_model_is_its_recipe(name):
     init_from = None if entry.erm_twin is None else zoo.PREFIX + entry.erm_twin
     assert ckpt.spec.train_config == dataclasses.replace(entry.train, init_from=init_from)
     assert card["metrics"]["step"] == ckpt.step <= entry.train.steps
-    logits = ckpt.model()(task.sample(4, torch.Generator().manual_seed(0)).inputs)
+    batch = task.sample(4, torch.Generator().manual_seed(0))
+    logits = ckpt.model()(batch.inputs, **batch.model_kwargs())
     assert torch.isfinite(logits).all()
 
 
