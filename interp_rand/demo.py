@@ -30,12 +30,18 @@ TOUR: list[tuple[str, str, list[str]]] = [
      ["case-study", "carry", "zoo:addition", "--n", "1000", "--controls", "3", "--out", "OUT"]),
     ("sort", "the sorting heads: role scores, ablation per output position, duplicates and near-ties",
      ["case-study", "sort", "zoo:sort", "--n", "2000", "--controls", "3", "--out", "OUT"]),
+    ("report", "the attention-pattern report of the addition model (heads, roles, probes)",
+     ["report", "zoo:addition", "--out", "OUT/report.html"]),
     ("randomness", "the randomness channel: colouring A^q_R (randomized) against A^E_R (ERM)",
      ["randomness", "zoo:coloring-Aq_R", "--compare", "zoo:coloring-AE_R", "--n", "256", "--out", "OUT"]),
+    ("recall", "recall (N = 12): seed usage and the stored-set map, A^q_R against A^E_R",
+     ["randomness", "zoo:recall-Aq_R", "--compare", "zoo:recall-AE_R", "--n", "256", "--out", "OUT"]),
+    ("compare", "the circuits of the deterministic and the randomized colouring models side by side",
+     ["compare", "zoo:coloring-AE_R", "zoo:coloring-Aq_R", "--top-k", "20", "--out", "OUT"]),
     ("gridworld", "the randomized grid-world explorer's first-visit map",
      ["gridworld", "eval", "zoo:gridworld-Aq_R", "--out", "OUT"]),
 ]
-HTML_NAMES = ("case_study.html", "randomness.html")
+HTML_NAMES = ("case_study.html", "report.html", "randomness.html", "comparison.html")
 
 
 def run_tour(out: str | Path) -> list[dict[str, Any]]:
@@ -46,7 +52,7 @@ def run_tour(out: str | Path) -> list[dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
     steps = []
     for folder, what, argv in TOUR:
-        argv = [str(out / folder) if a == "OUT" else a for a in argv]
+        argv = [a.replace("OUT", str(out / folder)) if a.startswith("OUT") else a for a in argv]
         line = "interp-rand --threads 1 " + shlex.join(argv)
         print(f"\n## {what}\n$ {line}", flush=True)
         began = time.perf_counter()
