@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench venv clean lock
+.PHONY: demo test bench zoo venv clean lock
 
 venv: $(STAMP)
 
@@ -21,6 +21,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# Rebuild the zoo of trained models shipped in interp_rand/zoo/models (about 18 minutes).
+zoo: $(STAMP)
+	$(BIN)/interp-rand --threads 1 zoo build
 
 bench: $(STAMP)
 	$(BIN)/python bench/train_time.py
