@@ -1,65 +1,88 @@
-"""Deterministic vs randomized associative recall: train the same small model twice, with ERM
-(the mean loss: the seed can be ignored) and with the q-norm over m shared seeds (PAPER.md's
-randomized objective: worst inputs weigh more, so using the seed pays). Then compare their
-seeded metrics (average, worst-5%, majority vote, sampled baseline) and how much each node's
-output depends on the seed (randomness-usage score, seed-resample patching).
+"""Deterministic vs randomized associative recall: the same model trained with ERM (the mean
+loss: the seed can be ignored) and with the q-norm over m shared seeds (PAPER.md's randomized
+objective: worst inputs weigh more, so using the seed pays). Compare their seeded metrics
+(average, worst-5%, sampled baseline), how much each node's output depends on the seed
+(randomness-usage score, seed-resample patching) and which keys each stores under which seed
+(stored-set map: a model that cannot store every pair can let the seed choose, so that no key
+is forgotten under every seed).
 
-    python examples/deterministic_vs_randomized_recall.py --out /tmp/recall   # CPU, under a minute
+    # zoo:recall-AE_R vs zoo:recall-Aq_R: about 6 s on one CPU thread, start-up included
+    python examples/deterministic_vs_randomized_recall.py --out /tmp/recall
+    # any recall runs (run directories or zoo:NAMEs), e.g. all five variants
+    python examples/deterministic_vs_randomized_recall.py --out /tmp/recall --runs RUN_A RUN_B ...
 """
 
 import argparse
 import json
 from pathlib import Path
 
+import plotly.io as pio
 import torch
 
 from circuits import randomness_usage
+from circuits.randomness_draw import coverage_figure, usage_figure
 from interp_rand.reproduce import evaluate_seeded
-from interp_rand.tasks import make_task
-from interp_rand.training import TrainConfig, train
+from interp_rand.training.checkpoint import CheckpointError, load_checkpoint
+from probes.stored_set import stored_set_map
 
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--n-pairs", type=int, default=6)
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--q", type=float, default=10.0, help="q-norm exponent of the randomized run")
-    parser.add_argument("--m-seeds", type=int, default=8, help="seeds shared per step (q-norm)")
-    parser.add_argument("--n-seeds", type=int, default=64, help="seeds per input in the evaluation")
+    parser.add_argument("--runs", nargs="+", default=["zoo:recall-AE_R", "zoo:recall-Aq_R"], metavar="RUN",
+                        help="trained recall run directories or zoo:NAMEs (default: %(default)s)")
+    parser.add_argument("--n", type=int, default=256, help="inputs for the metrics and the usage score")
+    parser.add_argument("--n-seeds", type=int, default=64, help="seeds per input in the metrics")
+    parser.add_argument("--stored-inputs", type=int, default=16, help="inputs of the stored-set map")
+    parser.add_argument("--stored-seeds", type=int, default=64, help="seeds of the stored-set map")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
 
-    task = make_task("recall", n_pairs=args.n_pairs, value_bits=2, seed_bits=6)
-    variants = {
-        "erm": dict(objective="erm"),
-        "qnorm": dict(objective="qnorm", q=args.q, m_seeds=args.m_seeds),
-    }
-    summary = {}
-    for name, objective in variants.items():
-        model = train(task, task.model_config(d_model=48, n_layers=2, n_heads=2),
-                      TrainConfig(steps=args.steps, batch_size=64, lr=3e-3, warmup_steps=20,
-                                  eval_every=args.steps, eval_size=256, seed=0, **objective),
-                      args.out / name, progress=False).model.eval()
-        generator = torch.Generator().manual_seed(1)
-        batch = task.sample(256, generator)
-        metrics = evaluate_seeded(task, model, batch, args.n_seeds, generator)
+    summary, figure_runs = {}, []
+    for run in args.runs:
+        try:
+            ckpt = load_checkpoint(run)
+        except CheckpointError as err:
+            parser.error(f"--runs {run}: {err}")
+        if ckpt.spec.task_name != "recall":
+            parser.error(f"--runs {run} is a model of the {ckpt.spec.task_name!r} task; "
+                         "this script compares recall models")
+        task, model, config = ckpt.spec.make_task(), ckpt.model(), ckpt.spec.train_config
+        fixed = config.seed_source == "fixed"  # A^E_r0 / A^q_r0: trained and evaluated on one seed r0
+        generator = torch.Generator().manual_seed(1)  # every run sees the same inputs and seeds
+        batch = task.sample(args.n, generator)
+        metrics = evaluate_seeded(task, model, batch, args.n_seeds, generator, fixed=fixed)
         # mean total variation between the output distribution with the seed kept and resampled,
         # per node; `reference` is the whole model's (≈ 0 for a model that ignores the seed)
         usage = randomness_usage(model, batch, task.loss_kind, seed=0)
-        summary[name] = {
-            "average": metrics["average"], "worst_5pct": metrics["worst_5pct"],
-            "sampled": metrics.get("sampled"), "predictive_variance": metrics["predictive_variance"],
+        seeds = task.fixed_seed()[None] if fixed else task.sample_seeds(args.stored_seeds, generator)
+        stored, _ = stored_set_map(model, task, args.stored_inputs, generator, seeds=seeds)
+        summary[run] = {
+            "objective": config.objective, "q": config.q, "m_seeds": config.m_seeds, "seed_source": config.seed_source,
+            "average": metrics["average"], "worst_5pct": metrics["worst_5pct"], "sampled": metrics["sampled"],
+            "predictive_variance": metrics["predictive_variance"],
             "seed_usage_reference": usage.reference, "seed_usage_flip": usage.reference_flip,
             "seed_usage_per_node": usage.score,
+            "n_pairs": task.n_pairs, "stored_mean_size": stored.mean_size, "coverage": stored.coverage,
+            "stored_seed_dependent": stored.seed_dependent,
+            # mean over inputs of the least-stored key's share of seeds (0: some key is never recalled)
+            "worst_key_coverage": stored.worst_position_coverage,
         }
+        figure_runs.append({"name": run, "usage": usage.to_dict(), "stored_set": stored.to_dict()})
+
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "recall_comparison.json").write_text(json.dumps(summary, indent=2))
-    for name, s in summary.items():
-        print(f"{name:>6}: average {s['average']:.3f}, worst-5% {s['worst_5pct']:.3f}, "
-              f"predictive variance {s['predictive_variance']:.4f}, seed usage (TV) {s['seed_usage_reference']:.4f}, "
-              f"answers changed by a new seed {s['seed_usage_flip']:.3f}")
-    print(f"wrote {args.out / 'recall_comparison.json'}")
+    figures = [usage_figure(figure_runs), coverage_figure(figure_runs)]
+    divs = "".join(pio.to_html(f, full_html=False, include_plotlyjs=i == 0) for i, f in enumerate(figures))
+    page = f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{divs}</body></html>"
+    (args.out / "recall_comparison.html").write_text(page)
+    for run, s in summary.items():
+        print(f"{run}: average {s['average']:.3f}, worst-5% {s['worst_5pct']:.3f}, sampled baseline "
+              f"{s['sampled']['average']:.3f}; seed usage (TV) {s['seed_usage_reference']:.4f}, answers changed "
+              f"by a new seed {s['seed_usage_flip']:.3f}; stored keys {s['stored_mean_size']:.1f} of "
+              f"{s['n_pairs']}, seed-dependent {s['stored_seed_dependent']:.3f}, "
+              f"worst key stored under {s['worst_key_coverage']:.0%} of seeds")
+    print(f"wrote {args.out}/recall_comparison.json, recall_comparison.html")
     return summary
 
 
