@@ -1,5 +1,6 @@
 """The case studies' claims on the zoo's trained models (``zoo:addition``, ``zoo:sort``), at
-reduced sizes: each assertion is a claim ``interp-rand case-study`` prints, with its control.
+reduced sizes: each assertion is a claim ``interp-rand case-study`` prints, with its control;
+and the same studies on TransformerLens's own model of the same weights.
 
 Measured at the CLI's full sizes (closing note of issue 7): carry removed -> carry digits
 0.0000, no-carry 1.0000, cascades 0.0000, random same-position controls 0.60 / 1.00 / 0.58;
@@ -10,6 +11,7 @@ against 0.105 for random heads.
 from __future__ import annotations
 
 import pytest
+import torch
 
 from circuits.case_studies import CarryConfig, SortConfig, carry_study, sort_study
 from interp_rand import zoo
@@ -70,3 +72,27 @@ def test_duplicates_and_near_ties_are_sorted_with_attention_split_over_copies(so
     assert dup["accuracy"] > 0.99 and sort.ties["gap"]["1"]["accuracy"] > 0.99
     assert dup["mass_same_value"] > dup["mass_exact_element"] + 0.1
     assert distinct["mass_same_value"] == pytest.approx(distinct["mass_exact_element"])
+
+
+def test_studies_give_the_same_answers_on_a_transformer_bridge(sort):
+    """TransformerLens's own model (``TransformerBridge``) of zoo:sort and zoo:addition yields
+    the same heads, role scores, ablations and carry removal as our model."""
+    from interp_rand.model.bridge import to_bridge
+
+    ckpt = zoo.load("sort")
+    bridged = sort_study(to_bridge(ckpt.model().eval()), ckpt.spec.make_task(),
+                         SortConfig(n_pairs=64, n_eval=1500, n_controls=4))
+    assert bridged.heads == sort.heads
+    assert torch.allclose(bridged.role_scores, sort.role_scores, atol=1e-5)
+    assert torch.equal(bridged.ablated, sort.ablated) and torch.equal(bridged.controls, sort.controls)
+
+
+def test_carry_study_on_a_transformer_bridge(carry):
+    from interp_rand.model.bridge import to_bridge
+
+    ckpt = zoo.load("addition")
+    config = CarryConfig(n_pairs=128, n_eval=600, n_cascade=300, n_probe=1500, n_controls=3)
+    bridged = carry_study(to_bridge(ckpt.model().eval()), ckpt.spec.make_task(), config)
+    assert bridged.components == carry.components
+    assert bridged.removed == carry.removed and bridged.controls == carry.controls
+    assert [r["selectivity"] for r in bridged.probe] == pytest.approx([r["selectivity"] for r in carry.probe], abs=1e-3)
