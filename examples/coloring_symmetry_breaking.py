@@ -40,12 +40,9 @@ def main(argv=None) -> dict:
     summary, figure_runs = {}, []
     for run in args.runs:
         try:
-            ckpt = load_checkpoint(run)
+            ckpt = load_checkpoint(run, task="coloring")
         except CheckpointError as err:
             parser.error(f"--runs {run}: {err}")
-        if ckpt.spec.task_name != "coloring":
-            parser.error(f"--runs {run} is a model of the {ckpt.spec.task_name!r} task; "
-                         "this script compares colouring models")
         task, model, config = ckpt.spec.make_task(), ckpt.model(), ckpt.spec.train_config
         generator = torch.Generator().manual_seed(1)  # every run sees the same cycles and noise
         batch = task.sample(args.n, generator)

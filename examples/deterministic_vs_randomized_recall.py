@@ -41,12 +41,9 @@ def main(argv=None) -> dict:
     summary, figure_runs = {}, []
     for run in args.runs:
         try:
-            ckpt = load_checkpoint(run)
+            ckpt = load_checkpoint(run, task="recall")
         except CheckpointError as err:
             parser.error(f"--runs {run}: {err}")
-        if ckpt.spec.task_name != "recall":
-            parser.error(f"--runs {run} is a model of the {ckpt.spec.task_name!r} task; "
-                         "this script compares recall models")
         task, model, config = ckpt.spec.make_task(), ckpt.model(), ckpt.spec.train_config
         fixed = config.seed_source == "fixed"  # A^E_r0 / A^q_r0: trained and evaluated on one seed r0
         generator = torch.Generator().manual_seed(1)  # every run sees the same inputs and seeds

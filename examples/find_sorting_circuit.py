@@ -32,12 +32,9 @@ def main(argv=None) -> dict:
     torch.set_num_threads(1)
 
     try:
-        ckpt = load_checkpoint(args.run)
+        ckpt = load_checkpoint(args.run, task="sort")
     except CheckpointError as err:
         parser.error(f"--run {args.run}: {err}")
-    if ckpt.spec.task_name != "sort":
-        parser.error(f"--run {args.run} is a model of the {ckpt.spec.task_name!r} task; "
-                     "this script analyses sort models")
     task, model = ckpt.spec.make_task(), ckpt.model()
     generator = torch.Generator().manual_seed(1)
     accuracy = summarize(success_matrix(model, task, task.sample(512, generator), None))["average"]

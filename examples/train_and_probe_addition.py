@@ -46,12 +46,9 @@ def main(argv=None) -> dict:
                       Path(run), progress=False).model.eval()
     else:
         try:
-            ckpt = load_checkpoint(args.run)
+            ckpt = load_checkpoint(args.run, task="addition")
         except CheckpointError as err:
             parser.error(f"--run {args.run}: {err}")
-        if ckpt.spec.task_name != "addition":
-            parser.error(f"--run {args.run} is a model of the {ckpt.spec.task_name!r} task; "
-                         "this script probes addition models")
         task, model, run = ckpt.spec.make_task(), ckpt.model(), args.run
 
     # accuracy on fresh examples (a deterministic task: one "seed", None)

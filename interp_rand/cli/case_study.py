@@ -9,7 +9,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from interp_rand.training.checkpoint import load_checkpoint
+from interp_rand.training.checkpoint import CheckpointError, load_checkpoint
 
 STUDIES = ("carry", "sort")
 
@@ -37,11 +37,12 @@ def run(args: argparse.Namespace) -> int:
     from circuits.case_studies.claims import carry_claims, sort_claims
     from circuits.case_studies.draw import study_figures, write_case_study_html
 
-    ckpt = load_checkpoint(args.run_dir)
-    task = ckpt.spec.make_task()
     expected = "addition" if args.study == "carry" else "sort"
-    if task.name != expected:
-        raise ValueError(f"case study {args.study!r} needs a {expected} run; {args.run_dir} is {task.name!r}")
+    try:
+        ckpt = load_checkpoint(args.run_dir, task=expected)
+    except CheckpointError as err:
+        raise CheckpointError(f"case study {args.study!r} needs a {expected} run: {err}") from None
+    task = ckpt.spec.make_task()
     model = ckpt.model().eval()
     if args.study == "carry":
         config = CarryConfig(seed=args.seed, n_controls=args.controls)

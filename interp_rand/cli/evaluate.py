@@ -45,11 +45,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--n={args.n} must be >= 1")
     if args.seeds is not None and args.seeds < 1:
         raise ValueError(f"--seeds={args.seeds} must be >= 1")
-    ckpt = load_checkpoint(args.run_dir)
-    if args.task is not None and args.task != ckpt.spec.task_name:
-        raise ValueError(
-            f"{ckpt.path} was trained on task {ckpt.spec.task_name!r}, not {args.task!r}"
-        )
+    ckpt = load_checkpoint(args.run_dir, task=args.task)
     task = ckpt.spec.make_task()
     batch = task.sample(args.n, torch.Generator().manual_seed(args.seed))
     # a model trained on the fixed seed r0 is evaluated on r0, as in training

@@ -157,13 +157,13 @@ def save_checkpoint(
     return final
 
 
-def load_checkpoint(path: str | Path) -> Checkpoint:
+def load_checkpoint(path: str | Path, task: str | None = None) -> Checkpoint:
     """Read a checkpoint folder, or the newest checkpoint of a run directory.
 
-    ``"zoo:NAME"`` names a model of the packaged zoo. Raises :class:`CheckpointError` naming
-    the file and what is wrong.
+    ``"zoo:NAME"`` names a model of the packaged zoo; ``task`` (a task name) refuses a run of
+    any other task. Raises :class:`CheckpointError` naming the file and what is wrong.
     """
-    path = resolve_run(path)
+    given, path = path, resolve_run(path)
     if not path.exists():
         raise CheckpointError(f"{path} does not exist")
     if not (path / META_FILE).exists():
@@ -186,8 +186,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         )
     if meta.get("version") != VERSION:
         raise CheckpointError(f"{meta_path} has version {meta.get('version')!r}; this build reads {VERSION}")
-    task = meta.get("task")
-    task_name = task.get("name") if isinstance(task, dict) else None
+    task_meta = meta.get("task")
+    task_name = task_meta.get("name") if isinstance(task_meta, dict) else None
     if task_name not in task_names():
         raise CheckpointError(
             f"{meta_path} holds a {task_name!r} run, not one of the trainer's tasks ({', '.join(task_names())})"
@@ -200,6 +200,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         raise CheckpointError(f"{meta_path} has an invalid config: {err}") from None
     if not (path / MODEL_FILE).exists():
         raise CheckpointError(f"{path / MODEL_FILE} is missing")
+    if task is not None and spec.task_name != task:
+        raise CheckpointError(f"{given} is a model of the {spec.task_name!r} task, not {task!r}")
     return Checkpoint(path=path, step=step, spec=spec, metrics=meta.get("metrics", {}))
 
 

@@ -263,3 +263,11 @@ def test_missing_and_unexpected_tensors_are_listed(run_copy):
     with pytest.raises(CheckpointError) as err:
         load_checkpoint(run_copy).model()
     assert removed in str(err.value) and "extra.weight" in str(err.value)
+
+
+def test_expected_task_refuses_a_run_of_another_task(trained):
+    run_dir, _ = trained
+    assert load_checkpoint(run_dir, task="addition").spec.task_name == "addition"
+    with pytest.raises(CheckpointError, match=r"is a model of the 'addition' task, not 'sort'") as err:
+        load_checkpoint(run_dir, task="sort")
+    assert str(run_dir) in str(err.value)
