@@ -29,7 +29,7 @@ from circuits.graph import ModelGraph
 from circuits.metrics import get_metric, metric_names, register_metric
 from circuits.node_patching import ACTIVATIONS, patch_sweep
 from circuits.nodes import EDGE_INPUTS, NODE_KINDS, Edge, Node
-from circuits.randomness import RandomnessUsage, SeedEntry, SeedSite, randomness_usage, seed_entry, seed_sites
+from circuits.randomness import RandomnessUsage, SeedEntry, randomness_usage, seed_entry
 from circuits.scores import EdgeScores
 from circuits.writers import writer_values
 
@@ -51,7 +51,6 @@ __all__ = [
     "PatchData",
     "RandomnessUsage",
     "SeedEntry",
-    "SeedSite",
     "ablate_nodes",
     "acdc_scores",
     "agreement",
@@ -74,7 +73,6 @@ __all__ = [
     "replaced_nodes",
     "run_with_edges",
     "seed_entry",
-    "seed_sites",
     "spearman",
     "writer_values",
 ]

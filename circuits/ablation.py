@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from circuits.components import run_model
+from circuits.components import architecture, run_model
 from circuits.graph import ModelGraph
 from circuits.nodes import Node
 from circuits.writers import capture_hooks, stack_writers
@@ -108,7 +108,9 @@ def check_pair(clean: Any, corrupted: Any) -> None:
         )
 
 
-_NODE_HOOK = {"embed": "hook_embed", "seed": "hook_seed_embed"}
+_NODE_HOOK = {"embed": "hook_embed", "seed": "hook_seed_embed", "input_mlp": "input_mlp.hook_post"}
+# Nodes whose hooks see the task positions only (a seed token, if any, is joined after them).
+_TASK_POSITION_KINDS = ("embed", "input_mlp")
 
 
 def node_hook_name(node: Node) -> str:
@@ -121,23 +123,38 @@ def node_hook_name(node: Node) -> str:
     raise ValueError(f"a {node.kind!r} node writes nothing and cannot be ablated")
 
 
+def _hook_position(node: Node, seed_offset: int) -> int | slice | None:
+    """Index of ``node``'s residual-stream position in its hook's position axis (``None``: the
+    node writes nothing there, e.g. the embedding at a seed token, a seed token elsewhere)."""
+    if node.position is None:
+        return slice(None)
+    if node.kind in _TASK_POSITION_KINDS:
+        return node.position - seed_offset if node.position >= seed_offset else None
+    if node.kind == "seed" and seed_offset:
+        return 0 if node.position == 0 else None
+    return node.position
+
+
 @contextmanager
 def replaced_nodes(model: Any, nodes: list[Node], values: dict[str, Tensor]) -> Iterator[None]:
-    """Within the context, each node's output (at its position, or all) is taken from ``values``
-    (raw hook values as :meth:`Ablation.source_values` returns)."""
+    """Within the context, each node's output (at its residual-stream position, or all) is taken
+    from ``values`` (raw hook values as :meth:`Ablation.source_values` returns)."""
     by_hook: dict[str, list[Node]] = {}
     for node in nodes:
         by_hook.setdefault(node_hook_name(node), []).append(node)
     missing = [name for name in by_hook if name not in model.hook_dict]
     if missing:
         raise ValueError(f"model has no hook point(s) {missing}")
+    offset = architecture(model).seed_offset
 
     def make(name: str, group: list[Node]):
         def hook(value: Tensor, hook: Any) -> Tensor:
             source = values[name].to(value.dtype).expand_as(value)
             out = value.clone()
             for node in group:
-                pos = slice(None) if node.position is None else node.position
+                pos = _hook_position(node, offset)
+                if pos is None:
+                    continue
                 if node.kind == "head":
                     out[:, pos, node.head] = source[:, pos, node.head]
                 else:

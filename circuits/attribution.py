@@ -6,8 +6,9 @@ gradient on the corrupted run (two forwards and one backward, batched over all e
 EAP-IG averages it over ``steps`` runs whose embeddings (token and seed) are interpolated from
 corrupted to clean, at ``α = 1/steps … 1``.
 
-A reader's input gradient is the gradient at ``hook_q/k/v`` (or ``mlp.hook_pre``) pulled back
-through that reader's own LayerNorm and weights, once per head: no split-input hooks needed.
+A reader's input gradient is the gradient at ``hook_q/k/v`` (or ``mlp.hook_pre``,
+``input_mlp.hook_pre``) pulled back through that reader's own LayerNorm and weights, once per
+head: no split-input hooks needed.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from typing import Any
 
 import einops
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-from circuits.components import attention_input, mlp_input, run_model
+from circuits.components import attention_input, input_mlp_input, mlp_input, run_model
 from circuits.graph import ModelGraph
 from circuits.metrics import Metric, evaluate_metric
 from circuits.writers import capture_hooks, stack_writers
@@ -27,7 +29,7 @@ _INPUT_HOOKS = ("hook_embed", "hook_seed_embed")
 
 
 def _reader_hook_names(graph: ModelGraph) -> list[str]:
-    names = []
+    names = ["input_mlp.hook_pre"] if graph.arch.has_input_mlp else []
     for layer in range(graph.arch.n_layers):
         names += [f"blocks.{layer}.attn.hook_{w}" for w in "qkv"]
         if not graph.arch.attn_only:
@@ -98,6 +100,14 @@ def reader_gradients(
     n_batch = acts["hook_embed"].shape[0]
     parts: list[Tensor] = []
     with torch.enable_grad():
+        if graph.arch.has_input_mlp:
+            # its input: the sum of its sources, [batch, P, d_model] (zero at a seed token)
+            n_sources = len(graph.input_mlp_sources)
+            x = stack_writers(model, graph, acts, n_sources).sum(2).clone().requires_grad_(True)
+            out = input_mlp_input(model, x)
+            g = grads.get("input_mlp.hook_pre")
+            g = torch.zeros_like(out) if g is None else F.pad(g, (0, 0, graph.arch.seed_offset, 0))
+            parts.append(torch.autograd.grad(out, x, g)[0][:, :, None])
         for layer in range(graph.arch.n_layers):
             x = acts[f"blocks.{layer}.hook_resid_pre"]
             for which in "qkv":

@@ -116,7 +116,7 @@ class Circuit:
 
 
 def _node_key(node: Node) -> tuple:
-    order = {"embed": -2, "seed": -1}
+    order = {"embed": -3, "seed": -2, "input_mlp": -1}
     layer = order.get(node.kind, 10**6 if node.kind == "logits" else node.layer)
     return (layer, node.kind == "mlp", node.head or 0, -1 if node.position is None else node.position)
 

@@ -1,8 +1,8 @@
 """Exact edge-level path patching.
 
 Inside :func:`patched_edges` every forward rebuilds each reader's input (a head's q/k/v input,
-an MLP input, the logits' final residual) as its real input minus the live contribution of each
-*ablated* incoming edge's writer plus that writer's replacement value:
+an MLP input, the input MLP's input, the logits' final residual) as its real input minus the
+live contribution of each *ablated* incoming edge's writer plus that writer's replacement value:
 ``x_r' = x_r + Σ_w ablated[w, r] · (replacement_w − live_w)``. Live values are captured in the
 same forward, so effects propagate downstream exactly. Readers with no ablated edge are left
 untouched, so with nothing ablated the outputs are bitwise the model's own.
@@ -18,7 +18,7 @@ import einops
 import torch
 from torch import Tensor
 
-from circuits.components import attention_input, mlp_input, run_model
+from circuits.components import attention_input, input_mlp_input, mlp_input, run_model
 from circuits.graph import ModelGraph
 from circuits.metrics import Metric, evaluate_metric
 from circuits.writers import capture_hooks, stack_writers
@@ -62,9 +62,11 @@ def patched_edges(model: Any, graph: ModelGraph, keep: Tensor, replacement: Tens
     live: dict[str, Tensor] = {}
     resid: dict[str, Tensor] = {}
     arch, readers = graph.arch, graph.readers
-    n_writers_before = {}  # reader index -> how many writers precede it
+    # reader index -> the writers up to its last source (captured before it in a forward; the
+    # writers in between that do not feed it, e.g. around an input MLP, have no ablated edge)
+    n_writers_before = {}
     for r in range(len(readers)):
-        n_writers_before[r] = int(graph.valid[:, r].sum())
+        n_writers_before[r] = int(graph.valid[:, r].nonzero()[:, 0].max()) + 1
 
     def reader_span(layer: int, which: str) -> list[int]:
         return [i for i, (n, w) in enumerate(readers) if w == which and n.layer == layer]
@@ -119,6 +121,18 @@ def patched_edges(model: Any, graph: ModelGraph, keep: Tensor, replacement: Tens
 
         return hook
 
+    def input_mlp_hook(value: Tensor, hook: Any) -> Tensor:
+        # hook_pre has task positions only: graph position p is p - seed_offset here
+        positions, delta = rebuilt_delta([0])
+        index = torch.arange(graph.n_positions)[positions] - arch.seed_offset
+        task = index >= 0
+        index, delta = index[task], delta[:, task, 0]
+        out = value.clone()
+        # The input MLP reads its sources' sum with no LayerNorm: rebuild from that sum.
+        x = stack_writers(model, graph, live, n_writers_before[0])[:, index + arch.seed_offset].sum(2)
+        out[:, index] = input_mlp_input(model, x + delta)
+        return out
+
     def logits_hook(value: Tensor, hook: Any) -> Tensor:
         positions, delta = rebuilt_delta([len(readers) - 1])
         out = value.clone()
@@ -126,6 +140,8 @@ def patched_edges(model: Any, graph: ModelGraph, keep: Tensor, replacement: Tens
         return out
 
     hooks = capture_hooks(graph, live, detach=False)
+    if arch.has_input_mlp and hit[:, 0].any():
+        hooks.append(("input_mlp.hook_pre", input_mlp_hook))
     for layer in range(arch.n_layers):
         hooks.append((f"blocks.{layer}.hook_resid_pre", save_resid(f"blocks.{layer}.hook_resid_pre")))
         first = True

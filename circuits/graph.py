@@ -1,9 +1,11 @@
 """The full computational graph of a model: every writer, every reader input, every edge.
 
-Writers (residual-stream order): ``embed``, ``seed`` (if the model has a seed channel), then per
-layer its heads and its MLP. Readers: per layer the q, k and v inputs of every head and the MLP
-input, then the logits. A writer feeds a reader when it comes earlier in the residual stream
-(a layer's heads feed that layer's MLP). Edge scores are held as a dense tensor
+Writers (residual-stream order): ``embed``, ``seed`` (if the model has a seed channel),
+``input_mlp`` (if it has an input MLP), then per layer its heads and its MLP. Readers: the input
+MLP's input (if any), per layer the q, k and v inputs of every head and the MLP input, then the
+logits. A writer feeds a reader when it comes earlier in the residual stream (a layer's heads
+feed that layer's MLP), except around an input MLP: the input MLP reads exactly the embedding
+(and an appended seed), and those feed nothing else (:mod:`circuits.components`). Edge scores are held as a dense tensor
 ``[n_positions or 1, n_writers, n_readers]`` (zero where no edge exists): fast to compute with,
 and turned into :class:`~circuits.nodes.Edge` objects only at the boundary.
 """
@@ -43,6 +45,7 @@ class ModelGraph:
     @cached_property
     def writers(self) -> list[Node]:
         out = [Node("embed")] + ([Node("seed")] if self.arch.has_seed else [])
+        out += [Node("input_mlp")] if self.arch.has_input_mlp else []
         for layer in range(self.arch.n_layers):
             out += [Node("head", layer, h) for h in range(self.arch.n_heads)]
             if not self.arch.attn_only:
@@ -51,7 +54,7 @@ class ModelGraph:
 
     @cached_property
     def readers(self) -> list[tuple[Node, str]]:
-        out: list[tuple[Node, str]] = []
+        out: list[tuple[Node, str]] = [(Node("input_mlp"), "mlp")] if self.arch.has_input_mlp else []
         for layer in range(self.arch.n_layers):
             for which in "qkv":
                 out += [(Node("head", layer, h), which) for h in range(self.arch.n_heads)]
@@ -60,10 +63,19 @@ class ModelGraph:
         out.append((Node("logits"), "logits"))
         return out
 
+    @cached_property
+    def input_mlp_sources(self) -> tuple[str, ...]:
+        """Kinds of the writers that feed the input MLP, and only it (none without one)."""
+        if not self.arch.has_input_mlp:
+            return ()
+        return ("embed", "seed") if self.arch.seed_append else ("embed",)
+
     def _order(self, node: Node, reading: bool) -> float:
         """Residual-stream order: a writer feeds readers of larger order."""
         if node.kind in ("embed", "seed"):
             return -1.0
+        if node.kind == "input_mlp":
+            return -0.75 if reading else -0.5
         if node.kind == "logits":
             return float(self.arch.n_layers)
         # a head reads at l, writes at l + 0.25; an MLP reads at l + 0.5, writes at l + 0.75
@@ -74,7 +86,10 @@ class ModelGraph:
         """``[n_writers, n_readers]`` bool: which writer feeds which reader."""
         w = torch.tensor([self._order(n, False) for n in self.writers])
         r = torch.tensor([self._order(n, True) for n, _ in self.readers])
-        return w[:, None] < r[None, :]
+        into_input_mlp = torch.tensor([n.kind in self.input_mlp_sources for n in self.writers])
+        reads_input_mlp = torch.tensor([n.kind == "input_mlp" for n, _ in self.readers])
+        # the input MLP's sources feed it and nothing else; it reads nothing else
+        return (w[:, None] < r[None, :]) & (into_input_mlp[:, None] == reads_input_mlp[None, :])
 
     @property
     def n_slots(self) -> int:
@@ -120,6 +135,10 @@ class ModelGraph:
         except ValueError:
             raise ValueError(f"edge {edge.name} names a component this model does not have") from None
         if not self.valid[w, r]:
+            if edge.source.kind in self.input_mlp_sources:
+                raise ValueError(f"edge {edge.name}: {edge.source.kind} reaches the residual stream only through the input MLP")
+            if edge.dest.kind == "input_mlp":
+                raise ValueError(f"edge {edge.name}: the input MLP reads only {' and '.join(self.input_mlp_sources)}")
             raise ValueError(f"edge {edge.name} goes backwards in the residual stream")
         return slot, w, r
 

@@ -2,7 +2,8 @@
 
 Returns positions only (as networkx layouts do); :mod:`circuits.draw` draws them.
 
-Columns: embed/seed 0, layer ``l``'s heads ``2l + 1``, its MLP ``2l + 2``, logits last. Rows:
+Columns: embed/seed 0, an input MLP 0.5, layer ``l``'s heads ``2l + 1``, its MLP ``2l + 2``,
+logits last. Rows:
 the head index (embed, seed, MLP and logits take their own rows), stacked per position for a
 position-resolved circuit so each position is a horizontal band.
 """
@@ -13,9 +14,11 @@ from circuits.circuit import Circuit
 from circuits.nodes import Node
 
 
-def node_column(node: Node, n_layers: int) -> int:
+def node_column(node: Node, n_layers: int) -> float:
     if node.kind in ("embed", "seed"):
         return 0
+    if node.kind == "input_mlp":
+        return 0.5
     if node.kind == "logits":
         return 2 * n_layers + 1
     return 2 * node.layer + (1 if node.kind == "head" else 2)

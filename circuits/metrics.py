@@ -1,7 +1,10 @@
 """Metrics: ``metric(logits [batch, pos, d_vocab_out], batch) -> scalar``, with a registry.
 
 Every metric averages per-example values, so EAP scores on a batch are the average of
-per-example scores (TransformerLens's convention).
+per-example scores (TransformerLens's convention). Class targets (``[batch, pos]`` long) are read
+as a softmax over ``d_vocab_out``; float targets ``[batch, pos, d_vocab_out]`` (multi-label
+tasks, ``loss_kind="bce"``, e.g. recall's value bits) as independent bits, so "the correct
+answer" is the whole bit pattern.
 """
 
 from __future__ import annotations
@@ -39,22 +42,37 @@ def get_metric(name_or_fn: str | Metric) -> Metric:
 
 
 def _answer_logits(logits: Tensor, batch: Any) -> tuple[Tensor, Tensor]:
-    """``[batch, n_answer, vocab]`` logits and ``[batch, n_answer]`` targets at the answers."""
+    """``[batch, n_answer, vocab]`` logits and ``[batch, n_answer]`` class targets (or
+    ``[batch, n_answer, vocab]`` bit targets) at the answers."""
     pos = batch.answer_positions
     return logits[:, pos], batch.targets[:, pos]
+
+
+def _is_bits(target: Tensor) -> bool:
+    return target.dtype.is_floating_point
+
+
+def _answer_logprob(answer: Tensor, target: Tensor) -> Tensor:
+    """``[batch, n_answer]`` log-probability of the correct class, or of the correct bit
+    pattern (the sum of each bit's log-probability)."""
+    if _is_bits(target):
+        return (target * F.logsigmoid(answer) + (1 - target) * F.logsigmoid(-answer)).sum(-1)
+    return F.log_softmax(answer, -1).gather(-1, target[..., None])[..., 0]
 
 
 @register_metric("logprob")
 def logprob(logits: Tensor, batch: Any) -> Tensor:
     """Mean log-probability of the correct answer over answer positions (higher is better)."""
-    answer, target = _answer_logits(logits, batch)
-    return F.log_softmax(answer, -1).gather(-1, target[..., None]).mean()
+    return _answer_logprob(*_answer_logits(logits, batch)).mean()
 
 
 @register_metric("logit_diff")
 def logit_diff(logits: Tensor, batch: Any) -> Tensor:
-    """Mean of (correct logit − mean of the other logits) over answer positions."""
+    """Mean of (correct logit − mean of the other logits) over answer positions; for bits, the
+    mean over bits of (logit of the correct value − logit of the other), ``±logit``."""
     answer, target = _answer_logits(logits, batch)
+    if _is_bits(target):
+        return ((2 * target - 1) * answer).mean()
     correct = answer.gather(-1, target[..., None])[..., 0]
     others = (answer.sum(-1) - correct) / (answer.shape[-1] - 1)
     return (correct - others).mean()
@@ -64,6 +82,8 @@ def logit_diff(logits: Tensor, batch: Any) -> Tensor:
 def prob(logits: Tensor, batch: Any) -> Tensor:
     """Mean probability of the correct answer over answer positions."""
     answer, target = _answer_logits(logits, batch)
+    if _is_bits(target):
+        return _answer_logprob(answer, target).exp().mean()
     return F.softmax(answer, -1).gather(-1, target[..., None]).mean()
 
 

@@ -1,9 +1,11 @@
 """The vocabulary of circuits: frozen :class:`Node` and :class:`Edge`.
 
 A node is a component that writes into the residual stream (token embedding, seed channel,
-attention head, MLP) or the final read-out (logits), optionally at one residual-stream
-position. An edge joins a writer to one *input* of a later component: an attention head's
-query, key or value input, an MLP's input, or the logits. Position-resolved edges join a writer
+input MLP, attention head, MLP) or the final read-out (logits), optionally at one
+residual-stream position. An edge joins a writer to one *input* of a later component: an
+attention head's query, key or value input, an MLP's (or the input MLP's) input, or the logits.
+In a model with an input MLP the embedding (and an appended seed) feed only the input MLP
+(see :mod:`circuits.components`). Position-resolved edges join a writer
 at position ``p`` to a reader at the same position ``p`` (the residual stream is per position;
 information moves between positions only inside attention heads, through their key and value
 inputs), as in TransformerLens 4.x's attribution graph.
@@ -17,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-NODE_KINDS = ("embed", "seed", "head", "mlp", "logits")
-WRITER_KINDS = ("embed", "seed", "head", "mlp")
+NODE_KINDS = ("embed", "seed", "input_mlp", "head", "mlp", "logits")
+WRITER_KINDS = ("embed", "seed", "input_mlp", "head", "mlp")
 EDGE_INPUTS = ("q", "k", "v", "mlp", "logits")
 
 
@@ -28,7 +30,7 @@ class Node:
 
     Attributes:
         kind: one of ``NODE_KINDS``.
-        layer: block index for ``head``/``mlp`` (``None`` for embed, seed, logits).
+        layer: block index for ``head``/``mlp`` (``None`` for embed, seed, input_mlp, logits).
         head: head index for ``head`` nodes.
         position: residual-stream position, or ``None`` for a node summed over positions.
     """
@@ -49,7 +51,7 @@ class Node:
 
     @property
     def name(self) -> str:
-        """Short display name: ``embed``, ``seed``, ``a1.3`` (head), ``m0`` (MLP), ``logits``;
+        """Short display name: ``embed``, ``seed``, ``input_mlp``, ``a1.3`` (head), ``m0`` (MLP), ``logits``;
         with ``@p`` appended for a position-resolved node."""
         base = {"head": f"a{self.layer}.{self.head}", "mlp": f"m{self.layer}"}.get(self.kind, self.kind)
         return base if self.position is None else f"{base}@{self.position}"
@@ -69,8 +71,8 @@ class Node:
 class Edge:
     """``source`` (a writer) feeds input ``input`` of ``dest``.
 
-    ``input`` is ``q``/``k``/``v`` for a head destination, ``mlp`` for an MLP and ``logits`` for
-    the logits node.
+    ``input`` is ``q``/``k``/``v`` for a head destination, ``mlp`` for an MLP or the input MLP
+    and ``logits`` for the logits node.
     """
 
     source: Node
@@ -80,9 +82,10 @@ class Edge:
     def __post_init__(self) -> None:
         if self.source.kind not in WRITER_KINDS:
             raise ValueError(f"Edge source must be a writer {WRITER_KINDS}; got {self.source.kind!r}")
-        allowed = {"head": ("q", "k", "v"), "mlp": ("mlp",), "logits": ("logits",)}.get(self.dest.kind)
+        allowed = {"head": ("q", "k", "v"), "mlp": ("mlp",), "input_mlp": ("mlp",),
+                   "logits": ("logits",)}.get(self.dest.kind)
         if allowed is None:
-            raise ValueError(f"Edge dest must be a head, mlp or logits node; got {self.dest.kind!r}")
+            raise ValueError(f"Edge dest must be a head, mlp, input_mlp or logits node; got {self.dest.kind!r}")
         if self.input not in allowed:
             raise ValueError(f"Edge into a {self.dest.kind} node takes input {allowed}; got {self.input!r}")
         if self.source.position != self.dest.position:

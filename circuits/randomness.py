@@ -32,8 +32,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from circuits.ablation import Ablation
+from circuits.ablation import Ablation, replaced_nodes
 from circuits.components import run_model
+from circuits.graph import ModelGraph
 from circuits.nodes import Node
 
 # Exact output distributions of multi-bit (BCE) answers are enumerated up to this many bits.
@@ -77,46 +78,6 @@ def total_variation(p: Tensor, q: Tensor) -> Tensor:
     return 0.5 * (p - q).abs().sum(-1)
 
 
-# ---------------------------------------------------------------------- sites
-
-
-@dataclass(frozen=True)
-class SeedSite:
-    """A node whose activation is patched: a hook, optionally one head and one position.
-
-    Attributes:
-        label: display name (circuits' node names: ``embed``, ``seed``, ``a1.0``, ``m0``;
-            ``input_mlp`` for the recall model's input MLP; ``@p`` for one position).
-        hook: the hook point patched (``hook_embed``, ``hook_seed_embed``,
-            ``input_mlp.hook_post``, ``blocks.{l}.attn.hook_z``, ``blocks.{l}.hook_mlp_out``).
-        head: head index on ``hook_z`` (``None``: the whole hook).
-        position: task position (``None``: every position).
-    """
-
-    label: str
-    hook: str
-    head: int | None = None
-    position: int | None = None
-
-    def at(self, position: int) -> SeedSite:
-        return SeedSite(f"{self.label}@{position}", self.hook, self.head, position)
-
-
-def seed_sites(model: Any) -> list[SeedSite]:
-    """Every writer of ``model`` in forward order: ``embed``, ``seed``, the input MLP if any,
-    then per block each head and the MLP (hooks the model lacks are skipped)."""
-    hooks = model.hook_dict
-    cfg = model.cfg
-    sites = [SeedSite("embed", "hook_embed"), SeedSite("seed", "hook_seed_embed")]
-    if "input_mlp.hook_post" in hooks:
-        sites.append(SeedSite("input_mlp", "input_mlp.hook_post"))
-    for layer in range(int(cfg.n_layers)):
-        for head in range(int(cfg.n_heads)):
-            sites.append(SeedSite(Node("head", layer, head).name, f"blocks.{layer}.attn.hook_z", head))
-        sites.append(SeedSite(Node("mlp", layer).name, f"blocks.{layer}.hook_mlp_out"))
-    return [s for s in sites if s.hook in hooks]
-
-
 def _run_capturing(model: Any, batch: Any, hooks: list[str] | set[str]) -> tuple[Tensor, dict[str, Tensor]]:
     """Logits of ``batch`` and ``{hook: activation}`` (detached) for ``hooks``."""
     cache: dict[str, Tensor] = {}
@@ -129,20 +90,6 @@ def _run_capturing(model: Any, batch: Any, hooks: list[str] | set[str]) -> tuple
     return logits, cache
 
 
-def _patch_hook(site: SeedSite, source: Tensor, offset: int):
-    def hook(value: Tensor, hook: Any) -> Tensor:
-        out = value.clone()
-        # hook_seed_embed of a seed token has one position; task positions sit after it
-        pos = slice(None) if site.position is None or value.shape[1] == 1 else site.position + offset
-        if site.head is None:
-            out[:, pos] = source[:, pos]
-        else:
-            out[:, pos, site.head] = source[:, pos, site.head]
-        return out
-
-    return hook
-
-
 # ---------------------------------------------------------------------- usage score
 
 
@@ -151,13 +98,13 @@ class RandomnessUsage:
     """Seed-resample patching of every node.
 
     Attributes:
-        score: ``{site label: mean TV}`` between clean and node-patched output distributions.
-        flip: ``{site label: fraction of answers whose argmax changes}``.
+        score: ``{node name: mean TV}`` between clean and node-patched output distributions.
+        flip: ``{node name: fraction of answers whose argmax changes}``.
         reference: mean TV of the whole-model seed resample (same input, the other seed).
         reference_flip: answer-change fraction of the whole-model seed resample.
-        share: ``{site label: score / reference}`` (``None`` where the reference is 0).
-        per_position: ``{site label: [score at position p for p in positions]}`` (empty unless
-            asked for).
+        share: ``{node name: score / reference}`` (``None`` where the reference is 0).
+        per_position: ``{node name: [score at task position p for p in positions]}`` (empty
+            unless asked for).
         n_examples, n_resamples: examples per resample and resamples averaged.
     """
 
@@ -182,28 +129,30 @@ def randomness_usage(
     *,
     n_resamples: int = 2,
     per_position: bool = False,
-    sites: list[SeedSite] | None = None,
+    sites: list[Node] | None = None,
     seed: int = 0,
 ) -> RandomnessUsage:
     """Randomness-usage score of every node (module docstring).
+
+    Each node is patched with :func:`~circuits.ablation.replaced_nodes` from the writer values
+    of :meth:`Ablation.source_values` (``seed-resample``), as every node ablation is.
 
     Args:
         batch: a :class:`~interp_rand.tasks.Batch` with seeds (``len >= 2``).
         loss_kind: the task's (``bce``: bit answers; else class answers).
         n_resamples: seed permutations averaged (``Ablation("seed-resample", seed + i)``).
-        per_position: also patch each node at one task position at a time.
-        sites: nodes to patch (default :func:`seed_sites`).
+        per_position: also patch each node at one task position at a time (labels
+            ``name@p``, ``p`` a task position: a seed token, if any, is not counted).
+        sites: nodes to patch (default: every writer of the model's :class:`ModelGraph`).
     """
     if batch.seeds is None:
         raise ValueError("randomness_usage needs a batch with seeds (a model with a seed channel)")
     if n_resamples < 1:
         raise ValueError(f"n_resamples={n_resamples} must be >= 1")
-    sites = seed_sites(model) if sites is None else sites
-    missing = sorted({s.hook for s in sites} - set(model.hook_dict))
-    if missing:
-        raise ValueError(f"model has no hook point(s) {missing}")
-    offset = int(getattr(model.cfg, "seed_offset", 0) or 0)
     n_pos = batch.inputs.shape[1]
+    graph = ModelGraph.of(model, n_pos)
+    sites = graph.writers if sites is None else sites
+    offset = graph.arch.seed_offset
     answer_pos = batch.answer_positions
     clean_logits = run_model(model, batch)
     clean_p = answer_distribution(clean_logits, answer_pos, loss_kind)
@@ -214,30 +163,29 @@ def randomness_usage(
         flip = answers(logits, answer_pos, loss_kind) != clean_a
         return float(tv.mean()), float(flip.float().mean())
 
-    patched = list(sites)
+    patched = {node.name: node for node in sites}
     if per_position:
-        patched += [s.at(p) for s in sites for p in range(n_pos)]
-    totals = {s.label: [0.0, 0.0] for s in patched}
+        patched |= {f"{node.name}@{p}": node.at(p + offset) for node in sites for p in range(n_pos)}
+    totals = {label: [0.0, 0.0] for label in patched}
     ref = [0.0, 0.0]
-    wanted = {s.hook for s in sites}
     for r in range(n_resamples):
-        source = Ablation("seed-resample", seed=seed + r).source_batch(batch)
-        source_logits, cache = _run_capturing(model, source, wanted)
-        for i, v in enumerate(effect(source_logits)):
+        ablation = Ablation("seed-resample", seed=seed + r)
+        for i, v in enumerate(effect(run_model(model, ablation.source_batch(batch)))):
             ref[i] += v / n_resamples
-        for site in patched:
-            with model.hooks(fwd_hooks=[(site.hook, _patch_hook(site, cache[site.hook], offset))]):
-                values = effect(run_model(model, batch))
-            for i, v in enumerate(values):
-                totals[site.label][i] += v / n_resamples
-    score = {s.label: totals[s.label][0] for s in sites}
+        values = ablation.source_values(model, graph, batch)
+        for label, node in patched.items():
+            with replaced_nodes(model, [node], values):
+                for i, v in enumerate(effect(run_model(model, batch))):
+                    totals[label][i] += v / n_resamples
+    names = [node.name for node in sites]
+    score = {name: totals[name][0] for name in names}
     return RandomnessUsage(
         score=score,
-        flip={s.label: totals[s.label][1] for s in sites},
+        flip={name: totals[name][1] for name in names},
         reference=ref[0],
         reference_flip=ref[1],
         share={k: (v / ref[0] if ref[0] > 0 else None) for k, v in score.items()},
-        per_position={s.label: [totals[f"{s.label}@{p}"][0] for p in range(n_pos)] for s in sites} if per_position else {},
+        per_position={name: [totals[f"{name}@{p}"][0] for p in range(n_pos)] for name in names} if per_position else {},
         n_examples=len(batch),
         n_resamples=n_resamples,
     )
@@ -379,7 +327,6 @@ def seed_probe(model: Any, batch: Any, hooks: list[str], generator: torch.Genera
 __all__ = [
     "RandomnessUsage",
     "SeedEntry",
-    "SeedSite",
     "answer_distribution",
     "answers",
     "randomness_usage",
@@ -387,6 +334,5 @@ __all__ = [
     "seed_entry",
     "seed_labels",
     "seed_probe",
-    "seed_sites",
     "total_variation",
 ]

@@ -1,5 +1,7 @@
-"""Writer contributions: what each embedding, seed channel, head and MLP adds to the residual
-stream, stacked as ``[batch, n_positions, n_writers, d_model]`` in :class:`ModelGraph` order."""
+"""Writer contributions: what each embedding, seed channel, input MLP, head and MLP adds to the
+residual stream (or, for the embedding and an appended seed of a model with an input MLP, to the
+input MLP's input), stacked as ``[batch, n_positions, n_writers, d_model]`` in
+:class:`ModelGraph` order."""
 
 from __future__ import annotations
 
@@ -9,12 +11,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from circuits.components import head_results, run_model
+from circuits.components import head_results, input_mlp_output, run_model
 from circuits.graph import ModelGraph
 
 
 def writer_hook_names(graph: ModelGraph) -> list[str]:
     names = ["hook_embed"] + (["hook_seed_embed"] if graph.arch.has_seed else [])
+    names += ["input_mlp.hook_post"] if graph.arch.has_input_mlp else []
     for layer in range(graph.arch.n_layers):
         names.append(f"blocks.{layer}.attn.hook_z")
         if not graph.arch.attn_only:
@@ -33,7 +36,9 @@ def stack_writers(
         if name not in acts:
             break
         value = acts[name]
-        if name == "hook_embed":  # task positions follow a seed token
+        if name == "input_mlp.hook_post":
+            value = input_mlp_output(model, value)
+        if name in ("hook_embed", "input_mlp.hook_post"):  # task positions follow a seed token
             value = F.pad(value, (0, 0, offset, 0))
         elif name == "hook_seed_embed":
             value = F.pad(value, (0, 0, 0, n_pos - value.shape[1]))

@@ -73,3 +73,37 @@ def micro_pairs(n: int = 16, seed: int = 0) -> tuple[Batch, Batch]:
     targets[:, -1] = clean.inputs[:, N - 2]
     return (Batch(clean.inputs, targets, clean.loss_mask, clean.answer_positions),
             Batch(corrupted.inputs, targets, clean.loss_mask, clean.answer_positions))
+
+
+def recall_path_model():
+    """A hand-set recall-style model (vector inputs, seed appended before the input MLP, one
+    block of two linear-attention heads, no LayerNorm, no positions) with known paths.
+
+    Residual dims: 0-4 the token features, 5-6 the two seed bits (through the input MLP, which
+    is the identity up to GELU's tail: ``W_in = 10 I``, ``W_out = 0.1 I`` on non-negative
+    inputs), 7 head a0.0's output, 8 head a0.1's. Both heads attend with weight 1 to every
+    earlier position (``b_Q = b_K = 1``); a0.0 sums seed bit 0, a0.1 seed bit 1. Logits: bit 0 =
+    ``4 * dim 0 - 2`` (the query's key feature), bit 1 = ``dim 7 - 2``. So the paths are
+    ``embed -> input_mlp -> logits`` and ``seed -> input_mlp -> a0.0<v> -> logits``; a0.1
+    carries the seed but nowhere the logits read."""
+    from interp_rand.tasks.recall import RecallTask
+
+    task = RecallTask(n_pairs=3, value_bits=2, seed_bits=2)
+    cfg = task.model_config(d_model=9, n_layers=1, n_heads=2, d_head=1, d_input_mlp=9, positional="none")
+    model = HookedTransformer(cfg, seed=0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        model.embed.W_E[:, :5] = torch.eye(5)
+        model.seed_embed.W_seed[:, 5:7] = torch.eye(2)
+        model.input_mlp.W_in.copy_(10 * torch.eye(9))
+        model.input_mlp.W_out.copy_(0.1 * torch.eye(9))
+        attn = model.blocks[0].attn
+        attn.b_Q.fill_(1.0)
+        attn.b_K.fill_(1.0)
+        attn.W_V[0, 5, 0] = attn.W_V[1, 6, 0] = 1.0
+        attn.W_O[0, 0, 7] = attn.W_O[1, 0, 8] = 1.0
+        model.unembed.W_U[0, 0] = 4.0
+        model.unembed.W_U[7, 1] = 1.0
+        model.unembed.b_U.copy_(torch.tensor([-2.0, -2.0]))
+    return task, model.eval()

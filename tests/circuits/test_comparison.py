@@ -1,7 +1,6 @@
 """Circuit comparison: alignment, cross-faithfulness, the side-by-side HTML and `interp-rand compare`."""
 
 import json
-import re
 
 import pytest
 from circuit_models import make_model, token_pairs
@@ -110,11 +109,23 @@ def test_cli_compare_end_to_end_and_refusals(tmp_path, capsys):
     assert "different task configs (length)" in capsys.readouterr().err
 
 
-def test_cli_compare_refuses_recall_with_a_clear_message(tmp_path, capsys):
+def test_cli_circuit_and_compare_on_recall_runs(tmp_path, capsys):
+    """Recall models (input MLP, seed appended before it, bit answers) go through discovery,
+    faithfulness, drawing and comparison like every other model."""
     task = make_task("recall", n_pairs=2, value_bits=1, seed_bits=2)
-    run = tmp_path / "recall"
-    train(task, task.model_config(d_model=16, n_heads=2), TrainConfig(steps=1, batch_size=8, eval_size=8, eval_every=1),
-          run, progress=False)
-    assert main(["compare", str(run), str(run), "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err
-    assert "recall" in err and "compare supports colouring, sort and addition" in err
+    runs = []
+    for seed in (0, 1):
+        run = tmp_path / f"recall{seed}"
+        train(task, task.model_config(d_model=16, n_heads=2, d_input_mlp=8),
+              TrainConfig(steps=2, batch_size=8, eval_size=8, eval_every=2, seed=seed), run, progress=False)
+        runs.append(run)
+    out = tmp_path / "circuit"
+    assert main(["circuit", str(runs[0]), "--n", "16", "--top-k", "8", "--resamples", "2", "--out", str(out)]) == 0
+    circuit = json.loads((out / "circuit.json").read_text())
+    assert circuit["architecture"]["has_input_mlp"] and circuit["architecture"]["seed_append"]
+    assert "input_mlp" in (out / "circuit.html").read_text()
+    assert main(["compare", str(runs[0]), str(runs[1]), "--method", "eap", "--n", "16", "--top-k", "8",
+                 "--out", str(tmp_path / "out")]) == 0
+    summary = json.loads((tmp_path / "out" / "comparison.json").read_text())
+    assert summary["task"] == "recall" and summary["n_shared"] + summary["n_only_a"] == 8
+    assert "jaccard" in capsys.readouterr().out
