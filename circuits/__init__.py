@@ -24,7 +24,7 @@ from circuits.discovery import (
     register_method,
 )
 from circuits.edge_patching import exact_edge_scores, patched_edges, run_with_edges
-from circuits.faithfulness import Faithfulness, faithfulness
+from circuits.faithfulness import Faithfulness, faithfulness, smallest_faithful_circuit
 from circuits.graph import ModelGraph
 from circuits.metrics import get_metric, metric_names, register_metric
 from circuits.node_patching import ACTIVATIONS, patch_sweep
@@ -73,6 +73,7 @@ __all__ = [
     "replaced_nodes",
     "run_with_edges",
     "seed_entry",
+    "smallest_faithful_circuit",
     "spearman",
     "writer_values",
 ]

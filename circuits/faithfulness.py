@@ -9,7 +9,7 @@ recovered share over bootstrap resamples of the data.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
@@ -119,4 +119,43 @@ def faithfulness(
     return Faithfulness(recovered, full, empty, inside, len(circuit), graph.n_edges, tuple(curve), tuple(spread))
 
 
-__all__ = ["Faithfulness", "faithfulness"]
+# Circuit sizes tried by `smallest_faithful_circuit` (plus every edge).
+CANDIDATE_SIZES = (1, 2, 3, 5, 8, 10, 15, 20, 30, 40, 50, 80, 100, 150, 200, 300, 500, 800, 1000, 1500, 2000, 3000, 5000)
+
+
+def smallest_faithful_circuit(
+    model: Any,
+    scores: EdgeScores,
+    clean: Any,
+    corrupted: Any = None,
+    *,
+    metric: str | Metric = "logprob",
+    ablation: Ablation | None = None,
+    target: float = 0.8,
+    reference: Any = None,
+) -> tuple[Circuit, tuple[tuple[int, float], ...]]:
+    """The smallest top-k circuit of ``scores`` that recovers the model's behaviour: the least
+    ``k`` (from :data:`CANDIDATE_SIZES` and every edge) whose recovered share of the full vs.
+    empty gap, and that of every larger ``k`` tried, lies within ``1 ± (1 - target)``. The
+    second value is the faithfulness curve the choice was read from (``(k, recovered)``).
+
+    Requiring every larger size to stay within the band skips a lucky small circuit before a
+    dip; when the full-vs-empty gap is tiny the curve is noise and the answer is every edge
+    that scores non-zero (or all of them)."""
+    if not 0 < target <= 1:
+        raise ValueError(f"target={target!r} must lie in (0, 1]")
+    n = scores.graph.n_edges
+    sizes = sorted({k for k in CANDIDATE_SIZES if k < n} | {n})
+    curve = faithfulness(model, scores.circuit(top_k=n), clean, corrupted, metric=metric, ablation=ablation,
+                         reference=reference, scores=scores, curve_sizes=sizes).curve
+    band = 1 - target
+    chosen = n
+    for k, recovered in reversed(curve):
+        if abs(recovered - 1) > band:
+            break
+        chosen = k
+    circuit = scores.circuit(top_k=chosen)
+    return replace(circuit, settings={**circuit.settings, "selection": "smallest faithful", "target": target}), curve
+
+
+__all__ = ["CANDIDATE_SIZES", "Faithfulness", "faithfulness", "smallest_faithful_circuit"]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from interp_rand.cli.options import top_k_option
 from interp_rand.training.checkpoint import load_checkpoint
 from interp_rand.training.objectives import fixed_seeds_if_asked
 
@@ -35,7 +36,11 @@ def add_parser(commands) -> argparse.ArgumentParser:
                         "task's corrupted inputs)")
     parser.add_argument("--n", type=int, default=256, help="clean/corrupted pairs (default: 256)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the data")
-    parser.add_argument("--top-k", type=int, default=None, help="keep this many edges (default: 30)")
+    parser.add_argument("--top-k", type=top_k_option, default=None, metavar="K|auto",
+                        help="keep this many edges, or auto: the smallest top-k circuit recovering --target "
+                        "of the behaviour at this and every larger size tried (default: auto; acdc: its own circuit)")
+    parser.add_argument("--target", type=float, default=0.8,
+                        help="with --top-k auto: the recovered share required, within 1 +- (1 - target) (default: 0.8)")
     parser.add_argument("--threshold", type=float, default=None,
                         help="keep edges with |score| >= this (acdc: also its search threshold)")
     parser.add_argument("--steps", type=int, default=5, help="EAP-IG interpolation steps")
@@ -78,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         scores = discover(model, pairs.clean, pairs.corrupted, metric=args.metric, method=args.method,
                           ablation=ablation, by_position=not args.no_positions, **options)
         by_position = not args.no_positions
-        circuit = _select(scores, args, options)
+        circuit = _select(scores, args, options, model, pairs, ablation)
     seconds = time.perf_counter() - start
     circuit = dataclasses.replace(circuit, settings={**circuit.settings, "by_position": by_position,
                                   "run": str(ckpt.path), "task": ckpt.spec.task_name, "data_seed": args.seed})
@@ -97,10 +102,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _select(scores, args: argparse.Namespace, options: dict):
-    """ACDC's own circuit by default; else the top-k (default 30) or a threshold."""
+def _select(scores, args: argparse.Namespace, options: dict, model, pairs, ablation):
+    """ACDC's own circuit by default; else a threshold, the top-k, or (default) the smallest
+    faithful top-k circuit."""
+    from circuits import smallest_faithful_circuit
+
     if args.method == "acdc" and args.top_k is None:
         return scores.circuit(threshold=options["threshold"])
     if args.threshold is not None:
         return scores.circuit(threshold=args.threshold)
-    return scores.circuit(top_k=30 if args.top_k is None else args.top_k)
+    if args.top_k in (None, "auto"):
+        return smallest_faithful_circuit(model, scores, pairs.clean, pairs.corrupted, metric=args.metric,
+                                         ablation=ablation, target=args.target)[0]
+    return scores.circuit(top_k=args.top_k)

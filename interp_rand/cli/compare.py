@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from interp_rand.cli.options import top_k_option
 from interp_rand.training.checkpoint import load_checkpoint
 from interp_rand.training.objectives import fixed_seeds_if_asked
 
@@ -33,7 +34,11 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--method", choices=method_names(), default="eap-ig")
     parser.add_argument("--metric", choices=metric_names(), default="logprob")
     parser.add_argument("--ablation", choices=ABLATION_KINDS, default="resample")
-    parser.add_argument("--top-k", type=int, default=50, help="edges kept per circuit (default: 50)")
+    parser.add_argument("--top-k", type=top_k_option, default="auto", metavar="K|auto",
+                        help="edges kept per circuit; auto (default): each run's smallest top-k circuit "
+                        "recovering --target of its behaviour, at this and every larger size tried")
+    parser.add_argument("--target", type=float, default=0.8,
+                        help="with --top-k auto: the recovered share required, within 1 +- (1 - target) (default: 0.8)")
     parser.add_argument("--n", type=int, default=128, help="clean/corrupted pairs per run (default: 128)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the data (same for both runs)")
     parser.add_argument("--steps", type=int, default=5, help="EAP-IG interpolation steps")
@@ -51,7 +56,7 @@ def _load(run_dir: Path, args: argparse.Namespace):
     try:
         architecture(model)
     except ValueError as err:
-        raise ValueError(f"{run_dir}: {err} (compare supports colouring, sort and addition runs)") from None
+        raise ValueError(f"{run_dir}: {err}") from None
     task = ckpt.spec.make_task()
     generator = torch.Generator().manual_seed(args.seed)
     batch = fixed_seeds_if_asked(task, task.sample(args.n, generator), ckpt.spec.train_config)
@@ -60,12 +65,12 @@ def _load(run_dir: Path, args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from circuits import Ablation, architecture, discover
+    from circuits import Ablation, architecture, discover, smallest_faithful_circuit
     from circuits.comparison import compare_circuits
     from circuits.comparison_draw import write_comparison_html
 
-    if args.n < 2 or args.top_k < 1:
-        raise ValueError(f"--n={args.n} must be >= 2 and --top-k={args.top_k} >= 1")
+    if args.n < 2:
+        raise ValueError(f"--n={args.n} must be >= 2")
     ckpt_a, model_a, pairs_a = _load(args.run_a, args)
     ckpt_b, model_b, pairs_b = _load(args.run_b, args)
     if ckpt_a.spec.task_name != ckpt_b.spec.task_name:
@@ -83,7 +88,11 @@ def run(args: argparse.Namespace) -> int:
     for ckpt, model, pairs in ((ckpt_a, model_a, pairs_a), (ckpt_b, model_b, pairs_b)):
         scores = discover(model, pairs.clean, pairs.corrupted, metric=args.metric, method=args.method,
                           ablation=ablation, by_position=not args.no_positions, **options)
-        circuit = scores.circuit(top_k=args.top_k)
+        if args.top_k == "auto":
+            circuit, _ = smallest_faithful_circuit(model, scores, pairs.clean, pairs.corrupted, metric=args.metric,
+                                                   ablation=ablation, target=args.target)
+        else:
+            circuit = scores.circuit(top_k=args.top_k)
         circuits.append(dataclasses.replace(circuit, settings={
             **circuit.settings, "by_position": not args.no_positions, "run": str(ckpt.path),
             "task": ckpt.spec.task_name, "data_seed": args.seed}))
@@ -95,10 +104,11 @@ def run(args: argparse.Namespace) -> int:
     circuits[0].save(args.out / "circuit_a.json")
     circuits[1].save(args.out / "circuit_b.json")
     summary = {"run_a": str(args.run_a), "run_b": str(args.run_b), "task": ckpt_a.spec.task_name,
-               "method": args.method, "top_k": args.top_k, "n": args.n, **result.to_dict()}
+               "method": args.method, "top_k": args.top_k,
+               "edges": [len(circuits[0]), len(circuits[1])], "n": args.n, **result.to_dict()}
     (args.out / "comparison.json").write_text(json.dumps(summary, indent=2))
     write_comparison_html(*circuits, result, args.out / "comparison.html")
-    key = {k: summary[k] for k in ("task", "method", "top_k", "n_shared", "n_only_a", "n_only_b",
+    key = {k: summary[k] for k in ("task", "method", "top_k", "edges", "n_shared", "n_only_a", "n_only_b",
                                    "jaccard", "node_jaccard", "spearman_shared", "cross_faithfulness")}
     print(json.dumps(key, indent=2))
     print(f"wrote {args.out}/comparison.json, comparison.html, circuit_a.json, circuit_b.json")

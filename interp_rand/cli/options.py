@@ -108,3 +108,16 @@ def output_folder(run: Any, run_dir: Any, given: Any = None):
         return Path(given)
     name = zoo_name(run)
     return Path("zoo-output") / name if name is not None else Path(run_dir)
+
+
+def top_k_option(text: str) -> int | str:
+    """``--top-k``: a number of edges (>= 1) or ``auto`` (the smallest faithful circuit)."""
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of edges or 'auto', got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value

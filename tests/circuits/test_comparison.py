@@ -129,3 +129,23 @@ def test_cli_circuit_and_compare_on_recall_runs(tmp_path, capsys):
     summary = json.loads((tmp_path / "out" / "comparison.json").read_text())
     assert summary["task"] == "recall" and summary["n_shared"] + summary["n_only_a"] == 8
     assert "jaccard" in capsys.readouterr().out
+
+
+def test_cli_compare_picks_each_runs_smallest_faithful_circuit_by_default(tmp_path, capsys):
+    task = make_task("sort", length=3, vocab=4)
+    run_a, run_b = _train(tmp_path / "a", task), _train(tmp_path / "b", task, seed=1)
+    out = tmp_path / "out"
+    assert main(["compare", str(run_a), str(run_b), "--method", "eap", "--n", "16", "--out", str(out)]) == 0
+    summary = json.loads((out / "comparison.json").read_text())
+    assert summary["top_k"] == "auto"
+    for size, side in zip(summary["edges"], ("a", "b")):
+        assert summary["n_shared"] + summary[f"n_only_{side}"] == size
+    for name in ("circuit_a.json", "circuit_b.json"):
+        assert json.loads((out / name).read_text())["settings"]["selection"] == "smallest faithful"
+    # each circuit recovers its own run's behaviour within the band of the default target 0.8
+    assert abs(summary["cross_faithfulness"]["a_on_a"] - 1) <= 0.2 + 1e-6
+    assert abs(summary["cross_faithfulness"]["b_on_b"] - 1) <= 0.2 + 1e-6
+    for bad in ("0", "many"):
+        with pytest.raises(SystemExit):
+            main(["compare", str(run_a), str(run_b), "--top-k", bad, "--out", str(out)])
+        assert "--top-k" in capsys.readouterr().err

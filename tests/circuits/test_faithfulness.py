@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from circuits import Ablation, Circuit, discover, faithfulness
+from circuits import Ablation, Circuit, discover, faithfulness, smallest_faithful_circuit
 
 
 @pytest.fixture(scope="module")
@@ -46,3 +46,28 @@ def test_mean_ablation_faithfulness(model, pairs):
     worst = faithfulness(model, Circuit({}, scores.graph.arch, {"by_position": True}), clean, ablation=Ablation("mean"))
     assert worst.recovered == pytest.approx(0.0, abs=1e-6)
     assert best.recovered > 0.3
+
+
+@pytest.mark.parametrize("target", [0.6, 0.8, 0.95])
+def test_smallest_faithful_circuit_is_the_least_size_that_stays_in_the_band(model, pairs, scores, target):
+    clean, corrupted = pairs
+    circuit, curve = smallest_faithful_circuit(model, scores, clean, corrupted, target=target)
+    sizes = [k for k, _ in curve]
+    assert sizes == sorted(sizes) and sizes[-1] == scores.graph.n_edges
+    k = len(circuit)
+    assert k in sizes and circuit.settings["selection"] == "smallest faithful"
+    in_band = {size: abs(r - 1) <= 1 - target for size, r in curve}
+    assert all(in_band[size] for size in sizes if size >= k)
+    smaller = [size for size in sizes if size < k]
+    assert not smaller or not in_band[smaller[-1]]  # one size down leaves the band
+    # the chosen circuit measured on its own is the curve's value
+    assert faithfulness(model, circuit, clean, corrupted).recovered == pytest.approx(dict(curve)[k], abs=1e-5)
+
+
+def test_a_stricter_target_never_gives_a_smaller_circuit(model, pairs, scores):
+    clean, corrupted = pairs
+    loose, _ = smallest_faithful_circuit(model, scores, clean, corrupted, target=0.6)
+    strict, _ = smallest_faithful_circuit(model, scores, clean, corrupted, target=0.95)
+    assert len(strict) >= len(loose) and set(loose.edges) <= set(strict.edges)
+    with pytest.raises(ValueError, match="target"):
+        smallest_faithful_circuit(model, scores, clean, corrupted, target=0)
