@@ -52,15 +52,21 @@ def analyse(run_dir: Path, n: int, stored_inputs: int, seed: int) -> dict[str, A
         "name": Path(run_dir).name, "run": str(run_dir), "task": task.name, "step": ckpt.step,
         "objective": train.objective, "q": train.q, "seed_source": train.seed_source,
         "usage": randomness_usage(model, batch, task.loss_kind, per_position=True, seed=seed).to_dict(),
-        "entry": seed_entry(model, task, task.sample(64, generator), task.sample_seeds(64, generator),
-                            probe_batch=task.sample(n, generator), generator=generator).to_dict(),
     }
-    # control: the same architecture with fresh random weights uses its seed by accident only
+    inputs, seeds = task.sample(64, generator), task.sample_seeds(64, generator)
+    probe_batch = task.sample(n, generator)
+    out["entry"] = seed_entry(model, task, inputs, seeds, probe_batch=probe_batch, generator=generator).to_dict()
+    # control: the same architecture with fresh random weights uses its seed by accident only,
+    # and a probe reads the seed bits from its residual stream as well as the embedding allows
+    from circuits.randomness import residual_stream_hooks, seed_probe
     from probes.controls import random_init_like
 
-    control = randomness_usage(random_init_like(model), batch, task.loss_kind, seed=seed)
+    random_model = random_init_like(model)
+    control = randomness_usage(random_model, batch, task.loss_kind, seed=seed)
     out["random_init"] = {"reference": control.reference, "reference_flip": control.reference_flip,
-                          "score": control.score}
+                          "score": control.score,
+                          "seed_probe": seed_probe(random_model, probe_batch, residual_stream_hooks(random_model),
+                                                   torch.Generator().manual_seed(seed))[0]}
     if task.name == "recall":
         from probes.stored_set import stored_set_map
 
@@ -86,6 +92,8 @@ def key_numbers(run: dict[str, Any]) -> dict[str, Any]:
     row.update({f"seed fraction {h}": f for h, f in zip(entry["hooks"], entry["seed_fraction"])})
     row["seed enters at"] = entry["entry"]
     row.update({f"seed probe {h}": a for h, a in zip(entry["hooks"], entry["probe_accuracy"])})
+    row.update({f"seed probe {h}, random-init control": a
+                for h, a in zip(entry["hooks"], run["random_init"]["seed_probe"])})
     row["seed probe chance"] = entry["probe_chance"]
     if "stored_set" in run:
         s = run["stored_set"]

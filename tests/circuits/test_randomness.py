@@ -117,6 +117,10 @@ def test_cli_writes_json_and_html_and_compares(tmp_path, capsys):
     seeded, zero = report["runs"]
     assert seeded["usage"]["score"]["a0.0"] > ON_PATH_BOUND and zero["usage"]["reference"] == 0.0
     assert seeded["symmetry"]["resample"]["change_rate"][2] == 0.0
+    # the seed-bit probes' random-init control: one accuracy per probed hook, each a rate
+    controls = seeded["random_init"]["seed_probe"]
+    assert len(controls) == len(seeded["entry"]["probe_accuracy"]) and all(0 <= a <= 1 for a in controls)
+    assert "random-init control" in stdout
     assert report["summary"]["zero"]["seed enters at"] is None
     page = (out / "randomness.html").read_text()
     assert page.count("Plotly.newPlot") >= 5 and "stored-set" not in page
