@@ -41,7 +41,7 @@ TOUR: list[tuple[str, str, list[str]]] = [
     ("gridworld", "the randomized grid-world explorer's first-visit map",
      ["gridworld", "eval", "zoo:gridworld-Aq_R", "--out", "OUT"]),
 ]
-HTML_NAMES = ("case_study.html", "report.html", "randomness.html", "comparison.html")
+HTML_NAMES = ("case_study.html", "report.html", "randomness.html", "comparison.html", "first_visit.html")
 
 
 def run_tour(out: str | Path) -> list[dict[str, Any]]:

@@ -39,7 +39,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
                        help="worst: fitness = worst cell's seed-averaged return (q = inf); erm: mean over cells")
     _add_training_options(train)
     train.add_argument("--out", type=Path, default=None, help="run directory (default: runs/gridworld-VARIANT)")
-    evaluate = sub.add_parser("eval", help="evaluate a trained agent (writes evaluation.json)")
+    evaluate = sub.add_parser("eval", help="evaluate a trained agent (writes evaluation.json and first_visit.html)")
     evaluate.add_argument("path", metavar="RUN", type=Path, help="run directory or checkpoint folder")
     evaluate.add_argument("--seeds", type=int, default=None, help="seeds per cell (default: the scale's)")
     evaluate.add_argument("--out", type=Path, default=None,
@@ -81,10 +81,18 @@ def run(args: argparse.Namespace) -> int:
         from interp_rand.cli.options import output_folder
         from interp_rand.zoo.location import zoo_name
 
+        from interp_rand.figures.first_visit import first_visit_figure
+        from interp_rand.gridworld.checkpoint import load_agent
+
         out = output_folder(args.path, args.path, args.out) if zoo_name(args.path) or args.out else None
         summary = experiment.evaluate_run(args.path, n_seeds=args.seeds, out=out)
+        folder = Path(out) if out is not None else load_agent(args.path).path.parent.parent
+        first_visit_figure({str(args.path): summary["first_visit_map"]},
+                           summary["scale"]["grid"]["episode_steps"]).write_html(
+            folder / "first_visit.html", include_plotlyjs=True)
         keys = ("average", "worst_5pct", "worst_cell", "first_visit_max", "first_visit_min", "n_distinct_routes")
         print(json.dumps({k: summary[k] for k in keys}, indent=2))
+        print(f"wrote {folder / experiment.EVALUATION_FILE} and {folder / 'first_visit.html'}")
         return 0
     scale = _scale(args, **({"variant": args.variant} if args.gridworld_command == "train" else {}))
     num_actors = _num_actors(args)

@@ -21,7 +21,8 @@ def test_tour_runs_every_step_on_the_zoo(tmp_path, capsys):
     assert all(s["command"] in printed for s in steps)  # each command is shown as a user would type it
     index = (tmp_path / "index.html").read_text()
     for name in ("carry/case_study.html", "sort/case_study.html", "report/report.html",
-                 "randomness/randomness.html", "recall/randomness.html", "compare/comparison.html"):
+                 "randomness/randomness.html", "recall/randomness.html", "compare/comparison.html",
+                 "gridworld/first_visit.html"):
         assert (tmp_path / name).stat().st_size > 100_000 and f'href="{name}"' in index
     # the claims the tour shows, read back from what it wrote
     carry = json.loads((tmp_path / "carry" / "case_study.json").read_text())

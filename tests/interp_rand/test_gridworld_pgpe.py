@@ -104,6 +104,7 @@ def test_cli_train_eval_compare(tmp_path, capsys):
     assert main(["gridworld", "eval", str(out), "--seeds", "7"]) == 0
     evaluation = json.loads((out / "evaluation.json").read_text())
     assert evaluation["n_seeds"] == 7 and len(evaluation["first_visit_map"]) == 3
+    assert "heatmap" in (out / "first_visit.html").read_text()
     assert main(["gridworld", "compare", "--generations", "1", "--popsize", "2", "--m", "2", "--quiet",
                  "--out", str(tmp_path / "cmp")]) == 0
     rows = json.loads((tmp_path / "cmp" / "comparison.json").read_text())["rows"]
