@@ -29,7 +29,7 @@ from circuits.graph import ModelGraph
 from circuits.metrics import get_metric, metric_names, register_metric
 from circuits.node_patching import ACTIVATIONS, patch_sweep
 from circuits.nodes import EDGE_INPUTS, NODE_KINDS, Edge, Node
-from circuits.randomness import RandomnessUsage, SeedEntry, randomness_usage, seed_entry
+from circuits.randomness import RandomnessUsage, SeedEntry, randomness_usage, seed_entry, seed_pairs
 from circuits.scores import EdgeScores
 from circuits.writers import writer_values
 
@@ -73,6 +73,7 @@ __all__ = [
     "replaced_nodes",
     "run_with_edges",
     "seed_entry",
+    "seed_pairs",
     "smallest_faithful_circuit",
     "spearman",
     "writer_values",

@@ -73,6 +73,26 @@ def answers(logits: Tensor, answer_positions: Tensor, loss_kind: str) -> Tensor:
     return ((picked > 0).long() * powers).sum(-1)
 
 
+def seed_pairs(model: Any, task: Any, batch: Any, generator: torch.Generator) -> Any:
+    """Clean/corrupted pairs that differ in the seed only, for finding the seed's circuit: the
+    clean rows are ``batch`` with the model's own answers as targets, the corrupted rows the same
+    inputs under fresh seeds (same targets). Any metric of the clean targets then measures how
+    far a new seed moves the model off the answer it gave; for a model that ignores its seed
+    the gap is 0 and there is no seed circuit to find."""
+    from interp_rand.tasks import PairBatch
+
+    if not hasattr(task, "sample_seeds") or batch.seeds is None:
+        raise ValueError(f"seed pairs need a task with a seed channel; {getattr(task, 'name', task)!r} has none")
+    with torch.no_grad():
+        picked = run_model(model, batch)[:, batch.answer_positions]
+    targets = batch.targets.clone()
+    targets[:, batch.answer_positions] = (picked > 0).to(targets.dtype) if targets.dtype.is_floating_point \
+        else picked.argmax(-1).to(targets.dtype)
+    clean = dataclasses.replace(batch, targets=targets)
+    corrupted = task.with_seeds(clean, task.sample_seeds(len(batch), generator))
+    return PairBatch(clean=clean, corrupted=corrupted, changed=torch.full((len(batch),), -1, dtype=torch.long))
+
+
 def total_variation(p: Tensor, q: Tensor) -> Tensor:
     """``[...]``: ``0.5 * sum |p - q|`` over the last axis."""
     return 0.5 * (p - q).abs().sum(-1)
@@ -333,6 +353,7 @@ __all__ = [
     "residual_stream_hooks",
     "seed_entry",
     "seed_labels",
+    "seed_pairs",
     "seed_probe",
     "total_variation",
 ]

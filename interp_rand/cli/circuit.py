@@ -35,6 +35,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
                         help="what edges outside the circuit carry (default: resample = the "
                         "task's corrupted inputs)")
     parser.add_argument("--n", type=int, default=256, help="clean/corrupted pairs (default: 256)")
+    add_pairs_option(parser)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the data")
     parser.add_argument("--top-k", type=top_k_option, default=None, metavar="K|auto",
                         help="keep this many edges, or auto: the smallest top-k circuit recovering --target "
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     model = ckpt.model().eval()
     generator = torch.Generator().manual_seed(args.seed)
     batch = fixed_seeds_if_asked(task, task.sample(args.n, generator), ckpt.spec.train_config)
-    pairs = task.corrupt(batch, generator)
+    pairs = make_pairs(args.pairs, model, task, batch, generator)
     ablation = Ablation(args.ablation, seed=args.seed)
     options = {"steps": args.steps} if args.method == "eap-ig" else {}
     if args.method == "acdc":
@@ -100,6 +101,25 @@ def run(args: argparse.Namespace) -> int:
     print(json.dumps({k: v for k, v in summary.items() if k not in ("curve", "spread")}, indent=2))
     print(f"wrote {args.out}/circuit.json, circuit.graphml, circuit.dot, faithfulness.json, circuit.html")
     return 0
+
+
+PAIRS = ("task", "seed")
+
+
+def add_pairs_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pairs", choices=PAIRS, default="task",
+                        help="task (default): the task's own corruption (a minimal input edit that changes "
+                        "the answer); seed: the same inputs under fresh seeds, with the model's own answers "
+                        "as targets: the circuit by which the seed moves the answer (randomized tasks)")
+
+
+def make_pairs(kind: str, model, task, batch, generator: torch.Generator):
+    """Clean/corrupted pairs of ``kind`` (:data:`PAIRS`)."""
+    if kind == "seed":
+        from circuits.randomness import seed_pairs
+
+        return seed_pairs(model, task, batch, generator)
+    return task.corrupt(batch, generator)
 
 
 def _select(scores, args: argparse.Namespace, options: dict, model, pairs, ablation):

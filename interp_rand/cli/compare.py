@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from interp_rand.cli.circuit import add_pairs_option, make_pairs
 from interp_rand.cli.options import top_k_option
 from interp_rand.training.checkpoint import load_checkpoint
 from interp_rand.training.objectives import fixed_seeds_if_asked
@@ -40,12 +41,28 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--target", type=float, default=0.8,
                         help="with --top-k auto: the recovered share required, within 1 +- (1 - target) (default: 0.8)")
     parser.add_argument("--n", type=int, default=128, help="clean/corrupted pairs per run (default: 128)")
+    add_pairs_option(parser)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the data (same for both runs)")
     parser.add_argument("--steps", type=int, default=5, help="EAP-IG interpolation steps")
     parser.add_argument("--no-positions", action="store_true",
                         help="one edge per component pair over all positions (default: per position)")
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     return parser
+
+
+# Below this clean-vs-corrupted difference of the metric a model's circuit is noise.
+TINY_GAP = 1e-2
+
+
+def behaviour_gap(model, pairs, metric: str) -> float:
+    """The metric on the clean run minus on the corrupted run (both against the clean answers):
+    how much the corruption moves the model, the denominator of every faithfulness share."""
+    from circuits import get_metric
+    from circuits.components import run_model
+
+    fn = get_metric(metric)
+    with torch.no_grad():
+        return float(fn(run_model(model, pairs.clean), pairs.clean) - fn(run_model(model, pairs.corrupted), pairs.clean))
 
 
 def _load(run_dir: Path, args: argparse.Namespace):
@@ -60,7 +77,7 @@ def _load(run_dir: Path, args: argparse.Namespace):
     task = ckpt.spec.make_task()
     generator = torch.Generator().manual_seed(args.seed)
     batch = fixed_seeds_if_asked(task, task.sample(args.n, generator), ckpt.spec.train_config)
-    pairs = task.corrupt(batch, generator)
+    pairs = make_pairs(args.pairs, model, task, batch, generator)
     return ckpt, model, pairs
 
 
@@ -103,13 +120,19 @@ def run(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     circuits[0].save(args.out / "circuit_a.json")
     circuits[1].save(args.out / "circuit_b.json")
+    gaps = [behaviour_gap(model, pairs, args.metric) for model, pairs in ((model_a, pairs_a), (model_b, pairs_b))]
     summary = {"run_a": str(args.run_a), "run_b": str(args.run_b), "task": ckpt_a.spec.task_name,
+               "pairs": args.pairs, "behaviour_gap": gaps,
                "method": args.method, "top_k": args.top_k,
                "edges": [len(circuits[0]), len(circuits[1])], "n": args.n, **result.to_dict()}
     (args.out / "comparison.json").write_text(json.dumps(summary, indent=2))
     write_comparison_html(*circuits, result, args.out / "comparison.html")
-    key = {k: summary[k] for k in ("task", "method", "top_k", "edges", "n_shared", "n_only_a", "n_only_b",
+    key = {k: summary[k] for k in ("task", "pairs", "behaviour_gap", "method", "top_k", "edges", "n_shared", "n_only_a", "n_only_b",
                                    "jaccard", "node_jaccard", "spearman_shared", "cross_faithfulness")}
     print(json.dumps(key, indent=2))
+    for label, gap in zip(labels, gaps):
+        if abs(gap) < TINY_GAP:
+            print(f"note: on {label} the clean and corrupted runs differ by {gap:.2g} in {args.metric}: the "
+                  "corruption barely moves this model, so its circuit and faithfulness shares are noise")
     print(f"wrote {args.out}/comparison.json, comparison.html, circuit_a.json, circuit_b.json")
     return 0

@@ -125,3 +125,41 @@ def test_cli_writes_json_and_html_and_compares(tmp_path, capsys):
     page = (out / "randomness.html").read_text()
     assert page.count("Plotly.newPlot") >= 5 and "stored-set" not in page
     assert main(["randomness", str(runs[0]), "--out", str(out), "--n", "1"]) == 2
+
+
+@pytest.mark.parametrize("build", [seed_path_model, recall_model], ids=["coloring", "recall"])
+def test_seed_pairs_target_the_models_own_answers_and_move_only_the_seed(build):
+    from circuits import get_metric, seed_pairs
+    from circuits.components import run_model
+
+    task, model = build(zero_seed=False)
+    batch = task.sample(64, torch.Generator().manual_seed(0))
+    pairs = seed_pairs(model, task, batch, torch.Generator().manual_seed(1))
+    assert torch.equal(pairs.clean.inputs, pairs.corrupted.inputs) and torch.equal(pairs.clean.targets, pairs.corrupted.targets)
+    assert not torch.equal(pairs.clean.seeds, pairs.corrupted.seeds)
+    clean_logits = run_model(model, pairs.clean)[:, batch.answer_positions]
+    answers = pairs.clean.targets[:, batch.answer_positions]
+    if answers.dtype.is_floating_point:  # recall's bits: the model's own sign
+        assert torch.equal(answers, (clean_logits > 0).to(answers.dtype))
+    else:
+        assert torch.equal(answers, clean_logits.argmax(-1))
+    logprob = get_metric("logprob")
+    with torch.no_grad():
+        gap = float(logprob(run_model(model, pairs.clean), pairs.clean) - logprob(run_model(model, pairs.corrupted), pairs.clean))
+    assert gap > 0  # the model's own answer is its most likely one; another seed moves off it
+
+    # a model whose seed weights are zero: a new seed changes nothing
+    task, blind = build(zero_seed=True)
+    pairs = seed_pairs(blind, task, batch, torch.Generator().manual_seed(1))
+    assert torch.equal(run_model(blind, pairs.clean), run_model(blind, pairs.corrupted))
+
+
+def test_seed_pairs_refuse_a_task_without_seeds():
+    from circuits import seed_pairs
+    from interp_rand.model import HookedTransformer
+    from interp_rand.tasks import make_task
+
+    task = make_task("sort", length=3, vocab=4)
+    model = HookedTransformer(task.model_config(d_model=16, n_layers=1, n_heads=2))
+    with pytest.raises(ValueError, match="seed channel"):
+        seed_pairs(model, task, task.sample(4, torch.Generator().manual_seed(0)), torch.Generator())

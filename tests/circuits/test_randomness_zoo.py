@@ -71,3 +71,22 @@ def test_colouring_randomized_model_breaks_symmetry_by_noise_rank():
     randomized, erm = mi["coloring-Aq_R"], mi["coloring-AE_R"]
     assert randomized.mi > 0.05 > 10 * randomized.mi_shuffled
     assert erm.mi < 0.02
+
+
+def test_seed_circuits_exist_for_the_randomized_colouring_model_only(tmp_path, capsys):
+    """``compare --pairs seed``: a new seed moves A^q_R's colouring (logprob gap measured 1.88)
+    through edges leaving the seed node; it does not move A^E_R's (gap 1e-5), which is said."""
+    import json
+
+    from interp_rand.cli.main import main
+
+    out = tmp_path / "cmp"
+    assert main(["--threads", "1", "compare", "zoo:coloring-AE_R", "zoo:coloring-Aq_R", "--pairs", "seed",
+                 "--n", "64", "--out", str(out)]) == 0
+    assert "note: on zoo:coloring-AE_R" in capsys.readouterr().out
+    summary = json.loads((out / "comparison.json").read_text())
+    erm_gap, randomized_gap = summary["behaviour_gap"]
+    assert abs(erm_gap) < 0.01 and randomized_gap > 0.5
+    seed_circuit = json.loads((out / "circuit_b.json").read_text())
+    assert any(edge["source"]["kind"] == "seed" for edge in seed_circuit["edges"])
+    assert abs(summary["cross_faithfulness"]["b_on_b"] - 1) <= 0.2
