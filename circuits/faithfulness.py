@@ -120,7 +120,8 @@ def faithfulness(
 
 
 # Circuit sizes tried by `smallest_faithful_circuit` (plus every edge).
-CANDIDATE_SIZES = (1, 2, 3, 5, 8, 10, 15, 20, 30, 40, 50, 80, 100, 150, 200, 300, 500, 800, 1000, 1500, 2000, 3000, 5000)
+CANDIDATE_SIZES = (1, 2, 3, 5, 8, 10, 15, 20, 30, 40, 50, 80, 100, 150, 200, 300, 500, 800, 1000, 1500, 2000, 3000,
+                   5000)
 
 
 def smallest_faithful_circuit(

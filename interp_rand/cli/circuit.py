@@ -37,11 +37,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--n", type=int, default=256, help="clean/corrupted pairs (default: 256)")
     add_pairs_option(parser)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the data")
-    parser.add_argument("--top-k", type=top_k_option, default=None, metavar="K|auto",
-                        help="keep this many edges, or auto: the smallest top-k circuit recovering --target "
-                        "of the behaviour at this and every larger size tried (default: auto; acdc: its own circuit)")
-    parser.add_argument("--target", type=float, default=0.8,
-                        help="with --top-k auto: the recovered share required, within 1 +- (1 - target) (default: 0.8)")
+    add_size_options(parser, default=None, default_text="auto; acdc: its own circuit")
     parser.add_argument("--threshold", type=float, default=None,
                         help="keep edges with |score| >= this (acdc: also its search threshold)")
     parser.add_argument("--steps", type=int, default=5, help="EAP-IG interpolation steps")
@@ -125,12 +121,25 @@ def make_pairs(kind: str, model, task, batch, generator: torch.Generator):
 def _select(scores, args: argparse.Namespace, options: dict, model, pairs, ablation):
     """ACDC's own circuit by default; else a threshold, the top-k, or (default) the smallest
     faithful top-k circuit."""
-    from circuits import smallest_faithful_circuit
-
     if args.method == "acdc" and args.top_k is None:
         return scores.circuit(threshold=options["threshold"])
     if args.threshold is not None:
         return scores.circuit(threshold=args.threshold)
+    return top_k_circuit(scores, args, model, pairs, ablation)
+
+
+def add_size_options(parser: argparse.ArgumentParser, default: str | None, default_text: str) -> None:
+    parser.add_argument("--top-k", type=top_k_option, default=default, metavar="K|auto",
+                        help="keep this many edges, or auto: the smallest top-k circuit recovering --target "
+                        f"of the behaviour at this and every larger size tried (default: {default_text})")
+    parser.add_argument("--target", type=float, default=0.8,
+                        help="with --top-k auto: the recovered share required, within 1 +- (1 - target) (default: 0.8)")
+
+
+def top_k_circuit(scores, args: argparse.Namespace, model, pairs, ablation):
+    """The top ``--top-k`` edges, or with ``auto`` (or none given) the smallest faithful circuit."""
+    from circuits import smallest_faithful_circuit
+
     if args.top_k in (None, "auto"):
         return smallest_faithful_circuit(model, scores, pairs.clean, pairs.corrupted, metric=args.metric,
                                          ablation=ablation, target=args.target)[0]

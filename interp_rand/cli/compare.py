@@ -12,8 +12,7 @@ from pathlib import Path
 
 import torch
 
-from interp_rand.cli.circuit import add_pairs_option, make_pairs
-from interp_rand.cli.options import top_k_option
+from interp_rand.cli.circuit import add_pairs_option, add_size_options, make_pairs, top_k_circuit
 from interp_rand.training.checkpoint import load_checkpoint
 from interp_rand.training.objectives import fixed_seeds_if_asked
 
@@ -35,11 +34,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--method", choices=method_names(), default="eap-ig")
     parser.add_argument("--metric", choices=metric_names(), default="logprob")
     parser.add_argument("--ablation", choices=ABLATION_KINDS, default="resample")
-    parser.add_argument("--top-k", type=top_k_option, default="auto", metavar="K|auto",
-                        help="edges kept per circuit; auto (default): each run's smallest top-k circuit "
-                        "recovering --target of its behaviour, at this and every larger size tried")
-    parser.add_argument("--target", type=float, default=0.8,
-                        help="with --top-k auto: the recovered share required, within 1 +- (1 - target) (default: 0.8)")
+    add_size_options(parser, default="auto", default_text="auto, per run")
     parser.add_argument("--n", type=int, default=128, help="clean/corrupted pairs per run (default: 128)")
     add_pairs_option(parser)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the data (same for both runs)")
@@ -62,7 +57,8 @@ def behaviour_gap(model, pairs, metric: str) -> float:
 
     fn = get_metric(metric)
     with torch.no_grad():
-        return float(fn(run_model(model, pairs.clean), pairs.clean) - fn(run_model(model, pairs.corrupted), pairs.clean))
+        clean = fn(run_model(model, pairs.clean), pairs.clean)
+        return float(clean - fn(run_model(model, pairs.corrupted), pairs.clean))
 
 
 def _load(run_dir: Path, args: argparse.Namespace):
@@ -82,7 +78,7 @@ def _load(run_dir: Path, args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from circuits import Ablation, architecture, discover, smallest_faithful_circuit
+    from circuits import Ablation, architecture, discover
     from circuits.comparison import compare_circuits
     from circuits.comparison_draw import write_comparison_html
 
@@ -105,11 +101,7 @@ def run(args: argparse.Namespace) -> int:
     for ckpt, model, pairs in ((ckpt_a, model_a, pairs_a), (ckpt_b, model_b, pairs_b)):
         scores = discover(model, pairs.clean, pairs.corrupted, metric=args.metric, method=args.method,
                           ablation=ablation, by_position=not args.no_positions, **options)
-        if args.top_k == "auto":
-            circuit, _ = smallest_faithful_circuit(model, scores, pairs.clean, pairs.corrupted, metric=args.metric,
-                                                   ablation=ablation, target=args.target)
-        else:
-            circuit = scores.circuit(top_k=args.top_k)
+        circuit = top_k_circuit(scores, args, model, pairs, ablation)
         circuits.append(dataclasses.replace(circuit, settings={
             **circuit.settings, "by_position": not args.no_positions, "run": str(ckpt.path),
             "task": ckpt.spec.task_name, "data_seed": args.seed}))
@@ -127,8 +119,9 @@ def run(args: argparse.Namespace) -> int:
                "edges": [len(circuits[0]), len(circuits[1])], "n": args.n, **result.to_dict()}
     (args.out / "comparison.json").write_text(json.dumps(summary, indent=2))
     write_comparison_html(*circuits, result, args.out / "comparison.html")
-    key = {k: summary[k] for k in ("task", "pairs", "behaviour_gap", "method", "top_k", "edges", "n_shared", "n_only_a", "n_only_b",
-                                   "jaccard", "node_jaccard", "spearman_shared", "cross_faithfulness")}
+    key = {k: summary[k] for k in ("task", "pairs", "behaviour_gap", "method", "top_k", "edges", "n_shared",
+                                   "n_only_a", "n_only_b", "jaccard", "node_jaccard", "spearman_shared",
+                                   "cross_faithfulness")}
     print(json.dumps(key, indent=2))
     for label, gap in zip(labels, gaps):
         if abs(gap) < TINY_GAP:

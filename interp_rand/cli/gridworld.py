@@ -79,10 +79,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.gridworld_command == "eval":
         from interp_rand.cli.options import output_folder
-        from interp_rand.zoo.location import zoo_name
-
         from interp_rand.figures.first_visit import first_visit_figure
         from interp_rand.gridworld.checkpoint import load_agent
+        from interp_rand.zoo.location import zoo_name
 
         out = output_folder(args.path, args.path, args.out) if zoo_name(args.path) or args.out else None
         summary = experiment.evaluate_run(args.path, n_seeds=args.seeds, out=out)

@@ -19,7 +19,6 @@ from interp_rand.gridworld.config import GridworldScale
 from interp_rand.gridworld.pgpe import TrainedAgent
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer
-from interp_rand.zoo.location import resolve_run
 from interp_rand.training.checkpoint import (
     FORMAT,
     META_FILE,
@@ -29,6 +28,7 @@ from interp_rand.training.checkpoint import (
     latest_checkpoint,
     save_checkpoint,
 )
+from interp_rand.zoo.location import resolve_run
 
 TASK_NAME = "gridworld"
 

@@ -164,7 +164,8 @@ def headline(card: dict[str, Any]) -> str:
     if "exact_match" in m:
         return f"exact match {m['exact_match']:.4f} on {m['evaluated_on']}"
     if "n_seeds" in m:
-        return f"average {m['average']:.3f}, worst-5% {m['worst_5pct']:.2f} ({m['n_inputs']} inputs x {m['n_seeds']} seeds)"
+        return (f"average {m['average']:.3f}, worst-5% {m['worst_5pct']:.2f} "
+                f"({m['n_inputs']} inputs x {m['n_seeds']} seeds)")
     return f"average return {m['average']:.3f}, worst-5% {m['worst_5pct']:.3f}, {m['n_distinct_routes']} routes"
 
 

@@ -135,7 +135,8 @@ def test_seed_pairs_target_the_models_own_answers_and_move_only_the_seed(build):
     task, model = build(zero_seed=False)
     batch = task.sample(64, torch.Generator().manual_seed(0))
     pairs = seed_pairs(model, task, batch, torch.Generator().manual_seed(1))
-    assert torch.equal(pairs.clean.inputs, pairs.corrupted.inputs) and torch.equal(pairs.clean.targets, pairs.corrupted.targets)
+    assert torch.equal(pairs.clean.inputs, pairs.corrupted.inputs)
+    assert torch.equal(pairs.clean.targets, pairs.corrupted.targets)
     assert not torch.equal(pairs.clean.seeds, pairs.corrupted.seeds)
     clean_logits = run_model(model, pairs.clean)[:, batch.answer_positions]
     answers = pairs.clean.targets[:, batch.answer_positions]
@@ -145,7 +146,8 @@ def test_seed_pairs_target_the_models_own_answers_and_move_only_the_seed(build):
         assert torch.equal(answers, clean_logits.argmax(-1))
     logprob = get_metric("logprob")
     with torch.no_grad():
-        gap = float(logprob(run_model(model, pairs.clean), pairs.clean) - logprob(run_model(model, pairs.corrupted), pairs.clean))
+        clean = logprob(run_model(model, pairs.clean), pairs.clean)
+        gap = float(clean - logprob(run_model(model, pairs.corrupted), pairs.clean))
     assert gap > 0  # the model's own answer is its most likely one; another seed moves off it
 
     # a model whose seed weights are zero: a new seed changes nothing

@@ -15,7 +15,13 @@ from safetensors.torch import save_file
 
 from interp_rand.model import HookedTransformer
 from interp_rand.tasks import AdditionTask
-from interp_rand.training import CheckpointError, RunSpec, TrainConfig, load_checkpoint, train
+from interp_rand.training import (
+    CheckpointError,
+    RunSpec,
+    TrainConfig,
+    load_checkpoint,
+    train,
+)
 from interp_rand.training.checkpoint import (
     FORMAT,
     META_FILE,
@@ -25,9 +31,6 @@ from interp_rand.training.checkpoint import (
     list_checkpoints,
     step_dir,
 )
-
-
-
 
 TASK = AdditionTask(n_digits=2)
 MODEL_CFG = TASK.model_config(d_model=16, n_heads=2, n_layers=1)
