@@ -187,3 +187,20 @@ def test_select_refuses_unknown_names():
     with pytest.raises(ValueError, match="unknown zoo model.*'nope'.*the zoo has: sort, addition"):
         zoo_build.select(["sort", "nope"])
 
+
+
+def test_package_data_ships_every_zoo_file():
+    """pyproject's package-data patterns cover every file of every model, so an installed
+    (non-editable) package has the whole zoo (a wheel built this session held all 60 files)."""
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    root = Path(zoo.__file__).resolve().parents[2]
+    setuptools = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = setuptools["package-data"]["interp_rand.zoo"]
+    package = zoo.ZOO_DIR.parent
+    files = [p.relative_to(package).as_posix() for p in zoo.ZOO_DIR.rglob("*") if p.is_file()]
+    missed = [f for f in files if not any(fnmatch.fnmatch(f, pattern) and f.count("/") == pattern.count("/")
+                                          for pattern in patterns)]
+    assert files and not missed
