@@ -42,6 +42,7 @@ from circuits.components import run_model
 from circuits.discovery import discover
 from circuits.nodes import Node
 from interp_rand.tasks.base import Batch
+from interp_rand.validation import check_ints
 
 
 @dataclass(frozen=True)
@@ -70,9 +71,7 @@ class CarryConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("n_pairs", "n_eval", "n_cascade", "n_probe", "n_controls", "top_k_edges"):
-            if getattr(self, name) < 2:
-                raise ValueError(f"CarryConfig.{name}={getattr(self, name)!r} must be >= 2")
+        check_ints(self, ("n_pairs", "n_eval", "n_cascade", "n_probe", "n_controls", "top_k_edges"), 2)
         if not 0 < self.min_share < 1:
             raise ValueError(f"CarryConfig.min_share={self.min_share!r} must lie in (0, 1)")
 

@@ -28,6 +28,7 @@ from circuits.circuit import Circuit
 from circuits.discovery import discover
 from circuits.nodes import Node
 from interp_rand.tasks.base import Batch
+from interp_rand.validation import check_ints
 
 GAP_BINS = ("1", "2", ">=3", "none")  # gap to the next larger value; none: the answer is the maximum
 
@@ -53,9 +54,7 @@ class SortConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("n_pairs", "n_eval", "n_controls", "top_k_edges"):
-            if getattr(self, name) < 2:
-                raise ValueError(f"SortConfig.{name}={getattr(self, name)!r} must be >= 2")
+        check_ints(self, ("n_pairs", "n_eval", "n_controls", "top_k_edges"), 2)
         if not 0 < self.min_score < 1:
             raise ValueError(f"SortConfig.min_score={self.min_score!r} must lie in (0, 1)")
 

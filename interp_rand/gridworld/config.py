@@ -11,18 +11,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from interp_rand.validation import check_int, check_positive
+
 VARIANTS = ("erm", "worst")
 RANKINGS = ("centered", "linear", "nes", "raw")
-
-
-def _check_int(owner: str, name: str, value: Any, minimum: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{owner}.{name}={value!r} must be an integer >= {minimum}")
-
-
-def _check_positive(owner: str, name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{owner}.{name}={value!r} must be a number > 0")
 
 
 @dataclass(frozen=True)
@@ -43,8 +35,8 @@ class GridConfig:
     treasure_reward: float = 1.0
 
     def __post_init__(self) -> None:
-        _check_int("GridConfig", "size", self.size, 2)
-        _check_int("GridConfig", "episode_steps", self.episode_steps, 1)
+        check_int("GridConfig", "size", self.size, 2)
+        check_int("GridConfig", "episode_steps", self.episode_steps, 1)
         farthest = 2 * (self.size - 1)
         if self.episode_steps < farthest:
             raise ValueError(
@@ -86,8 +78,8 @@ class AgentConfig:
 
     def __post_init__(self) -> None:
         for name in ("d_model", "n_layers", "n_heads", "d_head"):
-            _check_int("AgentConfig", name, getattr(self, name), 1)
-        _check_int("AgentConfig", "d_mlp", self.d_mlp, 0)
+            check_int("AgentConfig", name, getattr(self, name), 1)
+        check_int("AgentConfig", "d_mlp", self.d_mlp, 0)
 
 
 @dataclass(frozen=True)
@@ -127,14 +119,14 @@ class PGPEConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        _check_int("PGPEConfig", "popsize", self.popsize, 2)
+        check_int("PGPEConfig", "popsize", self.popsize, 2)
         if self.popsize % 2:
             raise ValueError(f"PGPEConfig.popsize={self.popsize} must be even (PGPE samples mirrored pairs)")
         for name in ("generations", "m_seeds", "eval_seeds"):
-            _check_int("PGPEConfig", name, getattr(self, name), 1)
-        _check_int("PGPEConfig", "seed", self.seed, 0)
+            check_int("PGPEConfig", name, getattr(self, name), 1)
+        check_int("PGPEConfig", "seed", self.seed, 0)
         for name in ("center_lr", "stdev_lr", "stdev_init"):
-            _check_positive("PGPEConfig", name, getattr(self, name))
+            check_positive("PGPEConfig", name, getattr(self, name))
         if self.optimizer not in ("clipup", "adam", "sgd"):
             raise ValueError(f"PGPEConfig.optimizer={self.optimizer!r} is not allowed; choose from ('clipup', 'adam', 'sgd')")
         if self.ranking not in RANKINGS:

@@ -10,6 +10,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from interp_rand.validation import check_int
+
 ATTENTION_KINDS = ("softmax", "linear")
 MASK_KINDS = ("causal", "full", "custom")
 INPUT_KINDS = ("tokens", "vectors")
@@ -90,9 +92,7 @@ class ModelConfig:
                 raise ValueError(f"ModelConfig.{name}={value!r} is not allowed; choose from {allowed}")
 
         def positive(name: str, minimum: int = 1) -> None:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                raise ValueError(f"ModelConfig.{name}={value!r} must be an integer >= {minimum}")
+            check_int("ModelConfig", name, getattr(self, name), minimum)
 
         for name, allowed in (
             ("attention", ATTENTION_KINDS),

@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from interp_rand.validation import check_ints
+
 SEED_SOURCES = ("fresh", "fixed")
 
 
@@ -71,10 +73,7 @@ class TrainConfig:
     init_from: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "eval_every", "eval_size", "checkpoint_every", "keep_checkpoints"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"TrainConfig.{name}={value!r} must be an integer >= 1")
+        check_ints(self, ("steps", "batch_size", "eval_every", "eval_size", "checkpoint_every", "keep_checkpoints"), 1)
         for name in ("lr", "min_lr_ratio", "weight_decay", "beta1", "beta2", "adam_eps", "grad_clip"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -85,10 +84,7 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.m_seeds={self.m_seeds!r} must be an integer >= 1")
         if self.seed_source not in SEED_SOURCES:
             raise ValueError(f"TrainConfig.seed_source={self.seed_source!r} is not allowed; choose from {SEED_SOURCES}")
-        for name in ("warmup_steps", "q_ramp_steps"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"TrainConfig.{name}={value!r} must be an integer >= 0")
+        check_ints(self, ("warmup_steps", "q_ramp_steps"), 0)
         if not self.lr > 0:
             raise ValueError(f"TrainConfig.lr={self.lr!r} must be > 0")
         if not 0 <= self.min_lr_ratio <= 1:
