@@ -105,6 +105,11 @@ class VariantRun:
     erm_twin: str | None
 
 
+def file_label(variant: str) -> str:
+    """PAPER.md's variant name as a file name: ``"A^q_R (m=1)"`` -> ``"Aq_R_m1"``."""
+    return variant.replace("^", "").replace(" ", "").replace("(", "_").replace(")", "").replace("=", "")
+
+
 def variant_runs(task_name: str, scale, train_seed: int = 0) -> list[VariantRun]:
     """Every variant's run at ``scale`` for one training seed, ERM twins before the q-norm
     variants they start."""
@@ -118,8 +123,7 @@ def variant_runs(task_name: str, scale, train_seed: int = 0) -> list[VariantRun]
                             and r.config.seed_source == overrides["seed_source"])
         config = scale.train_config(seed=train_seed, steps=steps, eval_size=512, eval_every=max(1, steps // 10),
                                     checkpoint_every=steps, **overrides)
-        label = variant.replace("^", "").replace(" ", "").replace("(", "_").replace(")", "").replace("=", "")
-        runs.append(VariantRun(variant, label, config, twin))
+        runs.append(VariantRun(variant, file_label(variant), config, twin))
     return runs
 
 

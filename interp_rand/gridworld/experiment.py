@@ -11,6 +11,7 @@ from interp_rand.gridworld.checkpoint import load_agent, save_agent
 from interp_rand.gridworld.config import GridworldScale
 from interp_rand.gridworld.evaluation import evaluate_agent, save_json
 from interp_rand.gridworld.pgpe import train_agent
+from interp_rand.reproduce import file_label
 
 # Evaluation seeds come from their own generator seed, apart from the training seeds.
 EVAL_SEED = 12_345
@@ -54,18 +55,23 @@ def run_variant(scale: GridworldScale, out: str | Path, num_actors: int | str | 
     return evaluate_run(out)
 
 
+def compared_variants(scale: GridworldScale) -> list[GridworldScale]:
+    """ERM, the worst-cell agent with ``scale.pgpe.m_seeds`` seeds and (if that is not 1) with
+    m = 1: the agents :func:`compare` trains."""
+    variants = [scale.replace(variant="erm"), scale.replace(variant="worst")]
+    if scale.pgpe.m_seeds != 1:
+        variants.append(scale.replace(variant="worst", m_seeds=1))
+    return variants
+
+
 def compare(scale: GridworldScale, out: str | Path, num_actors: int | str | None = None,
             on_log: Callable[[str, dict[str, Any]], None] | None = None, device: str = "cpu") -> list[dict[str, Any]]:
     """Train and evaluate ERM, the randomized agent with ``scale.pgpe.m_seeds`` seeds and the
     randomized agent with m = 1; write ``comparison.json``; return one row per variant."""
-    m = scale.pgpe.m_seeds
-    variants = [scale.replace(variant="erm"), scale.replace(variant="worst")]
-    if m != 1:
-        variants.append(scale.replace(variant="worst", m_seeds=1))
     rows = []
-    for variant in variants:
-        label = variant_label(variant, m)
-        folder = Path(out) / label.replace("^", "").replace(" ", "").replace("(", "_").replace(")", "").replace("=", "")
+    for variant in compared_variants(scale):
+        label = variant_label(variant, scale.pgpe.m_seeds)
+        folder = Path(out) / file_label(label)
         summary = run_variant(variant, folder, num_actors=num_actors, device=device,
                               on_log=None if on_log is None else (lambda e, lab=label: on_log(lab, e)))
         rows.append({"variant": label, "m": variant.pgpe.m_seeds, "run_dir": str(folder),

@@ -22,7 +22,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from interp_rand.zoo.location import CARD_FILE, PREFIX, ZOO_DIR, installed, resolve_run, zoo_name, zoo_path
+from interp_rand.zoo.location import (
+    CARD_FILE,
+    PREFIX,
+    ZOO_DIR,
+    installed,
+    resolve_run,
+    zoo_name,
+    zoo_path,
+)
 
 
 def card(name: str) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from interp_rand.gridworld.config import GRIDWORLD_CPU, GridworldScale
-from interp_rand.reproduce import scale_for, variant_runs
+from interp_rand.gridworld.experiment import compared_variants, variant_label
+from interp_rand.reproduce import file_label, scale_for, variant_runs
 from interp_rand.training.config import TrainConfig
 
 
@@ -94,14 +95,15 @@ def _randomized(task_name: str, task_config: dict[str, Any], setting: str) -> li
 
 def _agents() -> list[AgentEntry]:
     m = GRIDWORLD_CPU.pgpe.m_seeds
-    return [
-        AgentEntry("gridworld-AE_R", "3x3 grid world, ERM (average over treasure cells)",
-                   GRIDWORLD_CPU.replace(variant="erm"), "A^E_R"),
-        AgentEntry("gridworld-Aq_R", f"3x3 grid world, worst treasure cell (q = inf), m = {m} seeds",
-                   GRIDWORLD_CPU.replace(variant="worst"), "A^q_R"),
-        AgentEntry("gridworld-Aq_R_m1", "3x3 grid world, worst treasure cell, m = 1 seed",
-                   GRIDWORLD_CPU.replace(variant="worst", m_seeds=1), "A^q_R (m=1)"),
-    ]
+    help_text = {"A^E_R": "ERM (average over treasure cells)",
+                 "A^q_R": f"worst treasure cell (q = inf), m = {m} seeds",
+                 "A^q_R (m=1)": "worst treasure cell, m = 1 seed"}
+    entries = []
+    for scale in compared_variants(GRIDWORLD_CPU):
+        variant = variant_label(scale, m)
+        entries.append(AgentEntry(f"gridworld-{file_label(variant)}", f"3x3 grid world, {help_text[variant]}",
+                                  scale, variant))
+    return entries
 
 
 def _all() -> dict[str, TrainedEntry | AgentEntry]:
