@@ -12,7 +12,12 @@ from pathlib import Path
 
 import torch
 
-from interp_rand.cli.circuit import add_pairs_option, add_size_options, make_pairs, top_k_circuit
+from interp_rand.cli.circuit import (
+    add_pairs_option,
+    add_size_options,
+    make_pairs,
+    top_k_circuit,
+)
 from interp_rand.training.checkpoint import load_checkpoint
 from interp_rand.training.objectives import fixed_seeds_if_asked
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import torch
 
-from interp_rand.cli.options import output_folder
 from interp_rand.evaluation import evaluate
 from interp_rand.tasks import task_names
 from interp_rand.training.checkpoint import load_checkpoint
 from interp_rand.training.objectives import fixed_seeds_if_asked
+from interp_rand.zoo.location import output_folder
 
 DEFAULT_EVAL_SEED = 20_261_130
 

@@ -78,14 +78,10 @@ def run(args: argparse.Namespace) -> int:
     from interp_rand.gridworld import experiment
 
     if args.gridworld_command == "eval":
-        from interp_rand.cli.options import output_folder
         from interp_rand.figures.first_visit import first_visit_figure
-        from interp_rand.gridworld.checkpoint import load_agent
-        from interp_rand.zoo.location import zoo_name
 
-        out = output_folder(args.path, args.path, args.out) if zoo_name(args.path) or args.out else None
-        summary = experiment.evaluate_run(args.path, n_seeds=args.seeds, out=out)
-        folder = Path(out) if out is not None else load_agent(args.path).path.parent.parent
+        summary = experiment.evaluate_run(args.path, n_seeds=args.seeds, out=args.out)
+        folder = Path(summary["folder"])
         first_visit_figure({str(args.path): summary["first_visit_map"]},
                            summary["scale"]["grid"]["episode_steps"]).write_html(
             folder / "first_visit.html", include_plotlyjs=True)

@@ -97,19 +97,6 @@ def collect(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 
-def output_folder(run: Any, run_dir: Any, given: Any = None):
-    """Where a command writes what it finds about a run: ``given`` if set; for a zoo model
-    (``zoo:NAME``: package data, never written into) ``zoo-output/NAME``; else ``run_dir``."""
-    from pathlib import Path
-
-    from interp_rand.zoo.location import zoo_name
-
-    if given is not None:
-        return Path(given)
-    name = zoo_name(run)
-    return Path("zoo-output") / name if name is not None else Path(run_dir)
-
-
 def top_k_option(text: str) -> int | str:
     """``--top-k``: a number of edges (>= 1) or ``auto`` (the smallest faithful circuit)."""
     if text == "auto":

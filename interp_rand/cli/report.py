@@ -9,7 +9,8 @@ import argparse
 import time
 from pathlib import Path
 
-from interp_rand.cli.options import add_dataclass_options, collect, output_folder
+from interp_rand.cli.options import add_dataclass_options, collect
+from interp_rand.zoo.location import output_folder
 
 REPORT_FILE = "report.html"
 

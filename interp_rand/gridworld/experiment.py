@@ -12,6 +12,7 @@ from interp_rand.gridworld.config import GridworldScale
 from interp_rand.gridworld.evaluation import evaluate_agent, save_json
 from interp_rand.gridworld.pgpe import train_agent
 from interp_rand.reproduce import file_label
+from interp_rand.zoo.location import output_folder
 
 # Evaluation seeds come from their own generator seed, apart from the training seeds.
 EVAL_SEED = 12_345
@@ -37,12 +38,16 @@ def variant_label(scale: GridworldScale, m_reference: int | None = None) -> str:
 def evaluate_run(path: str | Path, n_seeds: int | None = None, seed: int = EVAL_SEED,
                  out: str | Path | None = None) -> dict[str, Any]:
     """Evaluate a saved agent (run directory, checkpoint folder or ``zoo:NAME``) and write
-    ``evaluation.json`` into ``out`` (default: next to its checkpoints); returns the summary."""
+    ``evaluation.json`` into ``out`` (default: the run directory; ``zoo-output/NAME`` for a zoo
+    agent, see :func:`~interp_rand.zoo.location.output_folder`); returns the summary, whose
+    ``folder`` is where it was written."""
     ckpt = load_agent(path)
     n = n_seeds or ckpt.scale.pgpe.eval_seeds
     summary = evaluate_agent(ckpt.model, ckpt.scale.grid, n, seed=seed).summary()
-    summary = {"scale": ckpt.scale.to_dict(), "checkpoint": str(ckpt.path), "eval_seed": seed, **summary}
-    save_json(summary, Path(out if out is not None else ckpt.path.parent.parent) / EVALUATION_FILE)
+    folder = output_folder(path, ckpt.path.parent.parent, out)
+    summary = {"scale": ckpt.scale.to_dict(), "checkpoint": str(ckpt.path), "folder": str(folder), "eval_seed": seed,
+               **summary}
+    save_json(summary, folder / EVALUATION_FILE)
     return summary
 
 

@@ -39,6 +39,15 @@ def zoo_path(name: str, root: Path = ZOO_DIR) -> Path:
     return folder
 
 
+def output_folder(run: str | Path, run_dir: str | Path, given: str | Path | None = None) -> Path:
+    """Where results about ``run`` are written: ``given`` if set; for a zoo model (``zoo:NAME``:
+    package data, never written into) ``zoo-output/NAME``; else ``run_dir``."""
+    if given is not None:
+        return Path(given)
+    name = zoo_name(run)
+    return Path("zoo-output") / name if name is not None else Path(run_dir)
+
+
 def resolve_run(path: str | Path) -> Path:
     """``path`` as a folder: ``"zoo:NAME"`` becomes the zoo model's run directory."""
     name = zoo_name(path)
