@@ -37,10 +37,10 @@ def select(names: Sequence[str] | None, out: Path = ZOO_DIR) -> list[TrainedEntr
     unknown = [n for n in names if n not in ENTRIES]
     if unknown:
         raise ValueError(f"unknown zoo model(s) {unknown}; the zoo has: {', '.join(ENTRIES)}")
-    wanted = set(names)
+    wanted, have = set(names), set(installed(out))
     for name in names:
         twin = getattr(ENTRIES[name], "erm_twin", None)
-        if twin is not None and twin not in installed(out):
+        if twin is not None and twin not in have:
             wanted.add(twin)
     return [e for n, e in ENTRIES.items() if n in wanted]
 
