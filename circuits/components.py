@@ -19,7 +19,8 @@ logits (they do not reach the residual stream but through it); with ``seed_mode=
 is added after the input MLP and keeps its direct edges. So every edge is a real path of the
 forward pass, and ablating ``embed -> input_mlp`` or ``seed -> input_mlp`` edges asks what the
 input MLP does without that input. The input MLP reads its input with no LayerNorm, so its
-``hook_pre`` is rebuilt as ``x @ W_in + b_in`` (:func:`input_mlp_input`). Its write is
+``hook_pre`` is rebuilt as ``x @ W_in + b_in``, or ``x + b_in`` when the embedding is its first
+layer (:func:`input_mlp_input`). Its write is
 ``hook_post @ W_out + b_out``; like a head's ``b_O``, the bias stays when the node is
 zero-ablated (``hook_post`` is what gets replaced).
 """
@@ -115,8 +116,9 @@ def attention_input(model: Any, layer: int, which: str, x: Tensor) -> Tensor:
 
 def input_mlp_input(model: Any, x: Tensor) -> Tensor:
     """``input_mlp.hook_pre`` rebuilt from the input MLP's input ``x: [..., d_model]`` (no
-    LayerNorm: the sum of the embedding and an appended seed's projection)."""
-    return x @ model.input_mlp.W_in + model.input_mlp.b_in
+    LayerNorm: the sum of the embedding and an appended seed's projection; the MLP knows whether
+    it has a ``W_in`` of its own)."""
+    return model.input_mlp.pre_activation(x)
 
 
 def input_mlp_output(model: Any, post: Tensor) -> Tensor:

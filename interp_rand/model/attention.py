@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import einops
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
@@ -25,11 +26,13 @@ class Attention(nn.Module):
         self.W_K = nn.Parameter(torch.empty(h, d, e))
         self.W_V = nn.Parameter(torch.empty(h, d, e))
         self.W_O = nn.Parameter(torch.empty(h, e, d))
-        self.b_Q = nn.Parameter(torch.zeros(h, e))
-        self.b_K = nn.Parameter(torch.zeros(h, e))
-        self.b_V = nn.Parameter(torch.zeros(h, e))
-        self.b_O = nn.Parameter(torch.zeros(d))
-        self.scale = e**0.5
+        for name, shape in (("b_Q", (h, e)), ("b_K", (h, e)), ("b_V", (h, e)), ("b_O", (d,))):
+            if cfg.attn_bias:
+                setattr(self, name, nn.Parameter(torch.zeros(shape)))
+            else:
+                # zero buffers under the same names: readers of b_Q ... (circuits) need no case
+                self.register_buffer(name, torch.zeros(shape))
+        self.scale = e**0.5 if cfg.use_attn_scale else 1.0
         self.hook_q = HookPoint()
         self.hook_k = HookPoint()
         self.hook_v = HookPoint()
@@ -47,7 +50,9 @@ class Attention(nn.Module):
         # faster on CPU than a 4-d einsum that lowers to many small bmm calls).
         w_qkv = einops.rearrange([self.W_Q, self.W_K, self.W_V], "three h d e -> d (three h e)")
         b_qkv = einops.rearrange([self.b_Q, self.b_K, self.b_V], "three h e -> (three h e)")
-        qkv = (x @ w_qkv + b_qkv).view(batch, n_pos, 3, self.cfg.n_heads, self.cfg.d_head)
+        # F.linear fuses the bias add into the matmul (one pass over the activations, not two)
+        qkv = F.linear(x, w_qkv.T, b_qkv if self.cfg.attn_bias else None)
+        qkv = qkv.view(batch, n_pos, 3, self.cfg.n_heads, self.cfg.d_head)
         q = self.hook_q(qkv[:, :, 0])  # [batch, pos, head, d_head]
         k = self.hook_k(qkv[:, :, 1])
         v = self.hook_v(qkv[:, :, 2])
@@ -78,4 +83,5 @@ class Attention(nn.Module):
             result = self.hook_result(einops.einsum(z, self.W_O, "b q h e, h e d -> b q h d"))
             return result.sum(dim=2) + self.b_O
         # [batch, pos, (head d_head)] @ [(head d_head), d_model]
-        return z.reshape(batch, n_pos, -1) @ einops.rearrange(self.W_O, "h e d -> (h e) d") + self.b_O
+        w_o = einops.rearrange(self.W_O, "h e d -> (h e) d")
+        return F.linear(z.reshape(batch, n_pos, -1), w_o.T, self.b_O if self.cfg.attn_bias else None)

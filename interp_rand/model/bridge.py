@@ -23,6 +23,8 @@ _BRIDGEABLE = {
     "input_kind": "tokens",
     "d_seed": 0,
     "d_input_mlp": 0,
+    "use_attn_scale": True,
+    "attn_bias": True,
 }
 
 

@@ -19,6 +19,7 @@ SEED_MODES = ("append", "add", "token")
 POSITIONAL_KINDS = ("learned", "sinusoidal", "none")
 NORMALIZATION_TYPES = ("LN", None)
 ACT_FNS = ("gelu", "gelu_new", "relu")
+INIT_KINDS = ("normal", "fan_in")
 
 
 @dataclass(frozen=True)
@@ -40,13 +41,26 @@ class ModelConfig:
             stream), ``"append"`` (joined to the input features before the input MLP, as if
             concatenated to every token), or ``"token"`` (its own token at position 0).
         d_input_mlp: width of an input MLP applied to the embedding (0: none).
+        input_mlp_w_in: the input MLP has its own first matrix ``W_in``. ``False``: the
+            embedding *is* its first layer (``hook_pre = embed [+ seed] + b_in``, so
+            ``d_input_mlp`` must equal ``d_model``): raw token -> linear -> GELU -> linear, the
+            paper's recall model (PAPER.md) with no extra linear map in between.
         attn_only: no MLP in the blocks.
         d_mlp: MLP width (default ``4 * d_model``).
         normalization_type: ``"LN"`` (pre-LayerNorm) or ``None``.
         positional: ``"learned"``, ``"sinusoidal"`` (fixed table) or ``"none"``.
         use_attn_result: compute the per-head output ``hook_result`` ``[batch, pos, head,
             d_model]`` (costs memory; circuits turn it on when they need it).
-        init_range: std of the normal weight initialisation (TL's default rule if ``None``:
+        use_attn_scale: divide attention scores by ``sqrt(d_head)`` (TransformerLens's
+            ``use_attn_scale``); the paper's linear attention is unscaled.
+        attn_bias: learned attention biases ``b_Q/b_K/b_V/b_O``. ``False`` keeps them as zero
+            buffers under the same names (so the hook protocol and circuits read them as
+            always), as in the paper's recall model, whose attention has no biases.
+        init: ``"normal"`` (TransformerLens: every matrix ``N(0, init_range)``) or ``"fan_in"``
+            (the paper's recall model: truncated normal with variance ``scale / fan_in``,
+            matrices writing into the residual stream scaled down by the depth; see
+            :mod:`interp_rand.model.init`). Biases start at 0, LayerNorm scales at 1.
+        init_range: std of the ``"normal"`` initialisation (TL's default rule if ``None``:
             ``0.8 / sqrt(d_model)``).
     """
 
@@ -64,6 +78,7 @@ class ModelConfig:
     d_seed: int = 0
     seed_mode: str = "add"
     d_input_mlp: int = 0
+    input_mlp_w_in: bool = True
     attn_only: bool = False
     d_mlp: int | None = None
     act_fn: str = "gelu"
@@ -71,6 +86,9 @@ class ModelConfig:
     positional: str = "learned"
     eps: float = 1e-5
     use_attn_result: bool = False
+    use_attn_scale: bool = True
+    attn_bias: bool = True
+    init: str = "normal"
     init_range: float | None = None
 
     def __post_init__(self) -> None:
@@ -102,6 +120,7 @@ class ModelConfig:
             ("positional", POSITIONAL_KINDS),
             ("normalization_type", NORMALIZATION_TYPES),
             ("act_fn", ACT_FNS),
+            ("init", INIT_KINDS),
         ):
             choice(name, allowed)
         for name in ("d_model", "n_layers", "n_heads", "n_ctx", "d_vocab_out"):
@@ -129,6 +148,14 @@ class ModelConfig:
             raise ValueError(
                 "ModelConfig.seed_mode='append' joins the seed to the input features before the "
                 "input MLP, so it needs d_input_mlp > 0; use seed_mode='add' without an input MLP"
+            )
+        for name in ("input_mlp_w_in", "use_attn_scale", "attn_bias", "attn_only", "use_attn_result"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r} must be True or False")
+        if not self.input_mlp_w_in and self.d_input_mlp not in (0, self.d_model):
+            raise ValueError(
+                f"ModelConfig.input_mlp_w_in=False makes the embedding the input MLP's first layer, "
+                f"so d_input_mlp must equal d_model={self.d_model}; got d_input_mlp={self.d_input_mlp}"
             )
         if self.eps <= 0:
             raise ValueError(f"ModelConfig.eps={self.eps!r} must be > 0")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from interp_rand.model.config import ModelConfig
@@ -74,4 +75,4 @@ class Unembed(nn.Module):
         self.b_U = nn.Parameter(torch.zeros(cfg.d_vocab_out))
 
     def forward(self, resid: Tensor) -> Tensor:
-        return resid @ self.W_U + self.b_U
+        return F.linear(resid, self.W_U.T, self.b_U)

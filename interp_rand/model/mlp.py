@@ -16,9 +16,17 @@ _ACTIVATIONS = {
 
 
 class MLP(nn.Module):
-    def __init__(self, d_model: int, d_mlp: int, act_fn: str):
+    """``act(x @ W_in + b_in) @ W_out + b_out``. With ``w_in=False`` there is no ``W_in`` (the
+    layer before is the first linear map; ``d_mlp`` must equal ``d_model``):
+    ``act(x + b_in) @ W_out + b_out``, the paper's recall input MLP."""
+
+    def __init__(self, d_model: int, d_mlp: int, act_fn: str, w_in: bool = True):
         super().__init__()
-        self.W_in = nn.Parameter(torch.empty(d_model, d_mlp))
+        if not w_in and d_mlp != d_model:
+            raise ValueError(f"an MLP without W_in needs d_mlp == d_model; got {d_mlp} and {d_model}")
+        self.has_w_in = w_in
+        if w_in:
+            self.W_in = nn.Parameter(torch.empty(d_model, d_mlp))
         self.b_in = nn.Parameter(torch.zeros(d_mlp))
         self.W_out = nn.Parameter(torch.empty(d_mlp, d_model))
         self.b_out = nn.Parameter(torch.zeros(d_model))
@@ -26,8 +34,12 @@ class MLP(nn.Module):
         self.hook_pre = HookPoint()
         self.hook_post = HookPoint()
 
+    def pre_activation(self, x: Tensor) -> Tensor:
+        """``hook_pre`` from the input ``x: [..., d_model]``: ``x @ W_in + b_in`` (or ``x + b_in``)."""
+        return F.linear(x, self.W_in.T, self.b_in) if self.has_w_in else x + self.b_in
+
     def forward(self, x: Tensor) -> Tensor:
         """``[batch, pos, d_model] -> [batch, pos, d_model]``."""
-        pre = self.hook_pre(x @ self.W_in + self.b_in)
+        pre = self.hook_pre(self.pre_activation(x))
         post = self.hook_post(self.act(pre))
-        return post @ self.W_out + self.b_out
+        return F.linear(post, self.W_out.T, self.b_out)

@@ -22,6 +22,7 @@ from transformer_lens.hook_points import HookPoint
 from interp_rand.model.block import TransformerBlock
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.embedding import Embed, PosEmbed, SeedEmbed, Unembed
+from interp_rand.model.init import init_weights
 from interp_rand.model.layer_norm import make_norm
 from interp_rand.model.mlp import MLP
 
@@ -29,8 +30,9 @@ from interp_rand.model.mlp import MLP
 class HookedTransformer(HookedRootModule):
     """A transformer built from a :class:`ModelConfig`, initialised from ``seed``.
 
-    Initialisation follows TransformerLens: weights ``N(0, init_range)``, biases 0, LayerNorm
-    scales 1. It draws from its own generator, so building a model never touches global RNG.
+    Initialisation follows ``cfg.init`` (TransformerLens's ``N(0, init_range)`` by default, or
+    the paper's fan-in rule; :mod:`interp_rand.model.init`). It draws from its own generator, so
+    building a model never touches global RNG.
     """
 
     def __init__(self, cfg: ModelConfig, seed: int = 0):
@@ -39,7 +41,7 @@ class HookedTransformer(HookedRootModule):
         self.embed = Embed(cfg)
         self.hook_embed = HookPoint()  # [batch, pos, d_model]
         if cfg.d_input_mlp > 0:
-            self.input_mlp = MLP(cfg.d_model, cfg.d_input_mlp, "gelu")
+            self.input_mlp = MLP(cfg.d_model, cfg.d_input_mlp, "gelu", w_in=cfg.input_mlp_w_in)
         if cfg.has_seed:
             self.seed_embed = SeedEmbed(cfg)
             self.hook_seed = HookPoint()  # [batch, pos, d_seed]
@@ -53,17 +55,9 @@ class HookedTransformer(HookedRootModule):
         self.init_weights(seed)
         self.setup()
 
-    @torch.no_grad()
     def init_weights(self, seed: int) -> None:
-        generator = torch.Generator().manual_seed(seed)
-        for name, param in self.named_parameters():
-            leaf = name.rsplit(".", 1)[-1]
-            if leaf.startswith("W_"):
-                param.normal_(0.0, self.cfg.init_range, generator=generator)
-            elif leaf == "w":
-                param.fill_(1.0)
-            else:
-                param.zero_()
+        """Re-initialise every parameter by ``cfg.init`` (see :mod:`interp_rand.model.init`)."""
+        init_weights(self, self.cfg, seed)
 
     # ----------------------------------------------------------------------------------
     def forward(
@@ -98,16 +92,76 @@ class HookedTransformer(HookedRootModule):
             x = x + seed_embed
         if cfg.seed_offset:
             x = torch.cat([seed_embed, x], dim=1)  # the seed token sits at position 0
+        return self._residual_stream(x, self._allowed(attention_mask, batch, n_pos))
+
+    def _residual_stream(self, x: Tensor, allowed: Tensor | None) -> Tensor:
+        """Positions, the blocks and the unembedding: ``x [batch, pos, d_model]`` (the input
+        stage's output, seed token included) to the task positions' logits."""
+        cfg = self.cfg
         if cfg.positional != "none":
             # Repeated over the batch (a copy, not an expand view), as TransformerLens does:
             # decompose_resid stacks it with hook_embed, and patch hooks write into it.
             pos = self.pos_embed(x.shape[1]).repeat(x.shape[0], 1, 1)
             x = x + self.hook_pos_embed(pos)
-        allowed = self._allowed(attention_mask, batch, n_pos)
         for block in self.blocks:
             x = block(x, allowed)
         logits = self.unembed(self.ln_final(x))
         return logits[:, cfg.seed_offset :]
+
+    # ----------------------------------------------------------------------------------
+    def forward_over_seeds(self, inputs: Tensor, seeds: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """Logits of every input under every one of ``m`` shared seeds (the q-norm's m seeds).
+
+        Args:
+            inputs: ``[n, pos]`` token ids or ``[n, pos, d_input]`` vectors.
+            seeds: ``[m, d_seed]`` (one seed for every position) or ``[m, pos, d_seed]``.
+            attention_mask: ``[n, pos, pos]`` bool (``mask="custom"``), shared by an input's
+                seeds.
+
+        Returns:
+            ``[n, m, pos, d_vocab_out]``: equal to :meth:`forward` on the ``n*m``-row batch
+            pairing input ``i`` with seed ``j`` at row ``i*m + j``. With no hook attached it is
+            computed in a cheaper order: the token embedding once per input, the seed projection
+            once per seed, and an input MLP that reads an appended seed once per *distinct*
+            (token, seed) pair (recall has ``33 N`` distinct tokens in a batch of any size). With
+            a hook attached, or a seed token, it runs :meth:`forward` on the expanded rows, so
+            every hook sees the same tensors as there.
+        """
+        cfg = self.cfg
+        n, m = len(inputs), len(seeds)
+        if not cfg.has_seed:
+            raise ValueError("forward_over_seeds needs a model with a seed channel (d_seed > 0)")
+        if cfg.seed_offset or self._hooks_attached():
+            rows = seeds.repeat(n, *([1] * (seeds.dim() - 1)))  # row i*m + j holds seed j
+            mask = None if attention_mask is None else attention_mask.repeat_interleave(m, 0)
+            return self(inputs.repeat_interleave(m, 0), rows, mask).unflatten(0, (n, m))
+        _, n_pos = self._check_inputs(inputs)
+        if seeds.dim() not in (2, 3) or seeds.shape[-1] != cfg.d_seed or (seeds.dim() == 3 and seeds.shape[1] != n_pos):
+            raise ValueError(
+                f"seeds must be [m, d_seed={cfg.d_seed}] or [m, pos={n_pos}, d_seed]; got {tuple(seeds.shape)}"
+            )
+        seed_embed = self.seed_embed(seeds.to(self.seed_embed.W_seed.dtype))
+        seed_embed = seed_embed[:, None] if seeds.dim() == 2 else seed_embed  # [m, pos or 1, d_model]
+        if cfg.seed_mode == "append" and cfg.d_input_mlp > 0 and seeds.dim() == 2:
+            flat = inputs.reshape(n * n_pos, *inputs.shape[2:])
+            distinct, index = torch.unique(flat, dim=0, return_inverse=True)
+            hidden = self.input_mlp(self.embed(distinct)[:, None] + seed_embed[:, 0])  # [distinct, m, d_model]
+            x = hidden[index].view(n, n_pos, m, -1).transpose(1, 2)  # [n, m, pos, d_model]
+        elif cfg.seed_mode == "append":
+            x = self.embed(inputs)[:, None] + seed_embed  # [n, m, pos, d_model]
+            x = self.input_mlp(x) if cfg.d_input_mlp > 0 else x
+        else:
+            x = self.embed(inputs)
+            x = self.input_mlp(x) if cfg.d_input_mlp > 0 else x
+            x = x[:, None] + seed_embed  # [n, m, pos, d_model]
+        x = x.reshape(n * m, n_pos, -1)
+        mask = None if attention_mask is None else attention_mask.repeat_interleave(m, 0)
+        allowed = self._allowed(mask, n * m, n_pos)
+        return self._residual_stream(x, allowed).unflatten(0, (n, m))
+
+    def _hooks_attached(self) -> bool:
+        """Does any hook point carry a forward or backward hook right now?"""
+        return any(hp._forward_hooks or hp._backward_hooks for hp in self.hook_dict.values())
 
     # ----------------------------------------------------------------------------------
     def _check_inputs(self, inputs: Tensor) -> tuple[int, int]:

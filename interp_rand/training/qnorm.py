@@ -65,7 +65,11 @@ class QNorm:
     def per_input_losses(self, model: nn.Module, task: Task, batch: Batch, seeds: Tensor) -> Tensor:
         """``[n, m]`` answer loss of every input under every shared seed."""
         expanded = expand_over_seeds(batch, seeds)  # rows ordered input-major: i * m + j
-        logits = model(expanded.inputs, **expanded.model_kwargs())
+        if hasattr(model, "forward_over_seeds"):
+            # the same logits, computed without repeating each input m times
+            logits = model.forward_over_seeds(batch.inputs, seeds, batch.attention_mask).flatten(0, 1)
+        else:
+            logits = model(expanded.inputs, **expanded.model_kwargs())
         losses = answer_loss(logits, expanded, task.loss_kind)
         return einops.rearrange(losses, "(n m) -> n m", n=len(batch))
 

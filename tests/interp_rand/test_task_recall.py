@@ -106,7 +106,16 @@ def test_model_config_is_the_papers():
     assert (cfg.attention, cfg.mask) == ("linear", "causal")
     assert (cfg.attn_only, cfg.normalization_type) == (True, None)
     assert (cfg.n_layers, cfg.n_heads, cfg.d_head, cfg.d_input_mlp) == (2, 1, 5, 40)
-    assert (cfg.d_seed, cfg.seed_mode, cfg.d_model) == (10, "append", 64)
+    assert (cfg.d_seed, cfg.seed_mode, cfg.d_model, cfg.input_mlp_w_in) == (10, "append", 40, False)
+    assert (cfg.positional, cfg.use_attn_scale, cfg.attn_bias, cfg.init) == ("none", False, False, "fan_in")
+    # the paper's (and its public port's) parameter count: token -> 40 -> 40, 2 x 4 matrices of
+    # 40 x 5, a readout with bias
+    model = HookedTransformer(cfg)
+    assert sum(p.numel() for p in model.parameters()) == 4565
+    assert {n for n, _ in model.named_parameters()} >= {"embed.W_E", "seed_embed.W_seed", "input_mlp.W_out"}
+    assert "input_mlp.W_in" not in dict(model.named_parameters())
+    # a narrower model keeps the input MLP's width equal to the residual stream's
+    assert RecallTask(n_pairs=8).model_config(d_model=16).d_input_mlp == 16
     with pytest.raises(ValueError, match="no field"):
         RecallTask().model_config(d_modle=8)
 
