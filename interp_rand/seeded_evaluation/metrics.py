@@ -71,8 +71,8 @@ def sampled_success(
     probability, packed as in ``outputs``.
 
     Correctness: ``correct_fn(sampled [n, n_samples, n_answer] long) -> [n, n_samples] bool``;
-    by default equality of every answer position with ``run.target_outputs`` (ce/bce tasks;
-    tasks such as colouring must pass their own).
+    by default the run's own judge (``run.judge``, e.g. colouring's validity check) or else
+    equality of every answer position with ``run.target_outputs`` (ce/bce tasks).
     """
     if run.probs is None:
         raise ValueError("sampled_success needs the output distribution: run success_matrix with keep_probs=True")
@@ -91,6 +91,7 @@ def sampled_success(
     else:  # inverse CDF: the first class whose cumulative probability exceeds u
         u = torch.rand(probs.shape[:-1] + (1,), generator=generator).to(probs.device)
         sampled = (probs.cumsum(-1) <= u).sum(-1).clamp(max=width - 1)
+    correct_fn = run.judge if correct_fn is None else correct_fn
     if correct_fn is None:
         if run.target_outputs is None:
             raise ValueError(
@@ -167,7 +168,9 @@ def summarize(
     def avg_worst(values: Tensor) -> dict[str, float]:
         return {"average": values.mean().item(), "worst": _lower_quantile(values, fraction)}
 
-    can_sample = run.probs is not None and (correct_fn is not None or run.target_outputs is not None)
+    can_sample = run.probs is not None and (
+        correct_fn is not None or run.judge is not None or run.target_outputs is not None
+    )
     sampled = (
         avg_worst(sampled_success(run, generator, n_samples=n_samples, correct_fn=correct_fn)) if can_sample else None
     )

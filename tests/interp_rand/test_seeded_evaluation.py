@@ -3,6 +3,7 @@ and wrong (input, seed) pairs are chosen by hand, so every metric has a known an
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable
@@ -291,6 +292,10 @@ def test_sampled_needs_a_judge_without_targets():
     run = SeedRun(run.success, run.outputs, torch.ones(1, 1, 1, 1), "colouring")
     with pytest.raises(ValueError, match="correct_fn"):
         sampled_success(run, torch.Generator())
+    # a run that carries its kind's judge (success_matrix attaches it) needs no correct_fn
+    judged = dataclasses.replace(run, judge=lambda sampled: sampled[..., 0] == 0)
+    assert sampled_success(judged, torch.Generator(), n_samples=3).tolist() == [1.0]
+    assert summarize(judged, majority_ks=())["sampled"] == {"average": 1.0, "worst": 1.0}
 
 
 # --- bce: packed bits --------------------------------------------------------------------------
