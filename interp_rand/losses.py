@@ -5,6 +5,12 @@ logits ``[batch, n_answer, d_vocab_out]`` and the batch, one giving the per-exam
 ``[batch]``, the other per-answer correctness ``[batch, n_answer]``. A task names its kind in
 ``Task.loss_kind``; a task with its own loss (e.g. colouring's edge-conflict loss) registers a
 kind next to its code with :func:`register_loss_kind`.
+
+A kind also says how the outputs of several seeds combine into one answer (its ``vote_rules``,
+named as in :mod:`interp_rand.seeded_evaluation.amplification`): every kind takes the most
+frequent whole output (``"majority_whole"``); a kind whose ``judge`` is a verifier needing no
+target (colouring: validity is checked edge by edge) can also vote per answer position and
+retry until the verifier passes (``"majority_per_vertex"``, ``"las_vegas"``).
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ class LossKind(NamedTuple):
     # judges discrete outputs without logits (e.g. sampled ones), for kinds with no single
     # target: ``judge(outputs [batch, k, n_answer] long, batch) -> [batch, k] bool``
     judge: Callable[[Tensor, Batch], Tensor] | None = None
+    # how the outputs of k seeds combine (seeded_evaluation's rule names), see the module doc
+    vote_rules: tuple[str, ...] = ("majority_whole",)
 
 
 def _ce_loss(picked: Tensor, batch: Batch) -> Tensor:
@@ -54,12 +62,14 @@ _KINDS: dict[str, LossKind] = {
 
 def register_loss_kind(name: str, loss: Callable[[Tensor, Batch], Tensor],
                        correct: Callable[[Tensor, Batch], Tensor],
-                       judge: Callable[[Tensor, Batch], Tensor] | None = None) -> None:
+                       judge: Callable[[Tensor, Batch], Tensor] | None = None,
+                       vote_rules: tuple[str, ...] = ("majority_whole",)) -> None:
     """Add a loss kind: ``loss(picked, batch) -> [batch]``, ``correct(picked, batch) ->
     [batch, n_answer]`` where ``picked`` is the answer-position logits; and, for kinds whose
     right answer is not one target, ``judge(outputs [batch, k, n_answer], batch) -> [batch, k]``
-    (whole outputs fully right)."""
-    _KINDS[name] = LossKind(loss, correct, judge)
+    (whole outputs fully right); ``vote_rules``: how outputs of several seeds combine (see the
+    module doc)."""
+    _KINDS[name] = LossKind(loss, correct, judge, tuple(vote_rules))
 
 
 def loss_kinds() -> list[str]:
@@ -96,5 +106,10 @@ def output_judge(kind: str, batch: Batch) -> Callable[[Tensor], Tensor] | None:
     return None if judge is None else (lambda outputs: judge(outputs, batch))
 
 
+def vote_rules(kind: str) -> tuple[str, ...]:
+    """The rules by which the outputs of several seeds of kind ``kind`` combine (majority-k)."""
+    return _kind(kind).vote_rules
+
+
 __all__ = ["LossKind", "answer_correct", "answer_logits", "answer_loss", "loss_kinds", "output_judge",
-           "register_loss_kind"]
+           "register_loss_kind", "vote_rules"]

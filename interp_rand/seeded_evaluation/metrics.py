@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -12,6 +13,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from interp_rand.seeded_evaluation.amplification import (
+    DEFAULT_N_GROUPS,
+    draw_seed_groups,
+    group_success,
+    las_vegas_exact,
+)
 from interp_rand.seeded_evaluation.run import SeedRun, pack_bits
 
 # ----------------------------------------------------------------------------------------
@@ -48,60 +55,6 @@ def worst_case_success(run: SeedRun, fraction: float = 0.05) -> float:
     return _lower_quantile(per_input_success(run), fraction)
 
 
-def _tuple_ids(outputs: Tensor) -> Tensor:
-    """``[..., n_answer]`` long -> ``[...]`` long ids, equal iff the output tuples are equal and
-    ordered like the tuples lexicographically (answer position 0 most significant)."""
-    flat = outputs.reshape(-1, outputs.shape[-1])
-    if flat.numel() == 0:
-        return flat.new_zeros(flat.shape[0]).view(outputs.shape[:-1])
-    lo = flat.min()
-    shifted = flat - lo
-    base = int(shifted.max()) + 1
-    n_answer = flat.shape[1]
-    if n_answer * math.log2(max(base, 2)) < 62:
-        weights = torch.tensor([base ** (n_answer - 1 - a) for a in range(n_answer)], dtype=torch.long)
-        ids = (shifted * weights.to(flat.device)).sum(-1)
-    else:  # too many combinations for one int64: rank the distinct tuples (sorted lexicographically)
-        ids = torch.unique(flat, dim=0, return_inverse=True)[1]
-    return ids.view(outputs.shape[:-1])
-
-
-def _group_seeds(n: int, n_seeds: int, k: int, generator: torch.Generator | None, device) -> Tensor:
-    """``[n, G, k]`` seed indices: per input, ``G = S // k`` disjoint groups of ``k`` seeds."""
-    if k < 1 or k > n_seeds:
-        raise ValueError(f"k={k} must lie in [1, S={n_seeds}]")
-    n_groups = n_seeds // k
-    if generator is None:
-        order = torch.arange(n_seeds, device=device).expand(n, n_seeds)
-    else:
-        order = torch.rand(n, n_seeds, generator=generator).argsort(-1).to(device)
-    return order[:, : n_groups * k].reshape(n, n_groups, k)
-
-
-def majority_success(run: SeedRun, k: int, generator: torch.Generator | None = None) -> Tensor:
-    """PAPER's **majority-k**: ``[n]`` float, per input the fraction of seed groups whose most
-    frequent output is correct.
-
-    Per input, the ``S`` seeds are split into ``G = S // k`` disjoint groups of ``k`` (seeds
-    ``0..k-1``, ``k..2k-1``, ... in order; with ``generator``, after an independent random
-    permutation per input; the last ``S % k`` seeds are unused). In each group the majority
-    output is the most frequent full output (the tuple over answer positions); ties go to the
-    lexicographically smallest tuple (answer position 0 first, smallest value). Its
-    correctness is the ``success`` of a seed of the group that produced it, so any loss kind
-    works (e.g. colouring, where several outputs are right).
-    """
-    n, n_seeds = run.success.shape
-    groups = _group_seeds(n, n_seeds, k, generator, run.success.device)  # [n, G, k]
-    ids = _tuple_ids(run.outputs).gather(1, groups.flatten(1)).view(groups.shape)
-    ok = run.success.gather(1, groups.flatten(1)).view(groups.shape)
-    ranked = ids.sort(-1).values
-    counts = torch.searchsorted(ranked, ranked, right=True) - torch.searchsorted(ranked, ranked)
-    # argmax takes the first maximum: in ascending order, the smallest tied tuple
-    winner = ranked.gather(-1, counts.argmax(-1, keepdim=True))  # [n, G, 1]
-    seed_of_winner = (ids == winner).int().argmax(-1, keepdim=True)  # first seed giving it
-    return ok.gather(-1, seed_of_winner).squeeze(-1).float().mean(-1)
-
-
 def sampled_success(
     run: SeedRun,
     generator: torch.Generator,
@@ -118,8 +71,8 @@ def sampled_success(
     probability, packed as in ``outputs``.
 
     Correctness: ``correct_fn(sampled [n, n_samples, n_answer] long) -> [n, n_samples] bool``;
-    by default equality of every answer position with ``run.target_outputs`` (ce/bce tasks;
-    tasks such as colouring must pass their own).
+    by default the run's own judge (``run.judge``, e.g. colouring's validity check) or else
+    equality of every answer position with ``run.target_outputs`` (ce/bce tasks).
     """
     if run.probs is None:
         raise ValueError("sampled_success needs the output distribution: run success_matrix with keep_probs=True")
@@ -138,6 +91,7 @@ def sampled_success(
     else:  # inverse CDF: the first class whose cumulative probability exceeds u
         u = torch.rand(probs.shape[:-1] + (1,), generator=generator).to(probs.device)
         sampled = (probs.cumsum(-1) <= u).sum(-1).clamp(max=width - 1)
+    correct_fn = run.judge if correct_fn is None else correct_fn
     if correct_fn is None:
         if run.target_outputs is None:
             raise ValueError(
@@ -179,24 +133,47 @@ def summarize(
     bins: int = 10,
     correct_fn: Callable[[Tensor], Tensor] | None = None,
     n_samples: int | None = None,
+    n_groups: int = DEFAULT_N_GROUPS,
+    rules: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """All metrics as a JSON-serialisable dict.
 
     Keys: ``n_inputs``, ``n_seeds``, ``loss_kind``, ``average``, ``worst_5pct`` (the
     ``fraction``-quantile of :func:`worst_case_success`; the key keeps its name for other
-    fractions, and ``worst_fraction`` records it), ``majority_<k>`` = ``{"average", "worst"}``
-    of :func:`majority_success` with groups in seed order (``None`` when ``k > S``),
+    fractions, and ``worst_fraction`` records it);
+
+    majority-k, per ``k`` in ``majority_ks`` and rule in ``rules`` (default: the run's
+    ``vote_rules``; see :mod:`~interp_rand.seeded_evaluation.amplification`), all rules of one
+    ``k`` on the same ``n_groups`` groups per input drawn with ``generator``:
+    ``majority_<k>`` (rule ``majority_whole``), ``majority_per_vertex_<k>``, ``las_vegas_<k>``,
+    each ``{"average", "worst", "rule", "k", "n_groups"}`` of per-input
+    :func:`~interp_rand.seeded_evaluation.amplification.majority_success`, or ``None`` when
+    ``k > S``; ``las_vegas_<k>`` adds ``"exact": {"average", "worst"}``
+    (:func:`~interp_rand.seeded_evaluation.amplification.las_vegas_exact`, no group sampling);
+    ``majority_rules`` (the rules reported) and ``majority_n_groups``;
+
     ``sampled`` = ``{"average", "worst"}`` of :func:`sampled_success` with ``n_samples`` (default
-    ``S``; a deterministic run with ``S = 1`` wants more) drawn with ``generator`` (default: a generator seeded 0; ``None`` when the run has no
-    probabilities or no way to judge samples), ``predictive_variance`` (mean over inputs) and
-    ``histogram`` = ``{"counts", "edges"}``.
+    ``S``; a deterministic run with ``S = 1`` wants more) drawn with ``generator`` first (so its
+    draws do not depend on the majority settings; ``None`` when the run has no probabilities or
+    no way to judge samples), ``predictive_variance`` (mean over inputs) and ``histogram`` =
+    ``{"counts", "edges"}``.
+
+    ``generator`` defaults to a generator seeded 0. The per-vertex vote is judged by
+    ``run.judge``, else by ``correct_fn``, else against the targets.
     """
     generator = torch.Generator().manual_seed(0) if generator is None else generator
+    rules = tuple(run.vote_rules if rules is None else rules)
     success = per_input_success(run)
 
     def avg_worst(values: Tensor) -> dict[str, float]:
         return {"average": values.mean().item(), "worst": _lower_quantile(values, fraction)}
 
+    can_sample = run.probs is not None and (
+        correct_fn is not None or run.judge is not None or run.target_outputs is not None
+    )
+    sampled = (
+        avg_worst(sampled_success(run, generator, n_samples=n_samples, correct_fn=correct_fn)) if can_sample else None
+    )
     out: dict[str, Any] = {
         "n_inputs": run.n_inputs,
         "n_seeds": run.n_seeds,
@@ -205,12 +182,21 @@ def summarize(
         "worst_5pct": _lower_quantile(success, fraction),
         "worst_fraction": fraction,
     }
+    judged = run if run.judge is not None or correct_fn is None else dataclasses.replace(run, judge=correct_fn)
     for k in majority_ks:
-        out[f"majority_{k}"] = avg_worst(majority_success(run, k)) if k <= run.n_seeds else None
-    can_sample = run.probs is not None and (correct_fn is not None or run.target_outputs is not None)
-    out["sampled"] = (
-        avg_worst(sampled_success(run, generator, n_samples=n_samples, correct_fn=correct_fn)) if can_sample else None
-    )
+        groups = draw_seed_groups(run.n_inputs, run.n_seeds, k, n_groups, generator) if k <= run.n_seeds else None
+        for rule in rules:
+            key = f"majority_{k}" if rule == "majority_whole" else f"{rule}_{k}"
+            if groups is None:
+                out[key] = None
+                continue
+            entry = avg_worst(group_success(judged, groups, rule).float().mean(-1))
+            out[key] = {**entry, "rule": rule, "k": k, "n_groups": n_groups}
+            if rule == "las_vegas":
+                out[key]["exact"] = avg_worst(las_vegas_exact(run, k))
+    out["majority_rules"] = list(rules)
+    out["majority_n_groups"] = n_groups
+    out["sampled"] = sampled
     out["predictive_variance"] = predictive_variance(run).mean().item() if run.probs is not None else None
     counts, edges = success_histogram(run, bins)
     out["histogram"] = {"counts": counts.tolist(), "edges": edges.tolist()}

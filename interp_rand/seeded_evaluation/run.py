@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
 
 from interp_rand.evaluation import check_model_fits_task
-from interp_rand.losses import answer_correct, answer_logits
+from interp_rand.losses import answer_correct, answer_logits, output_judge, vote_rules
 from interp_rand.tasks.base import Batch, Task
 
 #: Loss kinds whose logits are independent bits (one logit per output unit); every other
@@ -37,6 +39,12 @@ class SeedRun:
             ``outputs``, for tasks where correct means equal to the target (``"ce"``,
             ``"bce"``); ``None`` for other kinds (e.g. colouring, where any valid colouring is
             right).
+        judge: ``outputs [n, k, n_answer] long -> [n, k] bool`` for the run's ``n`` inputs, the
+            loss kind's judge of outputs that have no logits (a vote's combined output, a
+            sampled one); ``None`` for kinds judged against ``target_outputs``. Use
+            :meth:`judge_outputs`, which covers both.
+        vote_rules: how the outputs of several seeds combine for this loss kind (majority-k,
+            see :mod:`~interp_rand.seeded_evaluation.amplification`).
     """
 
     success: Tensor
@@ -44,6 +52,17 @@ class SeedRun:
     probs: Tensor | None
     loss_kind: str
     target_outputs: Tensor | None = None
+    judge: Callable[[Tensor], Tensor] | None = None
+    vote_rules: tuple[str, ...] = ("majority_whole",)
+
+    def judge_outputs(self, outputs: Tensor) -> Tensor:
+        """``outputs [n, k, n_answer]`` long (encoded like :attr:`outputs`) -> ``[n, k]`` bool:
+        is each whole output right, by :attr:`judge` or else equality with the targets."""
+        if self.judge is not None:
+            return self.judge(outputs)
+        if self.target_outputs is None:
+            raise ValueError(f"loss kind {self.loss_kind!r} has neither a judge nor target outputs")
+        return (outputs == self.target_outputs[:, None]).all(-1)
 
     @property
     def n_inputs(self) -> int:
@@ -62,6 +81,18 @@ class SeedRun:
 # ----------------------------------------------------------------------------------------
 # Running the model on every (input, seed) pair
 # ----------------------------------------------------------------------------------------
+def resolve_seeds(task: Task, seeds: Tensor | Literal["all"] | None) -> Tensor | None:
+    """``seeds`` itself, or for ``"all"`` every seed of ``task`` (``task.all_seeds()``, e.g.
+    recall's ``2**10`` bit patterns; ``ValueError`` where the seeds cannot be enumerated)."""
+    if isinstance(seeds, str):
+        if seeds != "all":
+            raise ValueError(f"seeds={seeds!r}: give a tensor, None or 'all'")
+        if not hasattr(task, "all_seeds"):
+            raise ValueError(f"seeds='all': task {task.name!r} has no seed channel")
+        return task.all_seeds()
+    return seeds
+
+
 def _check_seeds(batch: Batch, seeds: Tensor | None) -> int:
     """Validate ``seeds`` against ``batch``; return ``S`` (1 when ``seeds`` is None)."""
     if seeds is None:
@@ -140,7 +171,7 @@ def success_matrix(
     model: nn.Module,
     task: Task,
     batch: Batch,
-    seeds: Tensor | None,
+    seeds: Tensor | Literal["all"] | None,
     *,
     chunk_size: int = 4096,
     keep_probs: bool = True,
@@ -154,8 +185,11 @@ def success_matrix(
         task: supplies ``loss_kind`` (correctness via :func:`~interp_rand.losses.answer_correct`).
         batch: ``n`` inputs; any seeds it carries are replaced by ``seeds``.
         seeds: ``[S, d_seed]`` (shared by all positions) or ``[S, pos, d_seed]`` (per position),
-            every input meets every seed; ``None`` for a model without a seed channel (``S = 1``,
-            no seeds passed).
+            every input meets every seed; ``"all"`` for every seed the task can enumerate
+            (:func:`resolve_seeds`); ``None`` for a model without a seed channel (``S = 1``, no
+            seeds passed). Memory: the forward passes are chunked; the result holds ``n * S``
+            pairs (``probs``: ``n * S * n_answer * K`` floats, so ``keep_probs=False`` for very
+            large ``n * S``).
         chunk_size: rows (input-seed pairs) per forward pass.
         keep_probs: store the output distribution (``SeedRun.probs``); needed by
             :func:`sampled_success` and :func:`predictive_variance`.
@@ -173,6 +207,7 @@ def success_matrix(
     if not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers={workers!r} must be an integer >= 1")
     check_model_fits_task(model, task)
+    seeds = resolve_seeds(task, seeds)
     n_seeds = _check_seeds(batch, seeds)
     n, kind = len(batch), task.loss_kind
     total = n * n_seeds
@@ -208,4 +243,6 @@ def success_matrix(
         probs=torch.cat(probs).view(n, n_seeds, n_answer, -1) if keep_probs else None,
         loss_kind=kind,
         target_outputs=_target_outputs(batch, kind),
+        judge=output_judge(kind, batch),
+        vote_rules=vote_rules(kind),
     )

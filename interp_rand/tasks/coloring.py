@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from interp_rand.model.config import ModelConfig
 
 LOSS_KIND = "coloring"
+VOTE_RULES = ("majority_whole", "majority_per_vertex", "las_vegas")
 # exhaustive() holds (N-1)! permutations while it filters them: 3.6M rows at N = 11.
 EXHAUSTIVE_MAX_VERTICES = 11
 
@@ -141,7 +142,10 @@ def register_coloring_loss() -> None:
     """
     from interp_rand.losses import register_loss_kind
 
-    register_loss_kind(LOSS_KIND, coloring_loss, coloring_correct, coloring_judge)
+    # a colouring is checked without a target (edge by edge), so besides the whole-output
+    # majority, votes per vertex and verify-and-retry (Las Vegas) are real algorithms
+    register_loss_kind(LOSS_KIND, coloring_loss, coloring_correct, coloring_judge,
+                       vote_rules=VOTE_RULES)
 
 
 try:

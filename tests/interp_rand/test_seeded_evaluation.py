@@ -3,6 +3,7 @@ and wrong (input, seed) pairs are chosen by hand, so every metric has a known an
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable
@@ -14,10 +15,13 @@ import torch
 from torch import nn
 
 from interp_rand.model import HookedTransformer, ModelConfig
+from interp_rand.losses import output_judge
 from interp_rand.seeded_evaluation import (
     SeedRun,
     average_success,
+    draw_seed_groups,
     expand_over_seeds,
+    las_vegas_exact,
     majority_success,
     per_input_success,
     predictive_variance,
@@ -29,6 +33,8 @@ from interp_rand.seeded_evaluation import (
     worst_case_success,
 )
 from interp_rand.tasks.base import Batch
+from interp_rand.tasks.coloring import VOTE_RULES, ColoringTask, valid_colorings
+from interp_rand.tasks.recall import RecallTask
 
 BIG = 10.0
 
@@ -142,15 +148,15 @@ def test_sixty_percent_model_and_majority_three_of_five():
     assert torch.allclose(per_input_success(run), torch.full((6,), 0.6))
     assert worst_case_success(run) == pytest.approx(0.6)
     assert average_success(run) == pytest.approx(0.6)
-    assert majority_success(run, 5).tolist() == [1.0] * 6
+    assert majority_success(run, 5, groups=consecutive(6, 10, 5)).tolist() == [1.0] * 6
     # groups of 1 are single seeds: majority-1 is per-input success
-    assert torch.allclose(majority_success(run, 1), per_input_success(run))
+    assert torch.allclose(majority_success(run, 1, groups=consecutive(6, 10, 1)), per_input_success(run))
 
 
 def test_majority_two_of_five_is_zero():
     run = success_matrix(patterned([0, 1, 0, 1, 0]), CE, make_batch(6), seed_values(10))
     assert torch.allclose(per_input_success(run), torch.full((6,), 0.4))
-    assert majority_success(run, 5).tolist() == [0.0] * 6
+    assert majority_success(run, 5, groups=consecutive(6, 10, 5)).tolist() == [0.0] * 6
 
 
 def test_majority_with_random_groups_uses_all_seeds_per_group():
@@ -170,6 +176,16 @@ def test_predictive_variance_positive_and_exact_when_outputs_depend_on_seed():
     var = predictive_variance(run)
     assert (var > 0.2).all()
     assert torch.allclose(var, torch.full((4,), expected), atol=1e-6)
+
+
+def consecutive(n: int, n_seeds: int, k: int) -> torch.Tensor:
+    """``[n, S // k, k]``: the disjoint groups of consecutive seeds, the same for every input."""
+    groups = n_seeds // k
+    return torch.arange(groups * k).view(1, groups, k).expand(n, groups, k)
+
+
+def worst_of(values: torch.Tensor) -> float:
+    return torch.quantile(values, 0.05, interpolation="lower").item()
 
 
 def _run(success, outputs, loss_kind="colouring", targets=None) -> SeedRun:
@@ -203,7 +219,7 @@ def test_majority_votes_over_whole_output_tuples():
     assert majority_success(run, 5).tolist() == [1.0]
     # several groups per input, the leftover seed unused: groups (0,1), (2,3); seed 4 ignored
     run = _run([[1, 1, 0, 0, 1]], [[4, 4, 6, 6, 4]])
-    assert majority_success(run, 2).tolist() == [0.5]
+    assert majority_success(run, 2, groups=consecutive(1, 5, 2)).tolist() == [0.5]
 
 
 def test_majority_with_outputs_too_wide_for_one_integer():
@@ -276,6 +292,10 @@ def test_sampled_needs_a_judge_without_targets():
     run = SeedRun(run.success, run.outputs, torch.ones(1, 1, 1, 1), "colouring")
     with pytest.raises(ValueError, match="correct_fn"):
         sampled_success(run, torch.Generator())
+    # a run that carries its kind's judge (success_matrix attaches it) needs no correct_fn
+    judged = dataclasses.replace(run, judge=lambda sampled: sampled[..., 0] == 0)
+    assert sampled_success(judged, torch.Generator(), n_samples=3).tolist() == [1.0]
+    assert summarize(judged, majority_ks=())["sampled"] == {"average": 1.0, "worst": 1.0}
 
 
 # --- bce: packed bits --------------------------------------------------------------------------
@@ -394,8 +414,18 @@ def test_summary_is_json_and_matches_the_functions(tmp_path):
     assert summary["n_inputs"] == 6 and summary["n_seeds"] == 10
     assert summary["average"] == pytest.approx(average_success(run))
     assert summary["worst_5pct"] == pytest.approx(worst_case_success(run))
-    assert summary["majority_5"] == {"average": 1.0, "worst": 1.0}
+    # random groups of 5 of the 10 seeds (not consecutive ones): the same numbers as the function
+    gen = torch.Generator().manual_seed(0)
+    sampled_success(run, gen)  # the summary draws the sampled baseline first, then the groups
+    groups = draw_seed_groups(6, 10, 5, 100, gen)
+    expected = majority_success(run, 5, groups=groups)
+    assert summary["majority_5"]["average"] == pytest.approx(expected.mean().item())
+    assert summary["majority_5"]["worst"] == pytest.approx(worst_of(expected))
+    assert summary["majority_5"]["rule"] == "majority_whole" and summary["majority_5"]["n_groups"] == 100
+    assert summary["majority_rules"] == ["majority_whole"] and summary["majority_n_groups"] == 100
     assert summary["majority_30"] is None  # k > S
+    assert "las_vegas_5" not in summary  # a "ce" task has no verifier
+    # the sampled baseline draws first: the generator's first draws, whatever the majority settings
     expected = sampled_success(run, torch.Generator().manual_seed(0))
     assert summary["sampled"]["average"] == pytest.approx(expected.mean().item())
     assert summary["predictive_variance"] == pytest.approx(predictive_variance(run).mean().item())
@@ -429,3 +459,128 @@ def test_summary_of_a_task_without_targets():
     assert summary["average"] == pytest.approx(0.8) and summary["majority_5"]["average"] == 1.0
     judged = summarize(run, majority_ks=(5,), correct_fn=lambda s: s[..., 0] != 1)
     assert 0.0 <= judged["sampled"]["average"] <= 1.0
+
+
+# --- majority-k over many random groups of k seeds -------------------------------------------
+def _hypergeometric_at_least(n_seeds: int, right: int, k: int, at_least: int) -> float:
+    """P(at least ``at_least`` right seeds among ``k`` drawn without replacement)."""
+    total = math.comb(n_seeds, k)
+    return sum(math.comb(right, x) * math.comb(n_seeds - right, k - x) for x in range(at_least, k + 1)) / total
+
+
+def test_majority_thirty_amplifies_sixty_percent_and_suppresses_forty():
+    # 100 seeds, two outputs (0 and 1). Input 0: output 0 (right) under 60 seeds. Input 1: output 1
+    # (right) under 40 seeds, so a 15-15 tie goes to output 0 and is wrong.
+    outputs = torch.ones(2, 100, 1, dtype=torch.long)
+    outputs[0, :60] = 0
+    outputs[1, 40:] = 0
+    success = torch.stack([outputs[0, :, 0] == 0, outputs[1, :, 0] == 1])
+    run = SeedRun(success=success, outputs=outputs, probs=None, loss_kind="ce")
+    assert per_input_success(run).tolist() == pytest.approx([0.6, 0.4])
+    got = majority_success(run, 30, torch.Generator().manual_seed(0), n_groups=4000)
+    expected = [_hypergeometric_at_least(100, 60, 30, 15), _hypergeometric_at_least(100, 40, 30, 16)]
+    assert expected[0] > 0.9 and expected[1] < 0.1
+    assert got.tolist() == pytest.approx(expected, abs=0.02)  # 4,000 groups: standard error <= 0.005
+    # three disjoint groups of consecutive seeds (the old estimate) can only say 0, 1/3, 2/3 or 1,
+    # here far from the truth because the right seeds are not spread evenly
+    assert majority_success(run, 30, groups=consecutive(2, 100, 30)).tolist() == pytest.approx([2 / 3, 1 / 3])
+
+
+def test_seed_groups_are_independent_uniform_and_reproducible():
+    groups = draw_seed_groups(3, 100, 30, 20, torch.Generator().manual_seed(1))
+    assert groups.shape == (3, 20, 30) and groups.dtype == torch.long
+    assert torch.equal(groups, draw_seed_groups(3, 100, 30, 20, torch.Generator().manual_seed(1)))
+    assert not torch.equal(groups, draw_seed_groups(3, 100, 30, 20, torch.Generator().manual_seed(2)))
+    sets = groups.sort(-1).values
+    assert (sets[..., 1:] != sets[..., :-1]).all()  # k distinct seeds per group
+    for i in range(3):  # every group of an input is a different set, and inputs differ
+        assert len({tuple(g) for g in sets[i].tolist()}) == 20
+    assert not torch.equal(sets[0], sets[1])
+    # each seed is in a group with probability k / S = 0.3: 6,000 groups per seed
+    many = draw_seed_groups(3, 100, 30, 2000, torch.Generator().manual_seed(3))
+    freq = torch.bincount(many.flatten(), minlength=100).float() / (3 * 2000)
+    assert (freq - 0.3).abs().max() < 0.025
+    with pytest.raises(ValueError, match="k=31"):
+        draw_seed_groups(3, 30, 31)
+    with pytest.raises(ValueError, match="n_groups"):
+        draw_seed_groups(3, 30, 5, 0)
+
+
+def test_rules_a_kind_does_not_declare_are_refused():
+    run = _run([[1, 0, 1]], [[0, 1, 0]], loss_kind="ce")
+    with pytest.raises(ValueError, match="las_vegas"):
+        majority_success(run, 2, rule="las_vegas")
+    with pytest.raises(ValueError, match="las_vegas"):
+        las_vegas_exact(run, 2)
+    with pytest.raises(ValueError, match="rule='mode'"):
+        majority_success(run, 2, rule="mode")
+
+
+# --- colouring: whole-output majority, per-vertex vote, Las Vegas ------------------------------
+def colouring_run(per_input: list[list[tuple[int, ...]]]) -> SeedRun:
+    """Outputs of a 4-cycle (ring 0-1-2-3-0, vertex ids = ring positions) given by hand, one
+    colouring per seed; success and the judge are the colouring task's own."""
+    task = ColoringTask(n_vertices=4)
+    n = len(per_input)
+    batch = task.build(torch.arange(4).expand(n, 4))
+    outputs = torch.tensor(per_input, dtype=torch.long)  # [n, S, 4]
+    success = valid_colorings(outputs, batch.attention_mask)
+    return SeedRun(success=success, outputs=outputs, probs=None, loss_kind=task.loss_kind,
+                   judge=output_judge(task.loss_kind, batch), vote_rules=VOTE_RULES)
+
+
+def test_colouring_whole_majority_fails_where_vertex_vote_and_las_vegas_succeed():
+    run = colouring_run([
+        # three different valid colourings once each, one invalid colouring twice: the whole-output
+        # majority is the invalid one; per vertex the votes are 0 | 1 | 0 (tie 0-1 -> 0) | 1 -> valid
+        [(0, 1, 0, 1), (0, 1, 0, 2), (0, 1, 2, 1), (1, 1, 1, 1), (1, 1, 1, 1)],
+        # two shifted colourings twice each and a third once: the whole-output majority ties
+        # (0,1,0,1) vs (1,0,1,0) -> (0,1,0,1), valid; per vertex 0 (tie) | 0 | ... -> invalid
+        [(0, 1, 0, 1), (0, 1, 0, 1), (1, 0, 1, 0), (1, 0, 1, 0), (2, 0, 1, 0)],
+        # never valid: no rule helps
+        [(0, 0, 1, 2)] * 5,
+    ])
+    assert per_input_success(run).tolist() == pytest.approx([0.6, 1.0, 0.0])
+    gen = torch.Generator().manual_seed(0)
+    # k = S = 5: every group holds all five seeds, so every rule's answer is exact
+    assert majority_success(run, 5, gen, rule="majority_whole").tolist() == [0.0, 1.0, 0.0]
+    assert majority_success(run, 5, gen, rule="majority_per_vertex").tolist() == [1.0, 0.0, 0.0]
+    assert majority_success(run, 5, gen, rule="las_vegas").tolist() == [1.0, 1.0, 0.0]
+    assert las_vegas_exact(run, 5).tolist() == [1.0, 1.0, 0.0]
+    # k = 2 of 5, input 0 has 3 right seeds: 1 - C(2, 2) / C(5, 2) = 0.9
+    assert las_vegas_exact(run, 2).tolist() == pytest.approx([0.9, 1.0, 0.0])
+    estimate = majority_success(run, 2, gen, rule="las_vegas", n_groups=4000)
+    assert estimate.tolist() == pytest.approx([0.9, 1.0, 0.0], abs=0.02)
+
+    summary = summarize(run, majority_ks=(5, 30))
+    assert summary["majority_rules"] == list(VOTE_RULES)
+    assert summary["majority_5"] == {"average": pytest.approx(1 / 3), "worst": 0.0, "rule": "majority_whole", "k": 5,
+                                     "n_groups": 100}
+    assert summary["majority_per_vertex_5"]["average"] == pytest.approx(1 / 3)
+    assert summary["majority_per_vertex_5"]["rule"] == "majority_per_vertex"
+    assert summary["las_vegas_5"]["average"] == pytest.approx(2 / 3)
+    assert summary["las_vegas_5"]["exact"] == {"average": pytest.approx(2 / 3), "worst": 0.0}
+    assert summary["majority_30"] is None and summary["las_vegas_30"] is None
+    assert json.loads(json.dumps(summary)) == summary
+
+
+# --- every seed, where the task can enumerate them ---------------------------------------------
+def test_all_seeds_equals_the_explicit_enumeration_on_a_tiny_recall_model():
+    task = RecallTask(n_pairs=3, value_bits=2, seed_bits=3)
+    model = HookedTransformer(task.model_config(d_model=8, n_layers=1, d_input_mlp=8), seed=0)
+    batch = task.sample(20, torch.Generator().manual_seed(0))
+    every = success_matrix(model, task, batch, "all", chunk_size=16)
+    explicit = success_matrix(model, task, batch, task.all_seeds())
+    assert every.n_seeds == 8
+    for field in ("success", "outputs", "probs", "target_outputs"):
+        assert torch.equal(getattr(every, field), getattr(explicit, field))
+    assert every.vote_rules == ("majority_whole",)
+    a = summarize(every, majority_ks=(5,), generator=torch.Generator().manual_seed(4))
+    b = summarize(explicit, majority_ks=(5,), generator=torch.Generator().manual_seed(4))
+    assert a == b and a["majority_5"]["n_groups"] == 100
+    with pytest.raises(ValueError, match="enumerated"):
+        coloring = ColoringTask(n_vertices=4)
+        cfg = coloring.model_config(d_model=8, n_layers=1, d_head=8)
+        success_matrix(HookedTransformer(cfg, seed=0), coloring, coloring.sample(2, torch.Generator()), "all")
+    with pytest.raises(ValueError, match="'every'"):
+        success_matrix(model, task, batch, "every")
