@@ -19,12 +19,14 @@ the finish line by this process.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 LOCAL = "local"
+START_PATTERN = r"^run \d+ of \d+: "
 
 
 class Job(Protocol):
@@ -92,6 +94,10 @@ def _in_worker(fn, job, total: int, announce: bool, *after: Any) -> tuple[Any, f
 
 
 def _on_ray(jobs, fn, headline, log, address: str, workers: int | None) -> list[Any]:
+    if "ray" not in sys.modules:
+        # Ray folds log lines that differ only in their numbers into one ("[repeated 3x]"),
+        # which would hide most start lines; it reads this setting once, on import.
+        os.environ.setdefault("RAY_DEDUP_LOGS_ALLOW_REGEX", START_PATTERN)
     import ray
 
     started_here = not ray.is_initialized()

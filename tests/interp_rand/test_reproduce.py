@@ -208,3 +208,8 @@ def test_ray_gives_the_same_rows_as_in_process(tmp_path, tiny, capsys):
     err = capsys.readouterr().err
     assert len(re.findall(r"run \d+ of 5: .*: done in", err)) == 5
     assert (tmp_path / "ray" / "reproduction.md").read_text() == (tmp_path / "here" / "reproduction.md").read_text()
+
+
+def test_cli_reproduce_workers_need_a_local_ray_instance(capsys):
+    assert main(["reproduce", "recall", "--workers", "2"]) == 2
+    assert "--ray-address local" in capsys.readouterr().err
