@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 from interp_rand.figures.reproduction import reproduction_figure
-from interp_rand.job_runner import print_line, run_jobs
+from interp_rand.job_runner import LOCAL, print_line, run_jobs
 from interp_rand.losses import output_judge
 from interp_rand.seeded_evaluation import save_summary, success_matrix, summarize
 from interp_rand.tasks import make_task
@@ -267,6 +267,8 @@ def reproduce(task_name: str, scale_name: str = "cpu", out: str | Path = "reprod
     if not train_seeds or len(set(train_seeds)) != len(train_seeds):
         raise ValueError(f"reproduce: train_seeds must be distinct and non-empty, got {train_seeds}")
     scale = scale_for(task_name, scale_name)
+    if ray_address not in (None, LOCAL):
+        out = Path(out).resolve()  # a cluster's workers do not share this process's working directory
     jobs = plan(task_name, scale, out, train_seeds, progress=progress and ray_address is None)
     rows = run_jobs(jobs, run_variant, headline=headline, log=print_line if progress else None,
                     ray_address=ray_address, workers=workers)

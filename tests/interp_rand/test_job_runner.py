@@ -37,6 +37,7 @@ def test_a_job_waiting_for_a_later_one_is_refused():
         run_jobs([Square(1, "one", after=2), Square(2, "two")], square, log=None)
 
 
+@pytest.mark.slow
 def test_ray_is_imported_only_when_asked():
     code = ("import sys; from interp_rand.job_runner import run_jobs; import interp_rand.reproduce; "
             "import interp_rand.cli.main; print('ray' in sys.modules)")
