@@ -1,28 +1,36 @@
 """``interp-rand reproduce recall|coloring``: PAPER.md's comparison of the model variants.
 
-Trains every variant at each setting of the sweep (recall: the number of pairs ``N``;
-colouring: the norm exponent ``q``), evaluates each over many seeds (average and worst-5%
-success, majority-k, the output-sampled baseline, predictive variance, success histogram),
-saves each evaluation as ``seeded_eval.json`` next to its checkpoint, and writes
-``reproduction.json``, ``reproduction.md`` (the table, with the paper's values beside ours)
-and ``reproduction.html`` (the figure) to the output folder.
+Trains every variant at each value of the task's sweep (recall: the number of pairs ``N``;
+colouring: the norm exponent ``q``), once per training seed, evaluates each over many seeds
+(average and worst-5% success, majority-k, the output-sampled baseline, predictive variance,
+success histogram), saves each evaluation as ``seeded_eval.json`` next to its checkpoint, and
+writes ``reproduction.json``, ``reproduction.md`` (the table, with the paper's values beside
+ours) and ``reproduction.html`` (the figure) to the output folder. The runs execute in this
+process, or as Ray tasks (``ray_address``, see :mod:`interp_rand.job_runner`); both give the
+same rows.
 
 The variants (PAPER.md):
 
 =============  =========  ==========================================================
 ``A^E_r0``     ERM        one fixed seed r0 in training and evaluation: deterministic
 ``A^q_r0``     q-norm     fixed r0
-``A^E_R``      ERM        fresh random seeds
+``A^E_R``      ERM        fresh random seeds: the mean loss over ``m`` seeds shared by the
+                          batch (the q-norm objective with q = 1, as the paper's code does)
 ``A^q_R``      q-norm     m fresh seeds shared by the batch: the model of interest
 ``A^q_R (m=1)``  q-norm   one seed per step: the paper finds this gives no gain
 =============  =========  ==========================================================
+
+Each q-norm variant trains from scratch, or, when the scale's ``qnorm_from_erm`` is set, starts
+from the trained ERM variant with the same seed source (its "twin"). The table also shows the
+"-sampled" baseline of the deterministic variants (``A^E_r0-sampled``: outputs drawn from the
+output distribution instead of argmaxed; measured in each run's evaluation as ``sampled``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,10 +38,12 @@ from typing import Any
 import torch
 
 from interp_rand.figures.reproduction import reproduction_figure
+from interp_rand.job_runner import LOCAL, print_line, run_jobs
 from interp_rand.losses import output_judge
 from interp_rand.seeded_evaluation import save_summary, success_matrix, summarize
 from interp_rand.tasks import make_task
 from interp_rand.tasks.coloring import COLORING_CPU, COLORING_PAPER
+from interp_rand.tasks.randomized import ExperimentScale
 from interp_rand.tasks.recall import RECALL_CPU, RECALL_PAPER
 from interp_rand.training import TrainConfig, train
 
@@ -41,15 +51,24 @@ SCALES = {
     "recall": {"cpu": RECALL_CPU, "paper": RECALL_PAPER},
     "coloring": {"cpu": COLORING_CPU, "paper": COLORING_PAPER},
 }
+EVAL_INPUTS = {"recall": 1000, "coloring": 5000}
+# Seeds are drawn from generators offset from the training seed so no stream is reused.
+EVAL_SEED = 99_991
+# the variants whose "-sampled" baseline the table shows: the deterministic ones
+SAMPLED_VARIANTS = ("A^E_r0", "A^q_r0", "A^E_R")
 
-# Read off PAPER.md (values marked ≈ there were read off the paper's plots).
+# Read off PAPER.md (values marked ≈ there were read off the paper's plots). ``metric`` is a
+# column of the table (``_metrics``); ``bound: "≤"`` marks an upper bound, not a value.
+_RECALL_NS = (8, 10, 11, 12, 14, 16, 18, 20)
 PAPER_POINTS: dict[str, list[dict[str, Any]]] = {
     "recall": (
         [{"variant": v, "N": n, "metric": "worst_5pct", "value": 1.0 if n <= 11 else 0.0}
-         for v in ("A^E_r0", "A^q_r0", "A^E_R") for n in (8, 10, 11, 12, 14, 16, 18, 20)]
+         for v in ("A^E_r0", "A^q_r0", "A^E_R") for n in _RECALL_NS]
         + [{"variant": "A^q_R", "N": n, "metric": "worst_5pct", "value": v}
            for n, v in ((12, 0.67), (14, 0.42), (16, 0.29), (20, 0.20))]
-        + [{"variant": "A^q_R", "N": 20, "metric": "average", "value": 0.40},
+        + [{"variant": "A^q_R", "N": n, "metric": "majority_30_worst", "value": 1.0} for n in _RECALL_NS]
+        + [{"variant": "A^q_R", "N": 20, "metric": "majority_5_worst", "value": 0.50},
+           {"variant": "A^q_R", "N": 20, "metric": "average", "value": 0.40},
            {"variant": "A^E_R", "N": 20, "metric": "average", "value": 0.57}]
     ),
     "coloring": [
@@ -57,34 +76,65 @@ PAPER_POINTS: dict[str, list[dict[str, Any]]] = {
         {"variant": "A^E_R", "q": 1.0, "metric": "worst_5pct", "value": 0.0},
         {"variant": "A^q_R", "q": 10.0, "metric": "average", "value": 0.86},
         {"variant": "A^q_R", "q": 10.0, "metric": "worst_5pct", "value": 0.70},
+        {"variant": "A^q_R", "q": 10.0, "metric": "majority_30_worst", "value": 1.0},
+        {"variant": "A^E_R-sampled", "q": 1.0, "metric": "worst_5pct", "value": 0.07, "bound": "≤"},
     ],
 }
 PAPER_NOTES = {
     "recall": "paper: majority-30 of A^q_R ≈ 100% worst-case at every N; majority-5 ≈ 50% at N = 20",
-    "coloring": "paper: majority vote ≈ 100%; deterministic-sampled ≤ 7% worst-case",
+    "coloring": "paper: majority vote ≈ 100% (shown under majority-30; the paper does not give k); "
+                "deterministic-sampled ≤ 7% worst-case",
 }
-EVAL_INPUTS = {"recall": 1000, "coloring": 5000}
-# the quantity each task's reproduction sweeps: the number of pairs, or the norm's exponent
-SWEEP_KEY = {"recall": "N", "coloring": "q"}
-# Seeds are drawn from generators offset from the training seed so no stream is reused.
-EVAL_SEED = 99_991
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """What ``reproduce`` sweeps for one task.
+
+    Attributes:
+        sweep_key: the table's and figure's x column (``"N"``, ``"q"``).
+        settings: the task configs trained at a scale (recall: one per ``N`` of
+            ``scale.n_pairs``; colouring: the one cycle size).
+        sweep_value: a run's x value from its task config and training config.
+        extra_q: exponents below the scale's ``q`` at which ``A^q_R`` also trains (colouring's
+            sweep over q; its q = 1 point is ``A^E_R``).
+    """
+
+    sweep_key: str
+    settings: Callable[[ExperimentScale], list[dict[str, Any]]]
+    sweep_value: Callable[[dict[str, Any], TrainConfig], float]
+    extra_q: tuple[float, ...] = ()
+
+
+EXPERIMENTS = {
+    "recall": Experiment("N", lambda scale: [{"n_pairs": n} for n in scale.n_pairs],
+                         lambda task_config, config: task_config["n_pairs"]),
+    "coloring": Experiment("q", lambda scale: [{"n_vertices": scale.n_vertices}],
+                           lambda task_config, config: config.q, extra_q=(2.0, 3.0, 4.0)),
+}
 
 
 def variants(task_name: str, scale) -> list[tuple[str, dict[str, Any]]]:
-    """(variant name, sweep value, TrainConfig overrides) for one task at one scale."""
-    erm = {"objective": "erm", "q": 1.0, "m_seeds": 1, "q_ramp_steps": 0}
+    """(variant name, TrainConfig overrides) of every run of one task at one scale and setting."""
+    erm = {"q": 1.0, "q_ramp_steps": 0}
     qnorm = {"objective": "qnorm", "q": scale.q, "m_seeds": scale.m_seeds}
     out = [
-        ("A^E_r0", {**erm, "seed_source": "fixed"}),
+        ("A^E_r0", {**erm, "objective": "erm", "m_seeds": 1, "seed_source": "fixed"}),
         ("A^q_r0", {**qnorm, "m_seeds": 1, "seed_source": "fixed"}),
-        ("A^E_R", {**erm, "seed_source": "fresh"}),
+        # ERM over m seeds shared by the batch: the q-norm objective at q = 1
+        ("A^E_R", {**erm, "objective": "qnorm", "m_seeds": scale.m_seeds, "seed_source": "fresh"}),
         ("A^q_R", {**qnorm, "seed_source": "fresh"}),
         ("A^q_R (m=1)", {**qnorm, "m_seeds": 1, "seed_source": "fresh"}),
     ]
-    if task_name == "coloring":
-        # the sweep over q: the randomized variant at smaller exponents too
-        out += [("A^q_R", {**qnorm, "q": q, "seed_source": "fresh"}) for q in (2.0, 4.0) if q < scale.q]
+    out += [("A^q_R", {**qnorm, "q": q, "seed_source": "fresh"})
+            for q in experiment(task_name).extra_q if q < scale.q]
     return out
+
+
+def experiment(task_name: str) -> Experiment:
+    if task_name not in EXPERIMENTS:
+        raise ValueError(f"reproduce: task must be one of {sorted(EXPERIMENTS)}, got {task_name!r}")
+    return EXPERIMENTS[task_name]
 
 
 @dataclass(frozen=True)
@@ -111,15 +161,15 @@ def file_label(variant: str) -> str:
 
 
 def variant_runs(task_name: str, scale, train_seed: int = 0) -> list[VariantRun]:
-    """Every variant's run at ``scale`` for one training seed, ERM twins before the q-norm
-    variants they start."""
+    """Every variant's run at ``scale`` for one training seed, ERM twins (q = 1) before the
+    q-norm variants they start."""
     runs: list[VariantRun] = []
     for variant, overrides in variants(task_name, scale):
         steps, twin = scale.steps, None
-        if overrides["objective"] == "qnorm":
+        if overrides["q"] > 1:
             steps = scale.qnorm_steps or scale.steps
             if scale.qnorm_from_erm:
-                twin = next(r.label for r in runs if r.config.objective == "erm"
+                twin = next(r.label for r in runs if r.config.q == 1
                             and r.config.seed_source == overrides["seed_source"])
         config = scale.train_config(seed=train_seed, steps=steps, eval_size=512, eval_every=max(1, steps // 10),
                                     checkpoint_every=steps, **overrides)
@@ -127,40 +177,102 @@ def variant_runs(task_name: str, scale, train_seed: int = 0) -> list[VariantRun]
     return runs
 
 
+@dataclass(frozen=True)
+class RunJob:
+    """One training run and its evaluation, as :func:`run_variant` does it (in process or as a
+    Ray task: everything it needs travels with it).
+
+    Attributes:
+        index, title, after: as :mod:`interp_rand.job_runner` wants them (``after``: the
+            index of the ERM twin's job).
+        task_name, task_config, scale, run: what to train; ``run.config.init_from`` is set.
+        run_dir: the run's own folder, the only one it writes.
+        sweep_value: its x value in the table.
+        eval_inputs: fresh inputs of the evaluation.
+        progress: progress bars while training.
+    """
+
+    index: int
+    title: str
+    after: int | None
+    task_name: str
+    task_config: dict[str, Any]
+    scale: ExperimentScale
+    run: VariantRun
+    run_dir: str
+    sweep_value: float
+    eval_inputs: int
+    progress: bool
+
+
+def plan(task_name: str, scale, out: str | Path, train_seeds: Sequence[int], *, progress: bool = False,
+         eval_inputs: int | None = None) -> list[RunJob]:
+    """Every run of the reproduction, numbered from 1, each ERM twin before the runs it starts."""
+    exp, out = experiment(task_name), Path(out)
+    eval_inputs = EVAL_INPUTS[task_name] if eval_inputs is None else eval_inputs
+    jobs: list[RunJob] = []
+    for task_config in exp.settings(scale):
+        for train_seed in train_seeds:
+            twins: dict[str, RunJob] = {}  # ERM label -> its job
+            for run in variant_runs(task_name, scale, train_seed):
+                twin = twins.get(run.erm_twin) if run.erm_twin is not None else None
+                config = run.config if twin is None else dataclasses.replace(run.config, init_from=twin.run_dir)
+                run = dataclasses.replace(run, config=config)
+                run_dir = out / "runs" / "_".join([f"{k}{v}" for k, v in task_config.items()]
+                                                  + [run.label, f"q{config.q:g}", f"seed{train_seed}"])
+                x = exp.sweep_value(task_config, config)
+                title = f"{task_name} {exp.sweep_key}={x:g} {run.variant} seed {train_seed}"
+                job = RunJob(len(jobs) + 1, title, None if twin is None else twin.index, task_name, task_config,
+                             scale, run, str(run_dir), x, eval_inputs, progress)
+                if config.q == 1:
+                    twins[run.label] = job
+                jobs.append(job)
+    return jobs
+
+
+def run_variant(job: RunJob) -> dict[str, Any]:
+    """Train ``job``'s run into its folder, evaluate it over seeds, save the evaluation as
+    ``seeded_eval.json`` there, and return it with the run's settings (a row of the table)."""
+    task = make_task(job.task_name, **job.task_config)
+    model_config = task.model_config(**job.scale.model_overrides())
+    config, run_dir = job.run.config, Path(job.run_dir)
+    result = train(task, model_config, config, run_dir, progress=job.progress)
+    row = evaluate_variant(task, result.model, job.scale, config, n_inputs=job.eval_inputs)
+    row.update(variant=job.run.variant, q=config.q, m_seeds=config.m_seeds, steps=result.step,
+               train_seed=config.seed, train_seconds=round(result.seconds, 1), run_dir=job.run_dir,
+               init_from=config.init_from, **job.task_config)
+    row[experiment(job.task_name).sweep_key] = job.sweep_value
+    save_summary(row, run_dir / "seeded_eval.json")
+    return row
+
+
+def headline(row: dict[str, Any]) -> str:
+    """A run's headline numbers, for its progress line."""
+    return f"average {row['average']:.3f}, worst-5% {row['worst_5pct']:.3f}"
+
+
 def reproduce(task_name: str, scale_name: str = "cpu", out: str | Path = "reproduction",
-              progress: bool = True, train_seeds: Sequence[int] = (0,)) -> list[dict[str, Any]]:
-    """Train and evaluate every variant once per training seed; returns one row per run (also
-    written to ``out``; the table and figure show the mean over training seeds and their range)."""
+              progress: bool = True, train_seeds: Sequence[int] = (0,), *, ray_address: str | None = None,
+              workers: int | None = None) -> list[dict[str, Any]]:
+    """Train and evaluate every variant at every sweep value once per training seed; returns
+    one row per run, in plan order (also written to ``out``; the table and figure show the
+    mean over training seeds and their range).
+
+    ``progress``: a line per run start and finish (``run 3 of 14: recall N=12 A^q_R seed 0``)
+    and, in process, training progress bars. ``ray_address``: run each training and evaluation
+    as a Ray task (``"local"``: a local Ray instance of ``workers`` CPUs; else a cluster's
+    address), ERM twins before the runs they start; ``None``: one after the other here.
+    """
     train_seeds = list(train_seeds)
     if not train_seeds or len(set(train_seeds)) != len(train_seeds):
         raise ValueError(f"reproduce: train_seeds must be distinct and non-empty, got {train_seeds}")
     scale = scale_for(task_name, scale_name)
-    out = Path(out)
-    rows = []
-    settings = [{"n_pairs": n} for n in scale.n_pairs] if task_name == "recall" else [{"n_vertices": scale.n_vertices}]
-    for task_config in settings:
-        task = make_task(task_name, **task_config)
-        model_config = task.model_config(**scale.model_overrides())
-        for train_seed in train_seeds:
-            run_dirs: dict[str, Path] = {}  # ERM label -> its run dir, for the q-norm twins
-            for run in variant_runs(task_name, scale, train_seed):
-                config = run.config
-                if run.erm_twin is not None:
-                    config = dataclasses.replace(config, init_from=str(run_dirs[run.erm_twin]))
-                run_dir = out / "runs" / "_".join([f"{k}{v}" for k, v in task_config.items()]
-                                                  + [run.label, f"q{config.q:g}", f"seed{train_seed}"])
-                result = train(task, model_config, config, run_dir, progress=progress)
-                if config.objective == "erm":
-                    run_dirs[run.label] = run_dir
-                row = evaluate_variant(task, result.model, scale, config)
-                row.update(variant=run.variant, q=config.q, m_seeds=config.m_seeds, steps=result.step,
-                           train_seed=train_seed, train_seconds=round(result.seconds, 1), run_dir=str(run_dir),
-                           init_from=config.init_from, **task_config)
-                if task_name == "recall":
-                    row["N"] = task_config["n_pairs"]
-                save_summary(row, run_dir / "seeded_eval.json")
-                rows.append(row)
-    write_outputs(task_name, scale_name, rows, out)
+    if ray_address not in (None, LOCAL):
+        out = Path(out).resolve()  # a cluster's workers do not share this process's working directory
+    jobs = plan(task_name, scale, out, train_seeds, progress=progress and ray_address is None)
+    rows = run_jobs(jobs, run_variant, headline=headline, log=print_line if progress else None,
+                    ray_address=ray_address, workers=workers)
+    write_outputs(task_name, scale_name, rows, Path(out))
     return rows
 
 
@@ -173,11 +285,11 @@ def scale_for(task_name: str, scale_name: str):
     return SCALES[task_name][scale_name]
 
 
-def evaluate_variant(task, model, scale, config: TrainConfig) -> dict[str, Any]:
-    """Seeded evaluation of one trained variant on ``EVAL_INPUTS`` fresh inputs and
-    ``scale.eval_seeds`` seeds (see :func:`evaluate_seeded`)."""
+def evaluate_variant(task, model, scale, config: TrainConfig, n_inputs: int | None = None) -> dict[str, Any]:
+    """Seeded evaluation of one trained variant on ``n_inputs`` fresh inputs (default
+    ``EVAL_INPUTS``) and ``scale.eval_seeds`` seeds (see :func:`evaluate_seeded`)."""
     generator = torch.Generator().manual_seed(EVAL_SEED)
-    batch = task.sample(EVAL_INPUTS[task.name], generator)
+    batch = task.sample(EVAL_INPUTS[task.name] if n_inputs is None else n_inputs, generator)
     return evaluate_seeded(task, model, batch, scale.eval_seeds, generator,
                            fixed=config.seed_source == "fixed")
 
@@ -198,22 +310,25 @@ def evaluate_seeded(task, model, batch, n_seeds: int, generator: torch.Generator
 
 def write_outputs(task_name: str, scale_name: str, rows: list[dict[str, Any]], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    x_key = SWEEP_KEY[task_name]
+    x_key = experiment(task_name).sweep_key
     (out / "reproduction.json").write_text(json.dumps(
         {"task": task_name, "scale": scale_name, "rows": rows, "paper": PAPER_POINTS[task_name],
          "paper_note": PAPER_NOTES[task_name]}, indent=2))
     (out / "reproduction.md").write_text(table(task_name, rows))
     title = f"{task_name}: ours ({scale_name} scale) and the paper's values"
-    reproduction_figure(aggregate(task_name, rows), PAPER_POINTS[task_name], x_key, title).write_html(
+    drawn = [p for p in PAPER_POINTS[task_name] if "bound" not in p]  # a bound is not a point
+    reproduction_figure(aggregate(task_name, rows), drawn, x_key, title).write_html(
         out / "reproduction.html", include_plotlyjs=True)
 
 
-def _paper_value(task_name: str, row: dict[str, Any], metric: str) -> str:
-    x_key = SWEEP_KEY[task_name]
+def paper_value(task_name: str, row: dict[str, Any], metric: str) -> str | None:
+    """PAPER.md's value of ``metric`` for ``row``'s variant and sweep value (``"≤0.07"`` for a
+    bound), or ``None`` where it gives none."""
+    x_key = experiment(task_name).sweep_key
     for p in PAPER_POINTS[task_name]:
         if p["variant"] == row["variant"] and p["metric"] == metric and p[x_key] == row[x_key]:
-            return f"{p['value']:.2f}"
-    return "–"
+            return p.get("bound", "") + f"{p['value']:.2f}"
+    return None
 
 
 def _metrics(row: dict[str, Any]) -> dict[str, float | None]:
@@ -222,6 +337,7 @@ def _metrics(row: dict[str, Any]) -> dict[str, float | None]:
         "average": row["average"],
         "worst_5pct": row["worst_5pct"],
         **{f"majority_{k}_worst": (row.get(f"majority_{k}") or {}).get("worst") for k in (5, 30)},
+        "sampled_average": (row.get("sampled") or {}).get("average"),
         "sampled_worst": (row.get("sampled") or {}).get("worst"),
         "predictive_variance": row["predictive_variance"],
     }
@@ -229,8 +345,10 @@ def _metrics(row: dict[str, Any]) -> dict[str, float | None]:
 
 def aggregate(task_name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (sweep value, variant): each metric's mean over training seeds, with its
-    ``min``/``max`` under ``{metric}_range``, the number of seeds, and the summed histogram."""
-    x_key = SWEEP_KEY[task_name]
+    ``min``/``max`` under ``{metric}_range``, the number of seeds, and the summed histogram;
+    after each deterministic variant (``SAMPLED_VARIANTS``), its ``-sampled`` baseline as a
+    row of its own (``average`` and ``worst_5pct`` of the sampled outputs, no histogram)."""
+    x_key = experiment(task_name).sweep_key
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault((row[x_key], row["variant"], row["q"], row["m_seeds"]), []).append(row)
@@ -244,38 +362,49 @@ def aggregate(task_name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]
             merged[f"{name}_range"] = (min(values), max(values)) if values else None
         merged["histogram"] = [sum(c) for c in zip(*(r["histogram"]["counts"] for r in runs))]
         out.append(merged)
+        if variant in SAMPLED_VARIANTS and merged["sampled_worst"] is not None:
+            sampled = {k: None for k in merged} | {x_key: x, "variant": f"{variant}-sampled", "q": q, "m_seeds": m,
+                                                   "n_train_seeds": len(runs), "histogram": None}
+            for name, source in (("average", "sampled_average"), ("worst_5pct", "sampled_worst")):
+                sampled[name], sampled[f"{name}_range"] = merged[source], merged[f"{source}_range"]
+            out.append(sampled)
     return out
 
 
 def table(task_name: str, rows: list[dict[str, Any]]) -> str:
-    """The table as Markdown: the mean over training seeds (with the range over seeds when
-    there are several) and, where PAPER.md has one, the paper's value beside ours."""
-    x_key = SWEEP_KEY[task_name]
+    """The table as Markdown, one line per (sweep value, variant) of :func:`aggregate`: the
+    mean over training seeds (with the range over seeds when there are several) and, where
+    PAPER.md has one, the paper's value beside ours in brackets."""
+    x_key = experiment(task_name).sweep_key
 
     def fmt(row: dict[str, Any], name: str) -> str:
         value = row[name]
-        if value is None:
-            return "–"
-        low, high = row[f"{name}_range"]
-        return f"{value:.2f}" + (f" [{low:.2f}–{high:.2f}]" if row["n_train_seeds"] > 1 else "")
+        text = "–" if value is None else f"{value:.2f}"
+        if value is not None and row["n_train_seeds"] > 1:
+            low, high = row[f"{name}_range"]
+            text += f" [{low:.2f}–{high:.2f}]"
+        theirs = paper_value(task_name, row, name)
+        return text + (f" ({theirs})" if theirs is not None else "")
 
     lines = [
-        f"| {x_key} | variant | m | seeds | average (paper) | worst-5% (paper) | maj-5 worst | maj-30 worst "
-        "| sampled worst | seed variance | histogram (10 bins, all seeds) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| {x_key} | variant | m | seeds | average (paper) | worst-5% (paper) | maj-5 worst (paper) "
+        "| maj-30 worst (paper) | seed variance | histogram (10 bins, all seeds) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in aggregate(task_name, rows):
+        variance = "–" if r["predictive_variance"] is None else f"{r['predictive_variance']:.2e}"
+        histogram = "–" if r["histogram"] is None else " ".join(str(c) for c in r["histogram"])
         lines.append(
             f"| {r[x_key]:g} | {r['variant']} | {r['m_seeds']} | {r['n_train_seeds']} "
-            f"| {fmt(r, 'average')} ({_paper_value(task_name, r, 'average')}) "
-            f"| {fmt(r, 'worst_5pct')} ({_paper_value(task_name, r, 'worst_5pct')}) "
-            f"| {fmt(r, 'majority_5_worst')} | {fmt(r, 'majority_30_worst')} | {fmt(r, 'sampled_worst')} "
-            f"| {r['predictive_variance']:.2e} | {' '.join(str(c) for c in r['histogram'])} |"
+            f"| {fmt(r, 'average')} | {fmt(r, 'worst_5pct')} | {fmt(r, 'majority_5_worst')} "
+            f"| {fmt(r, 'majority_30_worst')} | {variance} | {histogram} |"
         )
     lines.append("")
-    lines.append("Mean over training seeds; [min–max] over seeds where there are several.")
+    lines.append("Mean over training seeds; [min–max] over seeds where there are several; (the paper's value). "
+                 "X-sampled: variant X with outputs drawn from its output distribution instead of argmaxed.")
     lines.append(PAPER_NOTES[task_name])
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["PAPER_POINTS", "SCALES", "aggregate", "evaluate_seeded", "reproduce", "table", "variants"]
+__all__ = ["EXPERIMENTS", "PAPER_POINTS", "SCALES", "Experiment", "RunJob", "aggregate", "evaluate_seeded",
+           "paper_value", "plan", "reproduce", "run_variant", "table", "variants"]

@@ -17,10 +17,17 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--scale", choices=["cpu", "paper"], default="cpu",
                         help="cpu: minutes on 2 cores; paper: the paper's settings, for a GPU (default: cpu)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: reproduction/TASK-SCALE)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0], metavar="SEED",
+    parser.add_argument("--train-seeds", "--seeds", dest="seeds", type=int, nargs="+", default=[0], metavar="SEED",
                         help="training seeds; every variant is trained once per seed and the table "
                         "shows the mean and the range over seeds (default: 0)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--ray-address", default=None, metavar="ADDR",
+                        help="run each training and evaluation as a Ray task: 'local' starts a local Ray "
+                        "instance of --workers CPUs; host:port, ray://host:port or auto joins a cluster "
+                        "(its workers must import interp_rand and share the output folder). Without it "
+                        "the runs execute here, one after the other")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="CPUs of the local Ray instance (--ray-address local; default: all cores)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines or bars")
     return parser
 
 
@@ -28,7 +35,10 @@ def run(args: argparse.Namespace) -> int:
     from interp_rand.reproduce import reproduce, table
 
     out = args.out or Path("reproduction") / f"{args.task}-{args.scale}"
-    rows = reproduce(args.task, args.scale, out, progress=not args.quiet, train_seeds=args.seeds)
+    if args.workers is not None and args.ray_address != "local":
+        raise ValueError("--workers sizes a local Ray instance: use it with --ray-address local")
+    rows = reproduce(args.task, args.scale, out, progress=not args.quiet, train_seeds=args.seeds,
+                     ray_address=args.ray_address, workers=args.workers)
     print(table(args.task, rows))
     print(f"wrote reproduction.json, reproduction.md and reproduction.html to {out}")
     return 0
