@@ -59,7 +59,7 @@ SAMPLED_VARIANTS = ("A^E_r0", "A^q_r0", "A^E_R")
 
 # Read off PAPER.md (values marked ≈ there were read off the paper's plots). ``metric`` is a
 # column of the table (``_metrics``); ``bound: "≤"`` marks an upper bound, not a value.
-_RECALL_NS = (8, 10, 11, 12, 14, 16, 18, 20)
+_RECALL_NS = (8, 10, 11, 12, 14, 16, 20)
 PAPER_POINTS: dict[str, list[dict[str, Any]]] = {
     "recall": (
         [{"variant": v, "N": n, "metric": "worst_5pct", "value": 1.0 if n <= 11 else 0.0}
@@ -294,18 +294,25 @@ def evaluate_variant(task, model, scale, config: TrainConfig, n_inputs: int | No
                            fixed=config.seed_source == "fixed")
 
 
-def evaluate_seeded(task, model, batch, n_seeds: int, generator: torch.Generator, *,
+def evaluate_seeded(task, model, batch, n_seeds: int | str, generator: torch.Generator, *,
                     fixed: bool = False) -> dict[str, Any]:
     """PAPER.md's metrics of ``model`` on ``batch`` under ``n_seeds`` seeds drawn with
-    ``generator``; a fixed-seed model (``fixed``) is run on its one seed r0, and its sampled
-    baseline still draws ``n_seeds`` samples per input."""
-    if n_seeds < 1:
-        raise ValueError(f"n_seeds={n_seeds} must be >= 1")
-    seeds = task.fixed_seed()[None] if fixed else task.sample_seeds(n_seeds, generator)
+    ``generator``, or under every seed with ``n_seeds="all"`` (recall's 1,024: exact over the
+    seed distribution); a fixed-seed model (``fixed``) is run on its one seed r0, and its
+    sampled baseline still draws as many samples per input."""
+    if n_seeds == "all":
+        seeds = task.all_seeds()
+    elif isinstance(n_seeds, int) and not isinstance(n_seeds, bool) and n_seeds >= 1:
+        seeds = task.sample_seeds(n_seeds, generator)
+    else:
+        raise ValueError(f"n_seeds={n_seeds!r} must be an integer >= 1 or 'all'")
+    n_samples = len(seeds)
+    if fixed:
+        seeds = task.fixed_seed()[None]
     run = success_matrix(model, task, batch, seeds)
     # a kind without a single right answer (colouring) judges sampled outputs itself
     return summarize(run, majority_ks=(5, 30), generator=generator,
-                     correct_fn=output_judge(task.loss_kind, batch), n_samples=n_seeds)
+                     correct_fn=output_judge(task.loss_kind, batch), n_samples=n_samples)
 
 
 def write_outputs(task_name: str, scale_name: str, rows: list[dict[str, Any]], out: Path) -> None:

@@ -27,6 +27,32 @@ from interp_rand.model.layer_norm import make_norm
 from interp_rand.model.mlp import MLP
 
 
+def _distinct_tokens(flat: Tensor) -> tuple[Tensor, Tensor]:
+    """The distinct rows of ``flat`` (``[rows]`` token ids or ``[rows, d_input]`` vectors) and
+    each row's index among them, so that ``distinct[index]`` equals ``flat``.
+
+    Vectors are told apart by a fixed random projection (``torch.unique(dim=0)`` is two orders
+    of magnitude slower); the result is checked, and rows that the projection would merge fall
+    back to ``torch.unique(dim=0)``, so it is exact either way.
+    """
+    if flat.dim() == 1:
+        return torch.unique(flat, return_inverse=True)
+    direction = torch.randn(flat.shape[-1], generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    _, first, index = _unique_keys(flat.double() @ direction.to(flat.device))
+    distinct = flat[first]
+    if not torch.equal(distinct[index], flat):
+        return torch.unique(flat, dim=0, return_inverse=True)
+    return distinct, index
+
+
+def _unique_keys(keys: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Distinct ``keys [rows]``, the row of each one's first occurrence, and each row's index."""
+    distinct, index = torch.unique(keys, return_inverse=True)
+    first = torch.full((len(distinct),), len(keys), dtype=torch.long, device=keys.device)
+    first.scatter_reduce_(0, index, torch.arange(len(keys), device=keys.device), reduce="amin")
+    return distinct, first, index
+
+
 class HookedTransformer(HookedRootModule):
     """A transformer built from a :class:`ModelConfig`, initialised from ``seed``.
 
@@ -143,10 +169,11 @@ class HookedTransformer(HookedRootModule):
         seed_embed = self.seed_embed(seeds.to(self.seed_embed.W_seed.dtype))
         seed_embed = seed_embed[:, None] if seeds.dim() == 2 else seed_embed  # [m, pos or 1, d_model]
         if cfg.seed_mode == "append" and cfg.d_input_mlp > 0 and seeds.dim() == 2:
-            flat = inputs.reshape(n * n_pos, *inputs.shape[2:])
-            distinct, index = torch.unique(flat, dim=0, return_inverse=True)
+            distinct, index = _distinct_tokens(inputs.reshape(n * n_pos, *inputs.shape[2:]))
             hidden = self.input_mlp(self.embed(distinct)[:, None] + seed_embed[:, 0])  # [distinct, m, d_model]
-            x = hidden[index].view(n, n_pos, m, -1).transpose(1, 2)  # [n, m, pos, d_model]
+            # row (i, j, p) of the result is hidden[token (i, p), seed j]: one gather, no transpose
+            rows = index.view(n, 1, n_pos) * m + torch.arange(m, device=index.device).view(1, m, 1)
+            x = hidden.reshape(-1, hidden.shape[-1])[rows]  # [n, m, pos, d_model]
         elif cfg.seed_mode == "append":
             x = self.embed(inputs)[:, None] + seed_embed  # [n, m, pos, d_model]
             x = self.input_mlp(x) if cfg.d_input_mlp > 0 else x

@@ -77,7 +77,8 @@ class ExperimentScale:
             anneals to ``lr * min_lr_ratio``).
         m_seeds: ``m``, seeds drawn per step and shared by the batch (q-norm objective).
         q: the norm's exponent for the q-norm variants (``q = 1`` is ERM).
-        eval_seeds: seeds per input when measuring per-input success.
+        eval_seeds: seeds per input when measuring per-input success, or ``"all"`` (every seed,
+            where the task can enumerate them).
         q_ramp_steps: as in ``TrainConfig`` (0 = the paper's constant q); keyword-only.
         qnorm_from_erm: start each q-norm variant from the trained ERM variant with the same
             seed source (``TrainConfig.init_from``) instead of from scratch; keyword-only. Not
@@ -97,7 +98,7 @@ class ExperimentScale:
     grad_clip: float
     m_seeds: int
     q: float
-    eval_seeds: int
+    eval_seeds: int | str
     q_ramp_steps: int = dataclasses.field(default=0, kw_only=True)
     qnorm_from_erm: bool = dataclasses.field(default=False, kw_only=True)
     qnorm_steps: int | None = dataclasses.field(default=None, kw_only=True)

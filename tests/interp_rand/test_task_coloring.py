@@ -280,7 +280,8 @@ def test_model_config_and_evaluate():
     cfg = task.model_config()
     assert (cfg.mask, cfg.attention, cfg.seed_mode, cfg.d_seed) == ("custom", "softmax", "add", 1)
     assert (cfg.d_model, cfg.d_head, cfg.n_heads, cfg.n_layers, cfg.n_ctx) == (16, 16, 1, 2, 10)
-    assert (cfg.d_input, cfg.d_vocab_out, cfg.attn_only, cfg.normalization_type) == (10, 3, False, "LN")
+    assert (cfg.d_input, cfg.d_vocab_out, cfg.attn_only, cfg.normalization_type) == (10, 3, True, None)
+    assert (cfg.positional, cfg.attn_bias, cfg.init) == ("learned", False, "fan_in")
     model = HookedTransformer(cfg, seed=0)
     result = evaluate(model, task, task.sample(64, gen(3)))
     assert 0 < result.loss < 10 and len(result.per_position) == 10
