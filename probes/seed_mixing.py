@@ -17,11 +17,14 @@ every key. From a stored-set matrix ``stored [n_inputs, n_seeds, N]``
 - the coverage of the union: per input, the fraction of key positions stored under at least
   one seed.
 
-``mixes`` is the verdict: sizes per seed at least ``size_tolerance`` of the capacity *and* a
-mean Jaccard below ``jaccard_bound`` (a deterministic model has Jaccard exactly 1).
+``set_diversity = (1 - mean_jaccard) / (1 - jaccard_control)`` puts the Jaccard on the scale
+the set sizes allow (0: the same set under every seed, as a deterministic model; 1: as
+different as random sets of those sizes; near-full sets cannot differ much, so a fixed Jaccard
+bound would not do). ``mixes`` is the verdict: sizes per seed at least ``size_tolerance`` of
+the capacity *and* a diversity of at least ``diversity_bound``.
 
     >>> stats = mixing_strategies(stored, capacity=erm_mean_size, generator=g)
-    >>> stats.size_ratio, stats.mean_jaccard, stats.union_coverage, stats.mixes
+    >>> stats.size_ratio, stats.set_diversity, stats.union_coverage, stats.mixes
 """
 
 from __future__ import annotations
@@ -47,10 +50,12 @@ class MixingStrategies:
         mean_jaccard: mean Jaccard index of the stored sets of two distinct seeds of the same
             input (two empty sets count 1); jaccard_control: the same for sets of the same sizes
             with uniformly drawn positions.
+        set_diversity: ``(1 - mean_jaccard) / (1 - jaccard_control)`` (``None`` when the
+            control is 1: sets of those sizes cannot differ).
         union_coverage: mean over inputs of the fraction of positions stored under some seed.
         never_stored: mean over inputs of the fraction of positions stored under no seed.
-        mixes: ``size_ratio >= size_tolerance`` and ``mean_jaccard < jaccard_bound``.
-        size_tolerance, jaccard_bound: the thresholds of ``mixes``.
+        mixes: ``size_ratio >= size_tolerance`` and ``set_diversity >= diversity_bound``.
+        size_tolerance, diversity_bound: the thresholds of ``mixes``.
         n_inputs, n_seeds, n_positions: the matrix's shape.
     """
 
@@ -63,11 +68,12 @@ class MixingStrategies:
     size_ratio: float | None
     mean_jaccard: float
     jaccard_control: float
+    set_diversity: float | None
     union_coverage: float
     never_stored: float
     mixes: bool
     size_tolerance: float
-    jaccard_bound: float
+    diversity_bound: float
     n_inputs: int
     n_seeds: int
     n_positions: int
@@ -77,13 +83,14 @@ class MixingStrategies:
 
     def against(self, capacity: float, source: str = "given") -> MixingStrategies:
         """The same statistics judged against another capacity (e.g. the ``--compare`` model's)."""
-        ratio, mixes = _verdict(self.mean_size, capacity, self.mean_jaccard, self.size_tolerance, self.jaccard_bound)
+        ratio, mixes = _verdict(self.mean_size, capacity, self.set_diversity, self.size_tolerance, self.diversity_bound)
         return dataclasses.replace(self, capacity=float(capacity), capacity_source=source, size_ratio=ratio, mixes=mixes)
 
 
-def _verdict(mean_size: float, capacity: float, jaccard: float, tolerance: float, bound: float) -> tuple[float | None, bool]:
+def _verdict(mean_size: float, capacity: float, diversity: float | None, tolerance: float,
+             bound: float) -> tuple[float | None, bool]:
     ratio = mean_size / capacity if capacity > 0 else None
-    return ratio, bool(ratio is not None and ratio >= tolerance and jaccard < bound)
+    return ratio, bool(ratio is not None and ratio >= tolerance and diversity is not None and diversity >= bound)
 
 
 def pairwise_jaccard(stored: Tensor) -> Tensor:
@@ -116,7 +123,7 @@ def mixing_strategies(
     *,
     generator: torch.Generator | None = None,
     size_tolerance: float = 0.8,
-    jaccard_bound: float = 0.8,
+    diversity_bound: float = 0.5,
 ) -> MixingStrategies:
     """Per-seed stored sets of ``stored [n_inputs, n_seeds >= 2, N]`` (module docstring).
 
@@ -140,7 +147,8 @@ def mixing_strategies(
     generator = generator or torch.Generator().manual_seed(0)
     control = float(pairwise_jaccard(_random_positions(stored, generator)).mean())
     union = stored.any(1).double().mean(-1)  # [inputs]
-    ratio, mixes = _verdict(mean_size, capacity, jaccard, size_tolerance, jaccard_bound)
+    diversity = (1 - jaccard) / (1 - control) if control < 1 - 1e-12 else None
+    ratio, mixes = _verdict(mean_size, capacity, diversity, size_tolerance, diversity_bound)
     histogram = torch.bincount(sizes.long().flatten(), minlength=N + 1).double() / sizes.numel()
     return MixingStrategies(
         mean_size=mean_size,
@@ -152,11 +160,12 @@ def mixing_strategies(
         size_ratio=ratio,
         mean_jaccard=jaccard,
         jaccard_control=control,
+        set_diversity=diversity,
         union_coverage=float(union.mean()),
         never_stored=float(1 - union.mean()),
         mixes=mixes,
         size_tolerance=size_tolerance,
-        jaccard_bound=jaccard_bound,
+        diversity_bound=diversity_bound,
         n_inputs=n_inputs,
         n_seeds=n_seeds,
         n_positions=N,

@@ -77,6 +77,7 @@ def mechanism_numbers(run: dict[str, Any]) -> dict[str, Any]:
             "per seed: size / capacity": mix["size_ratio"],
             "per seed: Jaccard of two seeds' sets": mix["mean_jaccard"],
             "per seed: Jaccard, uniform-position control": mix["jaccard_control"],
+            "per seed: set diversity (0 same, 1 random)": mix["set_diversity"],
             "per seed: union coverage over seeds": mix["union_coverage"],
             "per seed: mixes strategies": mix["mixes"],
             "own capacity as deterministic model": mech["deterministic_capacity"],

@@ -23,6 +23,8 @@ def test_rotating_sets_mix_strategies():
     assert stats.mean_size == 2 and stats.size_std == 0 and stats.size_histogram == [0, 0, 1, 0, 0]
     # a seed's set against the 3 others: neighbours share 1 of 3 keys, the opposite one none
     assert stats.mean_jaccard == pytest.approx((1 / 3 + 0 + 1 / 3) / 3)
+    # random 2-subsets of 4 share 0, 1 or 2 keys (1/6, 4/6, 1/6): Jaccard 7/18 on average
+    assert stats.jaccard_control == pytest.approx(7 / 18, abs=0.15) and stats.set_diversity > 1
     assert stats.union_coverage == 1 and stats.never_stored == 0
     assert stats.size_ratio == 1 and stats.mixes and stats.capacity_source == "given"
     json.dumps(stats.to_dict())
@@ -40,7 +42,7 @@ def test_deterministic_set_has_jaccard_one_and_no_mixing():
     stored = torch.zeros(3, 8, 5, dtype=torch.bool)
     stored[..., :3] = True  # the same 3 keys under every seed
     stats = mixing_strategies(stored)
-    assert stats.mean_jaccard == 1 and not stats.mixes
+    assert stats.mean_jaccard == 1 and stats.set_diversity == 0 and not stats.mixes
     assert stats.capacity_source == "max over seeds" and stats.capacity == 3 and stats.size_ratio == 1
     assert stats.union_coverage == pytest.approx(0.6) and stats.never_stored == pytest.approx(0.4)
     # control: the same sizes at uniform positions are different sets (3 of 5: Jaccard < 1)
@@ -53,6 +55,7 @@ def test_jaccard_of_empty_sets_and_full_sets():
     full = torch.ones(1, 5, 4, dtype=torch.bool)
     stats = mixing_strategies(full, generator=torch.Generator().manual_seed(1))
     assert stats.mean_jaccard == 1 and stats.jaccard_control == 1  # nowhere else to put them
+    assert stats.set_diversity is None and not stats.mixes
 
 
 def test_bad_inputs():
