@@ -30,6 +30,7 @@ from circuits.metrics import get_metric, metric_names, register_metric
 from circuits.node_patching import ACTIVATIONS, patch_sweep
 from circuits.nodes import EDGE_INPUTS, NODE_KINDS, Edge, Node
 from circuits.randomness import RandomnessUsage, SeedEntry, randomness_usage, seed_entry, seed_pairs
+from circuits.seed_bits import BitFlipEffect, BitFlipRoutes, bit_flip_effect, bit_flip_routes
 from circuits.scores import EdgeScores
 from circuits.writers import writer_values
 
@@ -68,6 +69,10 @@ __all__ = [
     "patch_sweep",
     "patched_edges",
     "randomness_usage",
+    "BitFlipEffect",
+    "BitFlipRoutes",
+    "bit_flip_effect",
+    "bit_flip_routes",
     "register_method",
     "register_metric",
     "replaced_nodes",

@@ -68,10 +68,14 @@ def analyse(run_dir: Path, n: int, stored_inputs: int, seed: int) -> dict[str, A
                           "seed_probe": seed_probe(random_model, probe_batch, residual_stream_hooks(random_model),
                                                    torch.Generator().manual_seed(seed))[0]}
     if task.name == "recall":
+        from interp_rand.cli.randomness_mechanism import recall_mechanism
         from probes.stored_set import stored_set_map
 
-        stats, _ = stored_set_map(model, task, stored_inputs, generator)
+        # the key/value inputs stored_set_map draws next, for the per-seed mechanism lines
+        inputs = task.sample(stored_inputs, torch.Generator().set_state(generator.get_state()))
+        stats, stored = stored_set_map(model, task, stored_inputs, generator)
         out["stored_set"] = stats.to_dict()
+        out["mechanism"] = recall_mechanism(model, task, train.seed_source, inputs, stored, seed)
     if task.name == "coloring":
         from probes.symmetry import colour_noise_information, noise_resample_effect
 
@@ -79,6 +83,9 @@ def analyse(run_dir: Path, n: int, stored_inputs: int, seed: int) -> dict[str, A
             "information": colour_noise_information(model, task, batch, generator).to_dict(),
             "resample": noise_resample_effect(model, task, batch, generator).to_dict(),
         }
+        from interp_rand.cli.randomness_mechanism import coloring_mechanism
+
+        out["mechanism"] = coloring_mechanism(model, task, batch, seed)
     return out
 
 
@@ -107,6 +114,9 @@ def key_numbers(run: dict[str, Any]) -> dict[str, Any]:
                     "MI given vertex id": info["mi_given_id"], "colour from rank accuracy": info["rank_accuracy"],
                     "majority colour accuracy": info["majority_accuracy"]})
         row.update({f"colour change, noise at distance {d}": r for d, r in zip(effect["distance"], effect["change_rate"])})
+    from interp_rand.cli.randomness_mechanism import mechanism_numbers
+
+    row.update(mechanism_numbers(run))
     return row
 
 
@@ -128,6 +138,9 @@ def run(args: argparse.Namespace) -> int:
         runs.append(analyse(args.compare, args.n, args.stored_inputs, args.seed))
         if runs[0]["task"] != runs[1]["task"]:
             raise ValueError(f"--compare: {args.compare} is a {runs[1]['task']!r} run, not {runs[0]['task']!r}")
+        from interp_rand.cli.randomness_mechanism import compare_capacity
+
+        compare_capacity(runs)  # the first run's per-seed sets against the second's capacity
     rows = [key_numbers(r) for r in runs]
     report = {"runs": runs, "summary": {r["name"]: row for r, row in zip(runs, rows)}}
     args.out.mkdir(parents=True, exist_ok=True)
