@@ -56,7 +56,7 @@ _KINDS: dict[str, LossKind] = {
     "ce": LossKind(_ce_loss, _ce_correct),
     # binary cross-entropy of every output unit against float targets [batch, pos, d_vocab_out]
     # (e.g. recall's value bits); an answer position is right when every bit is
-    "bce": LossKind(_bce_loss, _bce_correct),
+    "bce": LossKind(_bce_loss, _bce_correct, vote_rules=("majority_whole", "majority_per_bit")),
 }
 
 

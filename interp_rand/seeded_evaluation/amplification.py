@@ -17,6 +17,10 @@ A rule combines the ``k`` outputs of a group (the loss kind says which apply, ``
                          frequent value (ties to the smallest); the combined output is judged
                          by the kind's judge (a valid colouring?). It may be wrong although
                          every seed's output is right.
+``majority_per_bit``     for bit outputs (recall's value bits): each output bit takes its most
+                         frequent value over the ``k`` seeds (ties to 0); right if the voted
+                         bits equal the target. Amplifies each bit's margin separately, so an
+                         input whose wrong outputs disagree among themselves is rescued.
 ``las_vegas``            verify and retry: right if any of the ``k`` seeds' outputs is; needs
                          a verifier that does not know the answer (colouring: each edge checks
                          its two colours). Per input ``1 - (1 - p)^k`` for per-seed success
@@ -63,7 +67,7 @@ from torch import Tensor
 
 from interp_rand.seeded_evaluation.run import SeedRun
 
-RULES = ("majority_whole", "majority_per_vertex", "las_vegas")
+RULES = ("majority_whole", "majority_per_vertex", "majority_per_bit", "las_vegas")
 #: Groups of ``k`` seeds per input: per-input majority success in steps of 1%.
 DEFAULT_N_GROUPS = 100
 # elements per chunk of inputs (random keys, gathered outputs): bounds the extra memory
@@ -145,6 +149,12 @@ def group_success(run: SeedRun, groups: Tensor, rule: str = "majority_whole") ->
     n_answer = run.outputs.shape[-1]
     ids = tuple_ids(run.outputs) if rule == "majority_whole" else None  # [n, S]
     voted = run.outputs.new_empty(n, n_groups, n_answer) if rule == "majority_per_vertex" else None
+    if rule == "majority_per_bit":
+        if run.target_outputs is None:
+            raise ValueError("majority_per_bit needs target outputs (a bit kind judged against its targets)")
+        # outputs are bits packed least-significant first (seeded_evaluation.run.pack_bits)
+        n_bits = max(1, int(max(run.outputs.max(), run.target_outputs.max())).bit_length())
+        bit = torch.arange(n_bits, device=run.outputs.device)
     result = torch.empty(n, n_groups, dtype=torch.bool, device=run.success.device)
     rows = max(1, _CHUNK_ELEMENTS // max(1, n_groups * k * n_answer))
     for start in range(0, n, rows):
@@ -154,6 +164,11 @@ def group_success(run: SeedRun, groups: Tensor, rule: str = "majority_whole") ->
         ok = run.success[part].gather(1, flat).view(g.shape)
         if rule == "las_vegas":
             result[part] = ok.any(-1)
+        elif rule == "majority_per_bit":
+            picked = run.outputs[part].gather(1, flat[..., None].expand(-1, -1, n_answer)).view(*g.shape, n_answer)
+            ones = ((picked[..., None] >> bit) & 1).sum(2)  # [c, G, n_answer, n_bits]: seeds voting 1
+            voted_bits = ((2 * ones > k).long() << bit).sum(-1)  # [c, G, n_answer], ties to 0
+            result[part] = (voted_bits == run.target_outputs[part][:, None]).all(-1)
         elif rule == "majority_whole":
             group_ids = ids[part].gather(1, flat).view(g.shape)
             winner = _mode(group_ids)  # [c, G]

@@ -190,9 +190,11 @@ class RecallTask:
             attention="linear",
             mask="causal",
             attn_only=True,
-            # the embedding is the input MLP's first layer, so the two widths are one
+            # the embedding is the input MLP's first layer, so the two widths are one; an
+            # override with another input-MLP width gives that MLP a first matrix of its own
             d_input_mlp=overrides.get("d_model", RECALL_WIDTH),
-            input_mlp_w_in=False,
+            input_mlp_w_in=overrides.get("d_input_mlp", overrides.get("d_model", RECALL_WIDTH))
+            == overrides.get("d_model", RECALL_WIDTH),
             normalization_type=None,
             d_seed=self.seed_bits,
             seed_mode="append",

@@ -116,7 +116,7 @@ def test_cli_circuit_and_compare_on_recall_runs(tmp_path, capsys):
     runs = []
     for seed in (0, 1):
         run = tmp_path / f"recall{seed}"
-        train(task, task.model_config(d_model=16, n_heads=2, d_input_mlp=8),
+        train(task, task.model_config(d_model=16, n_heads=2),
               TrainConfig(steps=2, batch_size=8, eval_size=8, eval_every=2, seed=seed), run, progress=False)
         runs.append(run)
     out = tmp_path / "circuit"

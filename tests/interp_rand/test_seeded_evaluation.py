@@ -584,3 +584,29 @@ def test_all_seeds_equals_the_explicit_enumeration_on_a_tiny_recall_model():
         success_matrix(HookedTransformer(cfg, seed=0), coloring, coloring.sample(2, torch.Generator()), "all")
     with pytest.raises(ValueError, match="'every'"):
         success_matrix(model, task, batch, "every")
+
+
+def test_majority_per_bit_votes_each_bit():
+    # 3 bits, target 0b101; seeds give 0b100, 0b001, 0b101, 0b111, 0b101: whole-output majority
+    # is 0b101 (2 of 5) and per bit 1,0,1 -> right; a second input whose outputs are all wrong
+    # but each bit is right in most of them: per-bit vote rescues it, the whole majority does not
+    from interp_rand.seeded_evaluation import SeedRun
+    from interp_rand.seeded_evaluation.amplification import group_success
+
+    outputs = torch.tensor([[[0b100], [0b001], [0b101], [0b111], [0b101]],
+                            [[0b100], [0b001], [0b111], [0b100], [0b001]]])
+    targets = torch.tensor([[0b101], [0b101]])
+    success = (outputs == targets[:, None]).all(-1)
+    run = SeedRun(success=success, outputs=outputs, probs=None, loss_kind="bce",
+                  target_outputs=targets, vote_rules=("majority_whole", "majority_per_bit"))
+    groups = torch.arange(5).expand(2, 1, 5)
+    assert group_success(run, groups, "majority_per_bit")[:, 0].tolist() == [True, False]
+    # the second input: bit 0 is 1 in 2 of 5, so the vote says 0 -> wrong; with seeds 1, 2, 4
+    # (0b001, 0b111, 0b001) every bit's majority is right (1, 0, ... ) only for bits 0 and 1
+    assert group_success(run, groups, "majority_whole")[:, 0].tolist() == [True, False]
+    three = torch.tensor([[[1, 2, 4]], [[1, 2, 2]]])
+    # input 1, seeds 1, 2, 2 -> 0b001, 0b111, 0b111: bits 1,1,1 -> 0b111 wrong; input 0 seeds
+    # 1, 2, 4 -> 0b001, 0b101, 0b101 -> 0b101 right
+    assert group_success(run, three, "majority_per_bit")[:, 0].tolist() == [True, False]
+    with pytest.raises(ValueError, match="does not apply"):
+        group_success(dataclasses.replace(run, vote_rules=("majority_whole",)), groups, "majority_per_bit")

@@ -66,7 +66,7 @@ def test_bad_shape():
 
 def tiny_recall(zero_seed: bool) -> tuple[RecallTask, HookedTransformer]:
     task = RecallTask(n_pairs=4, value_bits=2, seed_bits=3)
-    model = HookedTransformer(task.model_config(d_model=16, d_input_mlp=12, init_range=1.0), seed=1).eval()
+    model = HookedTransformer(task.model_config(d_model=16, init="normal", init_range=1.0), seed=1).eval()
     if zero_seed:
         with torch.no_grad():
             model.seed_embed.W_seed.zero_()
