@@ -53,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv  # for messages that repeat the command (how to resume)
     threads = torch.get_num_threads()
     try:
         if args.threads is not None:
@@ -65,5 +67,9 @@ def main(argv: list[str] | None = None) -> int:
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"interp-rand {args.command}: error: {message}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as err:
+        # Ctrl-C or SIGTERM: one line, no traceback; exit 128 + signal (training saved a checkpoint first)
+        print(f"interp-rand {args.command}: {err or 'interrupted'}", file=sys.stderr)
+        return getattr(err, "exit_code", 130)
     finally:
         torch.set_num_threads(threads)

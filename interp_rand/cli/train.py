@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 from pathlib import Path
 
 from interp_rand.cli.options import add_dataclass_options, collect
 from interp_rand.model import config as model_config_module
 from interp_rand.model.config import ModelConfig
 from interp_rand.tasks import task_class, task_names
-from interp_rand.training import TrainConfig, objective_names, train
+from interp_rand.training import TrainConfig, TrainingInterrupted, objective_names, train
 from interp_rand.training.config import SEED_SOURCES
 
 MODEL_CHOICES = {
@@ -69,7 +71,12 @@ def run(args: argparse.Namespace) -> int:
     model_config = task.model_config(**collect(args, args.model_fields))
     train_config = TrainConfig(**collect(args, args.train_fields))
     out = args.out or Path("runs") / args.task
-    result = train(task, model_config, train_config, out, resume=not args.no_resume, progress=not args.quiet)
+    try:
+        result = train(task, model_config, train_config, out, resume=not args.no_resume, progress=not args.quiet)
+    except TrainingInterrupted as err:
+        again = [a for a in getattr(args, "argv", sys.argv[1:]) if a != "--no-resume"]
+        err.resume = f"resume with: interp-rand {shlex.join(again)}"
+        raise
     summary = {"run_dir": str(out), "step": result.step,
                **(result.last_eval.to_dict() if result.last_eval else {})}
     summary.pop("breakdown", None)

@@ -10,7 +10,9 @@ A run directory holds ``checkpoints/step_XXXXXXX/`` folders, each complete in it
 ``load_checkpoint("zoo:NAME")`` reads a model of the packaged zoo (``interp_rand.zoo``).
 
 A folder is written under a temporary name and renamed into place, so a killed run leaves
-either a whole checkpoint or none. Nothing is unpickled on load: safetensors and JSON only.
+either a whole checkpoint or none; a failed write (full disk, read-only) raises
+:class:`~interp_rand.training.write_error.RunWriteError` and leaves the earlier ones whole.
+Nothing is unpickled on load: safetensors and JSON only.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Task, make_task, task_names
 from interp_rand.training.config import TrainConfig
+from interp_rand.training.write_error import writing
 from interp_rand.zoo.location import resolve_run
 
 FORMAT = "interp-rand/checkpoint"
@@ -39,6 +42,10 @@ MODEL_FILE = "model.safetensors"
 TRAINER_FILE = "trainer.safetensors"
 META_FILE = "checkpoint.json"
 _PREFIX = "step_"
+# Training settings that do not change the weights a step produces; a resume may change them.
+# (``steps`` changes the cosine schedule of the steps still to come, not of those taken.)
+BOOKKEEPING_FIELDS = ("steps", "stop_at_exact_match", "eval_every", "eval_size", "checkpoint_every",
+                      "keep_checkpoints")
 
 
 class CheckpointError(ValueError):
@@ -134,27 +141,60 @@ def save_checkpoint(
     metrics: dict[str, Any],
     keep: int,
 ) -> Path:
-    """Write a checkpoint atomically and prune all but the newest ``keep``."""
+    """Write a checkpoint atomically and prune all but the newest ``keep`` of its series.
+
+    The series is the run the checkpoint belongs to (:func:`series_key`); pruning never touches
+    checkpoints of another series, nor folders it cannot read. A failed write raises
+    ``RunWriteError`` (what, where, why) and leaves every earlier checkpoint whole."""
     final = step_dir(run_dir, step)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
-    try:
-        save_file(_contiguous(model_state), tmp / MODEL_FILE)
-        save_file(_contiguous(trainer_state), tmp / TRAINER_FILE)
-        meta = {"format": FORMAT, "version": VERSION, "step": step, **spec.to_dict(), "metrics": metrics}
-        (tmp / META_FILE).write_text(json.dumps(meta, indent=2))
-        for name in (MODEL_FILE, TRAINER_FILE, META_FILE):
-            with open(tmp / name, "rb") as handle:
-                os.fsync(handle.fileno())
-        if final.exists():
-            shutil.rmtree(final)
-        os.rename(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    for old in list_checkpoints(run_dir)[:-keep]:
-        shutil.rmtree(old)
+    previous = latest_checkpoint(run_dir)
+    untouched = f"the last good checkpoint {previous or '(none yet)'} is untouched"
+    meta = {"format": FORMAT, "version": VERSION, "step": step, **spec.to_dict(), "metrics": metrics}
+    with writing("checkpoint", final, untouched):
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
+        old = final.with_name(f".tmp-old-{final.name}")
+        try:
+            save_file(_contiguous(model_state), tmp / MODEL_FILE)
+            save_file(_contiguous(trainer_state), tmp / TRAINER_FILE)
+            (tmp / META_FILE).write_text(json.dumps(meta, indent=2))
+            for name in (MODEL_FILE, TRAINER_FILE, META_FILE):
+                with open(tmp / name, "rb") as handle:
+                    os.fsync(handle.fileno())
+            if final.exists():  # the same step again: move the old one aside, never delete it first
+                shutil.rmtree(old, ignore_errors=True)
+                os.rename(final, old)
+                os.rename(tmp, final)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if old.exists() and not final.exists():
+                os.rename(old, final)
+            raise
+    series = series_key(meta)
+    with writing("the run folder (pruning old checkpoints)", final.parent):
+        own = [p for p in list_checkpoints(run_dir) if p == final or _series_of(p) == series]
+        for stale in own[:-keep]:
+            if stale != final:
+                shutil.rmtree(stale)
     return final
+
+
+def series_key(meta: dict[str, Any]) -> str:
+    """What makes checkpoints one series: task, model and the training settings that shape the
+    weights (not the bookkeeping ones a resume may change, :data:`BOOKKEEPING_FIELDS`)."""
+    train = {k: v for k, v in (meta.get("train") or {}).items() if k not in BOOKKEEPING_FIELDS}
+    return json.dumps({"task": meta.get("task"), "model": meta.get("model"), "train": train}, sort_keys=True)
+
+
+def _series_of(path: Path) -> str | None:
+    try:
+        meta = json.loads((path / META_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return series_key(meta) if isinstance(meta, dict) else None
 
 
 def load_checkpoint(path: str | Path, task: str | None = None) -> Checkpoint:

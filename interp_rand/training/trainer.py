@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,20 +19,27 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from interp_rand.training.checkpoint import CheckpointError, RunSpec, latest_checkpoint, load_checkpoint, save_checkpoint
+from interp_rand.training.checkpoint import (
+    BOOKKEEPING_FIELDS,
+    CheckpointError,
+    RunSpec,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+    step_dir,
+)
 from interp_rand.evaluation import EvalResult, check_model_fits_task, evaluate
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Task
 from interp_rand.training.config import TrainConfig
+from interp_rand.training.interrupts import TrainingInterrupted, _SecondSignal, stop_signals
 from interp_rand.training.objectives import fixed_seeds_if_asked, make_objective
+from interp_rand.training.run_lock import run_lock
 from interp_rand.training.schedule import warmup_cosine
+from interp_rand.training.write_error import writing
 
 METRICS_FILE = "metrics.jsonl"
-# Training settings that do not change the weights a step produces; a resume may change them.
-# (``steps`` changes the cosine schedule of the steps still to come, not of those taken.)
-_BOOKKEEPING_FIELDS = ("steps", "stop_at_exact_match", "eval_every", "eval_size", "checkpoint_every",
-                       "keep_checkpoints")
 # The evaluation set's generator is offset from the training seed so the two streams differ.
 _EVAL_SEED_OFFSET = 1_000_003
 
@@ -59,6 +67,7 @@ class TrainResult:
     last_eval: EvalResult | None
     history: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    resumed_from: Path | None = None  # the checkpoint this run continued from
 
 
 def train(
@@ -72,10 +81,20 @@ def train(
 ) -> TrainResult:
     """Train a model on ``task`` into ``run_dir``; continue from its last checkpoint if any.
 
+    The run holds ``run_dir``'s lock (:mod:`~interp_rand.training.run_lock`) throughout: one
+    writer per run folder. A resume says on stderr which step and checkpoint it continues from.
+    SIGINT/SIGTERM end the run after the current step with a checkpoint at that step
+    (:mod:`~interp_rand.training.interrupts`); calling ``train`` again resumes from it.
+
     Raises:
         CheckpointError: ``run_dir`` holds checkpoints of another task/model, or ``resume`` is
             false and it holds checkpoints at all.
         TrainingDiverged: the loss became non-finite (names the step).
+        RunLocked: another process is writing ``run_dir`` (names its pid and start time).
+        RunWriteError: the folder, a checkpoint or the metrics could not be written (says what
+            and why); the last good checkpoint is left whole.
+        TrainingInterrupted: a SIGINT/SIGTERM stopped the run (a ``KeyboardInterrupt``
+            carrying the step, the checkpoint and the exit code 130/143).
     """
     run_dir = Path(run_dir)
     cfg = train_config
@@ -92,68 +111,86 @@ def train(
         weight_decay=cfg.weight_decay,
     )
     generator = torch.Generator().manual_seed(cfg.seed)
-    start = _resume(run_dir, spec, model, optimizer, generator) if resume else _refuse_existing(run_dir)
-    if start == 0 and cfg.init_from is not None:
-        _initialise_from(model, cfg.init_from)
-    history = _read_history(run_dir, up_to=start)
-    # A run that already stopped at its target has nothing left to do.
-    reached = bool(start and history and cfg.stop_at_exact_match is not None
-                   and history[-1]["exact_match"] >= cfg.stop_at_exact_match)
-    eval_batch = task.sample(cfg.eval_size, torch.Generator().manual_seed(cfg.seed + _EVAL_SEED_OFFSET))
-    # a fixed-seed (r0) model is judged on r0, the only seed it is ever given
-    eval_batch = fixed_seeds_if_asked(task, eval_batch, cfg)
+    with run_lock(run_dir):
+        start, resumed_from = _resume(run_dir, spec, model, optimizer, generator) if resume else _refuse_existing(run_dir)
+        if start == 0 and cfg.init_from is not None:
+            _initialise_from(model, cfg.init_from)
+        history = _read_history(run_dir, up_to=start)
+        # A run that already stopped at its target has nothing left to do.
+        reached = bool(start and history and cfg.stop_at_exact_match is not None
+                       and history[-1]["exact_match"] >= cfg.stop_at_exact_match)
+        if resumed_from is not None:
+            left = "nothing left to train" if reached or start >= cfg.steps else f"training to step {cfg.steps}"
+            print(f"resuming {run_dir} from step {start} ({resumed_from}); {left}", file=sys.stderr, flush=True)
+        eval_batch = task.sample(cfg.eval_size, torch.Generator().manual_seed(cfg.seed + _EVAL_SEED_OFFSET))
+        # a fixed-seed (r0) model is judged on r0, the only seed it is ever given
+        eval_batch = fixed_seeds_if_asked(task, eval_batch, cfg)
 
-    run_dir.mkdir(parents=True, exist_ok=True)
-    last_eval: EvalResult | None = None
-    running_loss: float | None = None
-    began = time.perf_counter()
-    bar = tqdm(total=cfg.steps, initial=start, desc=f"train {task.name}", disable=not progress, unit="step")
-    step = start
-    try:
-        while step < cfg.steps and not reached:
-            lr = warmup_cosine(step, peak=cfg.lr, warmup=cfg.warmup_steps, total=cfg.steps, floor_ratio=cfg.min_lr_ratio)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            batch = task.sample(cfg.batch_size, generator)
-            loss = objective(model, task, batch, generator, step=step)
-            if not torch.isfinite(loss):
-                raise _diverged(f"loss became {loss.item()}", step + 1, run_dir)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or float("inf"))
-            if not torch.isfinite(grad_norm):
-                raise _diverged(f"gradient norm became {grad_norm.item()}", step + 1, run_dir)
-            optimizer.step()
-            step += 1
-            running_loss = loss.item() if running_loss is None else 0.9 * running_loss + 0.1 * loss.item()
-            bar.update(1)
+        last_eval: EvalResult | None = None
+        running_loss: float | None = None
+        saved_at = start
 
-            stop = False
-            if step % cfg.eval_every == 0 or step == cfg.steps:
-                try:
-                    last_eval = evaluate(model, task, eval_batch)
-                except FloatingPointError as err:
-                    raise _diverged(str(err), step, run_dir) from None
-                record = {"step": step, "lr": lr, "train_loss": running_loss, **last_eval.to_dict()}
-                history.append(record)
-                _append_history(run_dir, record)
-                bar.set_postfix(loss=f"{running_loss:.4f}", exact=f"{last_eval.exact_match:.4f}")
-                stop = cfg.stop_at_exact_match is not None and last_eval.exact_match >= cfg.stop_at_exact_match
-            elif step % 10 == 0:
-                bar.set_postfix(loss=f"{running_loss:.4f}")
-            if step % cfg.checkpoint_every == 0 or step == cfg.steps or stop:
-                metrics = last_eval.to_dict() if last_eval else {}
-                save_checkpoint(
-                    run_dir, step, spec, model.state_dict(),
-                    _trainer_state(model, optimizer, generator), {"train_loss": running_loss, **metrics},
-                    keep=cfg.keep_checkpoints,
-                )
-            if stop:
-                break
-    finally:
-        bar.close()
+        def save(at: int) -> Path:
+            nonlocal saved_at
+            metrics = last_eval.to_dict() if last_eval else {}
+            path = save_checkpoint(
+                run_dir, at, spec, model.state_dict(),
+                _trainer_state(model, optimizer, generator), {"train_loss": running_loss, **metrics},
+                keep=cfg.keep_checkpoints,
+            )
+            saved_at = at
+            return path
+
+        began = time.perf_counter()
+        bar = tqdm(total=cfg.steps, initial=start, desc=f"train {task.name}", disable=not progress, unit="step")
+        step = start
+        with stop_signals() as signals:
+            try:
+                while step < cfg.steps and not reached:
+                    lr = warmup_cosine(step, peak=cfg.lr, warmup=cfg.warmup_steps, total=cfg.steps,
+                                       floor_ratio=cfg.min_lr_ratio)
+                    for group in optimizer.param_groups:
+                        group["lr"] = lr
+                    batch = task.sample(cfg.batch_size, generator)
+                    loss = objective(model, task, batch, generator, step=step)
+                    if not torch.isfinite(loss):
+                        raise _diverged(f"loss became {loss.item()}", step + 1, run_dir)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or float("inf"))
+                    if not torch.isfinite(grad_norm):
+                        raise _diverged(f"gradient norm became {grad_norm.item()}", step + 1, run_dir)
+                    optimizer.step()
+                    step += 1
+                    running_loss = loss.item() if running_loss is None else 0.9 * running_loss + 0.1 * loss.item()
+                    bar.update(1)
+
+                    stop = False
+                    if step % cfg.eval_every == 0 or step == cfg.steps:
+                        try:
+                            last_eval = evaluate(model, task, eval_batch)
+                        except FloatingPointError as err:
+                            raise _diverged(str(err), step, run_dir) from None
+                        record = {"step": step, "lr": lr, "train_loss": running_loss, **last_eval.to_dict()}
+                        history.append(record)
+                        _append_history(run_dir, record)
+                        bar.set_postfix(loss=f"{running_loss:.4f}", exact=f"{last_eval.exact_match:.4f}")
+                        stop = cfg.stop_at_exact_match is not None and last_eval.exact_match >= cfg.stop_at_exact_match
+                    elif step % 10 == 0:
+                        bar.set_postfix(loss=f"{running_loss:.4f}")
+                    if step % cfg.checkpoint_every == 0 or step == cfg.steps or stop:
+                        save(step)
+                    if stop:
+                        break
+                    if signals.signum is not None:  # a stop was asked for during this step
+                        path = step_dir(run_dir, step) if saved_at == step else save(step)
+                        raise TrainingInterrupted(signals.signum, step, run_dir, path, saved=True)
+            except _SecondSignal as err:  # a second signal: stop now, keep what is on disk
+                raise TrainingInterrupted(err.signum, step, run_dir, latest_checkpoint(run_dir), saved=False) from None
+            finally:
+                bar.close()
     model.eval()
-    return TrainResult(run_dir, step, model, last_eval, history, time.perf_counter() - began)
+    return TrainResult(run_dir, step, model, last_eval, history, time.perf_counter() - began, resumed_from)
 
 
 # --------------------------------------------------------------------------------------
@@ -164,26 +201,32 @@ def _diverged(what: str, step: int, run_dir: Path) -> TrainingDiverged:
     )
 
 
-def _refuse_existing(run_dir: Path) -> int:
+def _refuse_existing(run_dir: Path) -> tuple[int, None]:
     found = latest_checkpoint(run_dir)
     if found is not None:
         raise CheckpointError(
             f"{run_dir} already holds checkpoints ({found.name}); resume it or choose another folder"
         )
-    return 0
+    return 0, None
 
 
-def _resume(run_dir: Path, spec: RunSpec, model, optimizer, generator: torch.Generator) -> int:
+def _resume(run_dir: Path, spec: RunSpec, model, optimizer, generator: torch.Generator) -> tuple[int, Path | None]:
+    """Load the newest checkpoint into the model, optimizer and generator; return its step and
+    folder (``0, None``: nothing to resume)."""
     for stray in (run_dir / "checkpoints").glob(".tmp-*"):
-        shutil.rmtree(stray, ignore_errors=True)  # the half-written folder of a killed save
+        kept = stray.with_name(stray.name[len(".tmp-old-"):])
+        if stray.name.startswith(".tmp-old-") and not kept.exists():
+            stray.rename(kept)  # a save killed between its two renames: the old checkpoint is the good one
+        else:
+            shutil.rmtree(stray, ignore_errors=True)  # the half-written folder of a killed save
     found = latest_checkpoint(run_dir)
     if found is None:
-        return 0
+        return 0, None
     ckpt = load_checkpoint(found)
     mine, theirs = spec.to_dict(), ckpt.spec.to_dict()
     # A resumed run may change its length and bookkeeping; whatever shapes the weights must match.
     for config in (mine["train"], theirs["train"]):
-        for key in _BOOKKEEPING_FIELDS:
+        for key in BOOKKEEPING_FIELDS:
             config.pop(key)
     if mine != theirs:
         diff = {
@@ -203,7 +246,7 @@ def _resume(run_dir: Path, spec: RunSpec, model, optimizer, generator: torch.Gen
         entries = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
         if entries:
             optimizer.state[param] = entries
-    return ckpt.step
+    return ckpt.step, found
 
 
 def _trainer_state(model, optimizer, generator: torch.Generator) -> dict[str, torch.Tensor]:
@@ -221,10 +264,12 @@ def _read_history(run_dir: Path, up_to: int) -> list[dict[str, Any]]:
         return []
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     kept = [r for r in records if r["step"] <= up_to]
-    path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    with writing("the metrics file", path):
+        path.write_text("".join(json.dumps(r) + "\n" for r in kept))
     return kept
 
 
 def _append_history(run_dir: Path, record: dict[str, Any]) -> None:
-    with open(run_dir / METRICS_FILE, "a") as handle:
+    path = run_dir / METRICS_FILE
+    with writing("the metrics file", path), open(path, "a") as handle:
         handle.write(json.dumps(record) + "\n")

@@ -5,19 +5,24 @@ never unpickles anything."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import pickle
 import shutil
 
 import pytest
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import save_file
+
+import interp_rand.training.checkpoint as checkpoint_module
 
 from interp_rand.model import HookedTransformer
 from interp_rand.tasks import AdditionTask
 from interp_rand.training import (
     CheckpointError,
     RunSpec,
+    RunWriteError,
     TrainConfig,
     load_checkpoint,
     train,
@@ -29,6 +34,7 @@ from interp_rand.training.checkpoint import (
     TRAINER_FILE,
     VERSION,
     list_checkpoints,
+    save_checkpoint,
     step_dir,
 )
 
@@ -274,3 +280,62 @@ def test_expected_task_refuses_a_run_of_another_task(trained):
     with pytest.raises(CheckpointError, match=r"is a model of the 'addition' task, not 'sort'") as err:
         load_checkpoint(run_dir, task="sort")
     assert str(run_dir) in str(err.value)
+
+
+# ------------------------------------------------------------------------------ writes and pruning
+def test_pruning_never_deletes_a_checkpoint_of_another_series(trained, tmp_path):
+    # Two runs writing one folder with keep=1 (what the run lock now prevents): each prunes only
+    # its own series, so neither deletes the other's newest checkpoint.
+    _, result = trained
+    state = result.model.state_dict()
+    mine = RunSpec(TASK.name, TASK.config_dict(), MODEL_CFG, TRAIN_CFG)
+    theirs = RunSpec(TASK.name, TASK.config_dict(), MODEL_CFG, dataclasses.replace(TRAIN_CFG, lr=1e-2))
+    # a resume may change the bookkeeping settings: still the same series
+    mine_resumed = RunSpec(TASK.name, TASK.config_dict(), MODEL_CFG, dataclasses.replace(TRAIN_CFG, steps=99))
+    for step, spec in [(10, mine), (15, theirs), (20, mine), (25, theirs), (30, mine_resumed)]:
+        save_checkpoint(tmp_path, step, spec, state, {"generator": torch.zeros(1)}, {}, keep=1)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step_0000025", "step_0000030"]
+    assert load_checkpoint(step_dir(tmp_path, 25)).spec.train_config.lr == 1e-2
+
+
+def _disk_full(after: int, error):
+    """A ``save_file`` that writes ``after`` files, then fails as a full disk does."""
+    calls = []
+
+    def save(tensors, path, *args, **kwargs):
+        calls.append(path)
+        if len(calls) > after:
+            raise error
+        return save_file(tensors, path, *args, **kwargs)
+
+    return save
+
+
+@pytest.mark.parametrize("error", [
+    OSError(errno.ENOSPC, "No space left on device"),
+    SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)"),
+], ids=["OSError", "SafetensorError"])
+def test_a_full_disk_is_one_line_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch, error):
+    monkeypatch.setattr(checkpoint_module, "save_file", _disk_full(after=2, error=error))  # step 10 fits
+    with pytest.raises(RunWriteError) as err:
+        train(TASK, MODEL_CFG, TRAIN_CFG, tmp_path, progress=False)
+    good, lost = step_dir(tmp_path, 10), step_dir(tmp_path, 20)
+    assert str(err.value) == (f"could not write checkpoint {lost}: No space left on device (ENOSPC); "
+                              f"the last good checkpoint {good} is untouched")
+    assert err.value.errno == errno.ENOSPC
+    assert list(p.name for p in (tmp_path / "checkpoints").iterdir()) == [good.name]  # no half-written folder
+    assert load_checkpoint(tmp_path).step == 10
+    monkeypatch.undo()
+    assert train(TASK, MODEL_CFG, TRAIN_CFG, tmp_path, progress=False).step == 20  # and it resumes
+
+
+def test_the_cli_reports_a_full_disk_in_one_line(tmp_path, monkeypatch, capsys):
+    from interp_rand.cli.main import main
+
+    monkeypatch.setattr(checkpoint_module, "save_file", _disk_full(after=0, error=OSError(errno.ENOSPC, "full")))
+    code = main(["train", "addition", "--n-digits", "2", "--d-model", "16", "--n-heads", "2", "--n-layers", "1",
+                 "--steps", "2", "--batch-size", "8", "--eval-size", "8", "--quiet", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == (f"interp-rand train: error: could not write checkpoint {step_dir(tmp_path, 2)}: "
+                   "No space left on device (ENOSPC); the last good checkpoint (none yet) is untouched\n")

@@ -1,0 +1,124 @@
+"""One writer per run folder: an exclusive ``flock`` on ``RUN/run.lock``, held for the whole run.
+
+Every command that writes a run folder (``train``, the grid world's ``run_variant``) holds
+:func:`run_lock` while it writes. ``run.lock`` records the holder as JSON (pid, host, start
+time, command); a second writer is refused with :class:`RunLocked` naming it::
+
+    runs/sort is in use by another writer: pid 4242 on host-a since 2025-01-31 14:02:11 (interp-rand train sort); ...
+
+A stale lock is taken over, and said so. The kernel drops a ``flock`` when its process ends,
+however it ends (Ctrl-C, ``kill -9``, a crash), so a lock that can be taken is free: a
+``run.lock`` that still names a holder then belongs to a process that died without releasing
+it. The next writer takes it over and prints ``previous holder pid N on HOST (since T) is gone;
+lock taken over`` — a researcher resuming after a crash wants to continue, not to clear
+files by hand, and nothing is at risk because the dead process cannot write any more. A clean
+release empties ``run.lock`` (it is never deleted: a deleted lock file lets two writers lock two
+different files of the same name).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shlex
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from interp_rand.training.write_error import RunWriteError, make_run_folder, reason, writing
+
+LOCK_FILE = "run.lock"
+
+
+class RunLocked(OSError):
+    """Another process writes this run folder; ``holder`` is what its ``run.lock`` says."""
+
+    def __init__(self, message: str, holder: dict[str, Any]):
+        super().__init__(message)
+        self.holder = holder
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def describe(holder: dict[str, Any]) -> str:
+    """``pid 4242 on host-a since 2025-01-31 14:02:11 (interp-rand train sort)``."""
+    pid = holder.get("pid", "?")
+    mine = pid == os.getpid() and holder.get("host") == socket.gethostname()
+    text = f"pid {pid}{' (this process)' if mine else ''} on {holder.get('host', '?')} since {holder.get('started', '?')}"
+    return text + (f" ({holder['command']})" if holder.get("command") else "")
+
+
+@contextmanager
+def run_lock(run_dir: str | Path, command: str | None = None,
+             notify: Callable[[str], None] = _say) -> Iterator[dict[str, Any]]:
+    """Hold the run folder's lock (creating the folder) for the ``with`` block; yields what
+    ``run.lock`` records of this holder. ``command`` defaults to this process's command line;
+    ``notify`` receives the one line said when a dead holder's lock is taken over.
+
+    Raises:
+        RunLocked: another live process holds it (the message names its pid and start time).
+        RunWriteError: the folder or ``run.lock`` cannot be created or locked (says why).
+    """
+    run_dir = Path(run_dir)
+    make_run_folder(run_dir)
+    path = run_dir / LOCK_FILE
+    with writing("the lock file", path):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read(fd)
+            raise RunLocked(
+                f"{run_dir} is in use by another writer: {describe(holder)}; wait for it to end or write "
+                f"into another folder (--out). Only one process may write a run folder at a time",
+                holder,
+            ) from None
+        except OSError as err:  # e.g. a file system without locks
+            why, code = reason(err)
+            raise RunWriteError(f"could not lock {path}: {why} (does this file system support flock?)", code) from err
+        previous = _read(fd)
+        if previous:
+            notify(f"{run_dir}: the previous writer {describe(previous)} is gone without releasing "
+                   f"{LOCK_FILE}; lock taken over")
+        holder = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+                  "command": command if command is not None else shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])}
+        with writing("the lock file", path):
+            _write(fd, json.dumps(holder) + "\n")
+        try:
+            yield holder
+        finally:
+            try:
+                _write(fd, "")
+            except OSError:
+                pass  # still released below; the next writer reports it as taken over
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+def _read(fd: int) -> dict[str, Any]:
+    try:
+        text = os.pread(fd, 65_536, 0).decode(errors="replace").strip()
+        holder = json.loads(text) if text else {}
+    except (OSError, json.JSONDecodeError):
+        return {"pid": "?", "command": "unreadable run.lock"}
+    return holder if isinstance(holder, dict) else {}
+
+
+def _write(fd: int, text: str) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, text.encode(), 0)
+    os.fsync(fd)
+
+
+__all__ = ["LOCK_FILE", "RunLocked", "RunWriteError", "describe", "run_lock"]
