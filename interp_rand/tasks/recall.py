@@ -194,7 +194,7 @@ class RecallTask:
             # override with another input-MLP width gives that MLP a first matrix of its own
             d_input_mlp=overrides.get("d_model", RECALL_WIDTH),
             input_mlp_w_in=overrides.get("d_input_mlp", overrides.get("d_model", RECALL_WIDTH))
-            == overrides.get("d_model", RECALL_WIDTH),
+            != overrides.get("d_model", RECALL_WIDTH),
             normalization_type=None,
             d_seed=self.seed_bits,
             seed_mode="append",

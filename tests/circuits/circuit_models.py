@@ -89,7 +89,8 @@ def recall_path_model():
     from interp_rand.tasks.recall import RecallTask
 
     task = RecallTask(n_pairs=3, value_bits=2, seed_bits=2)
-    cfg = task.model_config(d_model=9, n_layers=1, n_heads=2, d_head=1, d_input_mlp=9, positional="none")
+    cfg = task.model_config(d_model=9, n_layers=1, n_heads=2, d_head=1, d_input_mlp=9, input_mlp_w_in=True,
+                            positional="none", attn_bias=True, use_attn_scale=True)
     model = HookedTransformer(cfg, seed=0)
     with torch.no_grad():
         for p in model.parameters():

@@ -11,7 +11,9 @@ from probes.attribution import hook_attribution, input_attribution, seed_attribu
 
 def _recall():
     task = make_task("recall", n_pairs=4, value_bits=2, seed_bits=3)
-    model = HookedTransformer(task.model_config(d_model=16), seed=0).eval()
+    # TransformerLens's scaled attention and N(0, 0.2) init: the tests scale W_E / W_seed up by
+    # 5-20x, which the paper's unscaled two-layer linear attention would raise to the 9th power
+    model = HookedTransformer(task.model_config(d_model=16, use_attn_scale=True, init="normal"), seed=0).eval()
     return task, model, task.sample(12, torch.Generator().manual_seed(0))
 
 
