@@ -183,9 +183,10 @@ GRIDWORLD_PAPER = GridworldScale(
 # - width 16 (4 heads of key size 4) instead of 80 (key size 10);
 # - population 20 instead of 300;
 # - 60 generations (the paper trains far longer; not stated).
-# Measured consequence (README, grid-world section): at this scale the worst-cell agent with
-# m = 10 does not leave the floor (-50), as the paper reports only for the deterministic
-# worst-case model; see the README for the figures.
+# Measured consequence (README, grid-world section): the worst-cell agent (m = 10) trains only
+# if its initial 10 routes already cover all 24 cells (training seed 1: worst-5% -44.5 vs ERM
+# -50); otherwise every member scores the floor -50, the raw-fitness gradient is 0 and the
+# weights never move (training seed 0: -50 vs ERM -42.6).
 GRIDWORLD_CPU = GridworldScale(
     grid=GridConfig(size=5, episode_steps=25, treasure_reward=1.0),
     agent=AgentConfig(d_model=16, n_layers=2, n_heads=4, d_head=4, d_mlp=0),
