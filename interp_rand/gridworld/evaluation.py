@@ -75,7 +75,7 @@ class AgentEvaluation:
             "worst_5pct": lower_quantile(per_cell),
             "worst_cell": per_cell.min().item(),
             "worst_5pct_pooled": lower_quantile(self.returns),
-            "floor": -float(self.grid.total_steps),
+            "floor": self.grid.floor,
             "seed_std": self.returns.std(1, unbiased=False).mean().item(),
             "first_visit_max": visit.max().item(),
             "first_visit_min": visit.min().item(),

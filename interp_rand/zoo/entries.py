@@ -8,7 +8,8 @@ build`` follows.
   training seed 0: the same runs as ``interp-rand reproduce TASK`` (``reproduce.variant_runs``),
   so a zoo model is one point of the reproduction.
 - ``gridworld-*``: the grid-world agents of ``interp-rand gridworld compare --scale cpu``
-  (ERM, the worst-cell objective with m = 5 seeds, and with m = 1).
+  (``GRIDWORLD_CPU``: the 5x5 grid, 25 + 25 steps; ERM, the worst-cell objective with m = 10
+  seeds, and with m = 1), training seed 0.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def _agents() -> list[AgentEntry]:
     entries = []
     for scale in compared_variants(GRIDWORLD_CPU):
         variant = variant_label(scale, m)
-        entries.append(AgentEntry(f"gridworld-{file_label(variant)}", f"3x3 grid world, {help_text[variant]}",
+        entries.append(AgentEntry(f"gridworld-{file_label(variant)}", f"5x5 grid world, {help_text[variant]}",
                                   scale, variant))
     return entries
 

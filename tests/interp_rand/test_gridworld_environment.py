@@ -62,6 +62,18 @@ def test_walls_hold_and_floor_is_minus_two_episodes():
     assert run.returns.tolist() == [-5.0 - 1.0 + 1.0]
 
 
+def test_paper_grid_floor_and_snake_on_five_by_five():
+    # 5x5, 25 + 25 steps (PAPER.md): a run that never finds the treasure scores the floor -50; a
+    # boustrophedon snake (24 moves) visits every cell in episode 1, so it finds the last one,
+    # (4, 4), at step 24 (23 x -1, then +1) and walks straight back in 8 steps (7 x -1, +1).
+    grid = GRIDWORLD_PAPER.grid
+    snake = ([R] * 4 + [U] + [L] * 4 + [U]) * 2 + [R] * 4
+    assert len(snake) == 24
+    run = play_script(grid, [[4, 4], [4, 4]], [snake + [R] * 4 + [U] * 4 + [R] * 18, [L] * 50])
+    assert run.returns.tolist() == [-22.0 - 6.0, -50.0]
+    assert run.episode[0, 23].item() == 0 and run.episode[0, 24].item() == 1
+
+
 def test_treasure_cells_exclude_start_and_cover_grid():
     cells = env.treasure_cells(GridConfig(size=4, episode_steps=6))
     assert cells.shape == (15, 2)
@@ -98,4 +110,11 @@ def test_named_scales_follow_the_paper():
     assert (paper.pgpe.popsize, paper.pgpe.center_lr, paper.pgpe.stdev_lr, paper.pgpe.stdev_init,
             paper.pgpe.m_seeds) == (300, 0.01, 0.01, 0.03, 10)
     assert (paper.agent.n_layers, paper.agent.n_heads, paper.agent.d_head, paper.agent.d_model) == (2, 4, 10, 80)
-    assert GRIDWORLD_CPU.grid.size < paper.grid.size and GRIDWORLD_CPU.pgpe.popsize < paper.pgpe.popsize
+    # The CPU scale plays the paper's game (grid, episodes, reward, m) with a smaller agent and
+    # population: only the departures named next to GRIDWORLD_CPU differ.
+    cpu = GRIDWORLD_CPU
+    assert cpu.grid == paper.grid
+    assert (cpu.pgpe.m_seeds, cpu.pgpe.center_lr, cpu.pgpe.stdev_lr, cpu.pgpe.stdev_init) == (10, 0.01, 0.01, 0.03)
+    assert (cpu.agent.n_layers, cpu.agent.n_heads) == (2, 4)
+    assert cpu.pgpe.popsize < paper.pgpe.popsize and cpu.agent.d_model < paper.agent.d_model
+    assert paper.grid.floor == cpu.grid.floor == -50.0 and paper.grid.d_obs == 11 and paper.grid.n_cells == 24

@@ -100,10 +100,10 @@ def test_cli_train_eval_compare(tmp_path, capsys):
     args = ["--generations", "2", "--popsize", "4", "--m", "2", "--quiet"]
     assert main(["gridworld", "train", "--variant", "erm", *args, "--out", str(out)]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert printed["run_dir"] == str(out) and -18 <= printed["worst_5pct"] <= printed["average"]
+    assert printed["run_dir"] == str(out) and -50 <= printed["worst_5pct"] <= printed["average"]
     assert main(["gridworld", "eval", str(out), "--seeds", "7"]) == 0
     evaluation = json.loads((out / "evaluation.json").read_text())
-    assert evaluation["n_seeds"] == 7 and len(evaluation["first_visit_map"]) == 3
+    assert evaluation["n_seeds"] == 7 and len(evaluation["first_visit_map"]) == 5  # the CPU scale is 5x5
     assert "heatmap" in (out / "first_visit.html").read_text()
     assert main(["gridworld", "compare", "--generations", "1", "--popsize", "2", "--m", "2", "--quiet",
                  "--out", str(tmp_path / "cmp")]) == 0
