@@ -108,8 +108,9 @@ def run(args: argparse.Namespace) -> int:
     ablation = Ablation(args.ablation, seed=args.seed)
     options = {"steps": args.steps} if args.method == "eap-ig" else {}
     circuits = []
-    for label, (ckpt, model, pairs) in zip("AB", ((ckpt_a, model_a, pairs_a), (ckpt_b, model_b, pairs_b))):
-        progress.note(f"run {label} of 2 ({ckpt.path}): discovering its circuit")
+    runs = ((args.run_a, ckpt_a, model_a, pairs_a), (args.run_b, ckpt_b, model_b, pairs_b))
+    for k, (run_dir, ckpt, model, pairs) in enumerate(runs, 1):
+        progress.note(f"run {k} of 2 ({run_dir}): discovering its circuit")
         scores = discover(model, pairs.clean, pairs.corrupted, metric=args.metric, method=args.method,
                           ablation=ablation, by_position=not args.no_positions, progress=True, **options)
         circuit = top_k_circuit(scores, args, model, pairs, ablation)
