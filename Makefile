@@ -33,6 +33,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/circuits_bench.py
 	$(BIN)/python bench/probes_bench.py
 	$(BIN)/python bench/gridworld_population.py
+	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/threads.py
 
 # Re-pin constraints.txt from the current environment (after changing dependencies).
 lock: $(STAMP)

@@ -20,10 +20,12 @@ from circuits.components import run_model
 from circuits.edge_patching import run_with_edges
 from circuits.graph import ModelGraph
 from circuits.metrics import Metric, evaluate_metric
+from interp_rand.progress import bar
 
 
 def acdc_scores(
-    model: Any, graph: ModelGraph, clean: Any, replacement: Tensor, metric: Metric, threshold: float = 0.01
+    model: Any, graph: ModelGraph, clean: Any, replacement: Tensor, metric: Metric, threshold: float = 0.01,
+    progress: bool = False,
 ) -> Tensor:
     """Scores ``[n_slots, n_writers, n_readers]``; ``threshold_mask(threshold)`` is ACDC's circuit."""
     if threshold < 0:
@@ -33,7 +35,8 @@ def acdc_scores(
     with torch.no_grad():
         current = float(evaluate_metric(metric, run_model(model, clean), clean))
     writer_of = {n.at(None): i for i, n in enumerate(graph.writers)}
-    for r in reversed(range(len(graph.readers))):
+    for r in bar(range(len(graph.readers) - 1, -1, -1), desc="ACDC: pruning the inputs of each node",
+                 enabled=progress):
         node, which = graph.readers[r]
         w_out = writer_of.get(node)
         for slot in range(graph.n_slots):

@@ -24,6 +24,7 @@ from circuits.components import attention_input, input_mlp_input, mlp_input, run
 from circuits.graph import ModelGraph
 from circuits.metrics import Metric, evaluate_metric
 from circuits.writers import capture_hooks, stack_writers
+from interp_rand.progress import bar
 
 _INPUT_HOOKS = ("hook_embed", "hook_seed_embed")
 
@@ -167,6 +168,7 @@ def eap_ig_scores(
     metric: Metric,
     steps: int = 5,
     baseline_values: dict[str, Tensor] | None = None,
+    progress: bool = False,
 ) -> Tensor:
     """EAP-IG edge scores: gradients averaged over ``steps`` runs whose embeddings go from the
     corrupted run's (or ``baseline_values``', for zero/mean ablation) to the clean run's."""
@@ -176,7 +178,7 @@ def eap_ig_scores(
     base_acts = _input_values(model, graph, corrupted) if corrupted is not None else baseline_values
     run_batch = clean if corrupted is None else corrupted
     total = None
-    for k in range(1, steps + 1):
+    for k in bar(range(1, steps + 1), desc="EAP-IG interpolation steps", enabled=progress):
         alpha = k / steps
         inputs = {
             n: (base_acts[n] + alpha * (clean_acts[n] - base_acts[n])).expand_as(clean_acts[n])

@@ -11,6 +11,7 @@ path-patching run per edge: the slow reference), ``eap``, ``eap-ig`` (option ``s
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,7 @@ from circuits.graph import ModelGraph
 from circuits.metrics import Metric, get_metric
 from circuits.scores import EdgeScores
 from circuits.writers import stack_writers, writer_values
+from interp_rand.progress import stage
 
 
 @dataclass(frozen=True)
@@ -62,11 +64,12 @@ def method_names() -> list[str]:
 
 
 @register_method("exact")
-def _exact(model: Any, graph: ModelGraph, data: PatchData, metric: Metric) -> Tensor:
+def _exact(model: Any, graph: ModelGraph, data: PatchData, metric: Metric, progress: bool = False) -> Tensor:
     if data.source is not None:  # denoising: corrupted run, one edge given its clean value
-        return exact_edge_scores(model, graph, data.source, writer_values(model, graph, data.clean), metric, data.clean)
+        return exact_edge_scores(model, graph, data.source, writer_values(model, graph, data.clean), metric, data.clean,
+                                 progress=progress)
     # noising: clean run, one edge ablated; the sign makes "helps the metric" positive
-    return -exact_edge_scores(model, graph, data.clean, data.replacement, metric)
+    return -exact_edge_scores(model, graph, data.clean, data.replacement, metric, progress=progress)
 
 
 @register_method("eap")
@@ -75,13 +78,15 @@ def _eap(model: Any, graph: ModelGraph, data: PatchData, metric: Metric) -> Tens
 
 
 @register_method("eap-ig")
-def _eap_ig(model: Any, graph: ModelGraph, data: PatchData, metric: Metric, steps: int = 5) -> Tensor:
-    return eap_ig_scores(model, graph, data.clean, data.source, metric, steps, data.baseline_values)
+def _eap_ig(model: Any, graph: ModelGraph, data: PatchData, metric: Metric, steps: int = 5,
+            progress: bool = False) -> Tensor:
+    return eap_ig_scores(model, graph, data.clean, data.source, metric, steps, data.baseline_values, progress=progress)
 
 
 @register_method("acdc")
-def _acdc(model: Any, graph: ModelGraph, data: PatchData, metric: Metric, threshold: float = 0.01) -> Tensor:
-    return acdc_scores(model, graph, data.clean, data.replacement, metric, threshold)
+def _acdc(model: Any, graph: ModelGraph, data: PatchData, metric: Metric, threshold: float = 0.01,
+          progress: bool = False) -> Tensor:
+    return acdc_scores(model, graph, data.clean, data.replacement, metric, threshold, progress=progress)
 
 
 def patch_data(model: Any, graph: ModelGraph, clean: Any, corrupted: Any, ablation: Ablation, reference: Any = None) -> PatchData:
@@ -102,6 +107,7 @@ def discover(
     ablation: Ablation | None = None,
     by_position: bool = True,
     reference: Any = None,
+    progress: bool = False,
     **options: Any,
 ) -> EdgeScores:
     """Score every edge of ``model``'s graph with ``method``.
@@ -115,6 +121,8 @@ def discover(
         by_position: position-resolved edges (else each edge spans all positions).
         reference: the reference set for ``mean`` ablation (default: ``clean``).
         options: method options (``steps`` for eap-ig, ``threshold`` for acdc).
+        progress: report progress on stderr (:mod:`interp_rand.progress`); methods whose
+            signature takes ``progress`` also report their loop.
     """
     if method not in _METHODS:
         raise ValueError(f"unknown discovery method {method!r}; registered: {method_names()}")
@@ -123,7 +131,10 @@ def discover(
     n_pos = (clean if isinstance(clean, Tensor) else clean.inputs).shape[1]
     graph = ModelGraph.of(model, n_pos, by_position)
     data = patch_data(model, graph, clean, corrupted, ablation, reference)
-    scores = _METHODS[method](model, graph, data, metric_fn, **options)
+    fn = _METHODS[method]
+    loud = {"progress": True} if progress and "progress" in inspect.signature(fn).parameters else {}
+    with stage(f"scoring {graph.n_edges} edges ({method}, {len(clean)} pairs)", enabled=progress):
+        scores = fn(model, graph, data, metric_fn, **options, **loud)
     settings = {
         "method": method,
         "metric": metric if isinstance(metric, str) else getattr(metric, "__name__", "custom"),

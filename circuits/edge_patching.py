@@ -22,6 +22,7 @@ from circuits.components import attention_input, input_mlp_input, mlp_input, run
 from circuits.graph import ModelGraph
 from circuits.metrics import Metric, evaluate_metric
 from circuits.writers import capture_hooks, stack_writers
+from interp_rand.progress import bar
 
 
 def _delta(ablated: Tensor, live: Tensor, replacement: Tensor, positions: Tensor | slice) -> Tensor:
@@ -166,7 +167,8 @@ def run_with_edges(model: Any, graph: ModelGraph, batch: Any, keep: Tensor, repl
 
 
 def exact_edge_scores(
-    model: Any, graph: ModelGraph, batch: Any, replacement: Tensor, metric: Metric, metric_batch: Any = None
+    model: Any, graph: ModelGraph, batch: Any, replacement: Tensor, metric: Metric, metric_batch: Any = None,
+    progress: bool = False,
 ) -> Tensor:
     """Path patching, one edge at a time: ``metric(batch run, that edge's writer set to the
     replacement on that edge only) − metric(batch run)``, for every real edge.
@@ -180,7 +182,7 @@ def exact_edge_scores(
     with torch.no_grad():
         base = evaluate_metric(metric, run_model(model, batch), metric_batch)
     scores = torch.zeros(graph.shape)
-    for slot, w, r in graph.mask.nonzero().tolist():
+    for slot, w, r in bar(graph.mask.nonzero().tolist(), desc="patching one edge at a time", enabled=progress):
         keep = full.clone()
         keep[slot, w, r] = False
         logits = run_with_edges(model, graph, batch, keep, replacement)

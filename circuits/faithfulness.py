@@ -23,6 +23,7 @@ from circuits.edge_patching import run_with_edges
 from circuits.graph import ModelGraph
 from circuits.metrics import Metric, evaluate_metric, get_metric
 from circuits.scores import EdgeScores
+from interp_rand.progress import bar
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ def faithfulness(
     curve_sizes: list[int] | None = None,
     n_resamples: int = 0,
     seed: int = 0,
+    progress: bool = False,
 ) -> Faithfulness:
     """Measure ``circuit`` on ``clean`` with everything outside it ablated by ``ablation``.
 
@@ -86,6 +88,7 @@ def faithfulness(
         scores: edge scores for the faithfulness curve (top-k circuits for ``curve_sizes``,
             default about 12 sizes from 0 to every edge).
         n_resamples: bootstrap resamples of the examples for ``spread`` (seeded by ``seed``).
+        progress: report the curve and the resamples on stderr (:mod:`interp_rand.progress`).
     """
     mismatch = architecture(model).mismatch(circuit.arch)
     if mismatch:
@@ -105,12 +108,12 @@ def faithfulness(
             raise ValueError("the scores belong to another graph than the circuit")
         n = graph.n_edges
         sizes = curve_sizes or sorted({round(n * f) for f in (0, .01, .02, .05, .1, .2, .3, .5, .7, 1)} | {len(circuit)})
-        for k in sizes:
+        for k in bar(sizes, desc="faithfulness curve: circuit sizes", enabled=progress):
             curve.append((k, (_metric_of(model, graph, clean, scores.top_k_mask(k), data.replacement, metric_fn) - empty) / (full - empty)))
 
     spread: list[float] = []
     generator = torch.Generator().manual_seed(seed)
-    for _ in range(n_resamples):
+    for _ in bar(range(n_resamples), desc="faithfulness: bootstrap resamples", enabled=progress and n_resamples > 0):
         rows = torch.randint(len(clean), (len(clean),), generator=generator)
         sub_clean = clean[rows]
         sub_corrupted = None if corrupted is None else corrupted[rows]
@@ -134,6 +137,7 @@ def smallest_faithful_circuit(
     ablation: Ablation | None = None,
     target: float = 0.8,
     reference: Any = None,
+    progress: bool = False,
 ) -> tuple[Circuit, tuple[tuple[int, float], ...]]:
     """The smallest top-k circuit of ``scores`` that recovers the model's behaviour: the least
     ``k`` (from :data:`CANDIDATE_SIZES` and every edge) whose recovered share of the full vs.
@@ -148,7 +152,7 @@ def smallest_faithful_circuit(
     n = scores.graph.n_edges
     sizes = sorted({k for k in CANDIDATE_SIZES if k < n} | {n})
     curve = faithfulness(model, scores.circuit(top_k=n), clean, corrupted, metric=metric, ablation=ablation,
-                         reference=reference, scores=scores, curve_sizes=sizes).curve
+                         reference=reference, scores=scores, curve_sizes=sizes, progress=progress).curve
     band = 1 - target
     chosen = n
     for k, recovered in reversed(curve):

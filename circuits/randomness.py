@@ -151,6 +151,7 @@ def randomness_usage(
     per_position: bool = False,
     sites: list[Node] | None = None,
     seed: int = 0,
+    progress: bool = False,
 ) -> RandomnessUsage:
     """Randomness-usage score of every node (module docstring).
 
@@ -164,7 +165,10 @@ def randomness_usage(
         per_position: also patch each node at one task position at a time (labels
             ``name@p``, ``p`` a task position: a seed token, if any, is not counted).
         sites: nodes to patch (default: every writer of the model's :class:`ModelGraph`).
+        progress: report the patched runs on stderr (:mod:`interp_rand.progress`).
     """
+    from interp_rand.progress import bar
+
     if batch.seeds is None:
         raise ValueError("randomness_usage needs a batch with seeds (a model with a seed channel)")
     if n_resamples < 1:
@@ -188,6 +192,8 @@ def randomness_usage(
         patched |= {f"{node.name}@{p}": node.at(p + offset) for node in sites for p in range(n_pos)}
     totals = {label: [0.0, 0.0] for label in patched}
     ref = [0.0, 0.0]
+    shown = bar(desc=f"seed-resample patching: {len(patched)} sites x {n_resamples} resamples",
+                total=n_resamples * len(patched), enabled=progress)
     for r in range(n_resamples):
         ablation = Ablation("seed-resample", seed=seed + r)
         for i, v in enumerate(effect(run_model(model, ablation.source_batch(batch)))):
@@ -197,6 +203,8 @@ def randomness_usage(
             with replaced_nodes(model, [node], values):
                 for i, v in enumerate(effect(run_model(model, batch))):
                     totals[label][i] += v / n_resamples
+            shown.update()
+    shown.close()
     names = [node.name for node in sites]
     score = {name: totals[name][0] for name in names}
     return RandomnessUsage(

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
+from interp_rand.progress import bar
 
 from interp_rand.tasks.base import Batch, Task
 from interp_rand.losses import answer_correct, answer_loss
@@ -74,7 +74,8 @@ def evaluate(model: nn.Module, task: Task, batch: Batch, chunk_size: int = 4096,
     losses, corrects = [], []
     try:
         starts = range(0, len(batch), chunk_size)
-        for start in tqdm(starts, desc=f"evaluate {task.name}", unit="chunk", disable=not progress or len(starts) < 2):
+        for start in bar(starts, desc=f"evaluating {task.name} ({len(batch)} examples)", unit="chunk",
+                         enabled=progress and len(starts) > 1):
             part = batch[start : start + chunk_size]
             logits = model(part.inputs, **part.model_kwargs())
             if not torch.isfinite(logits).all():

@@ -139,14 +139,18 @@ def _probe_layers(results) -> dict[str, dict[str, Any]]:
 
 
 def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), *,
-                 batch_fn=None, info: dict[str, Any] | None = None) -> ReportData:
+                 batch_fn=None, info: dict[str, Any] | None = None, progress: bool = False) -> ReportData:
     """Compute everything the report shows. ``batch_fn(batch) -> batch`` adjusts sampled
-    batches (e.g. pins a fixed-seed model's seed to ``r0``)."""
+    batches (e.g. pins a fixed-seed model's seed to ``r0``); ``progress``: name the stages on
+    stderr (:mod:`interp_rand.progress`)."""
+    from interp_rand.progress import note
+
     seconds: dict[str, float] = {}
     adjust = batch_fn or (lambda b: b)
     generator = torch.Generator().manual_seed(config.seed)
     began = time.perf_counter()
     batch = adjust(task.sample(config.n_examples, generator))
+    note(f"attention patterns and head roles ({len(batch)} examples)", progress)
     patterns = attention_patterns(model, batch)
     roles = score_roles(model, task, batch, patterns=patterns, generator=generator)
     means = conditional_patterns(task, batch, task_slice(model, patterns))
@@ -157,7 +161,9 @@ def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), 
     if config.probes and variable_names(task.name):
         began = time.perf_counter()
         probe_batch = adjust(task.sample(config.n_probe_examples, generator))
-        results = probe_task(model, task, probe_batch, ProbeConfig(seed=config.seed, causal_examples=256))
+        note(f"probes with controls and causal checks ({len(probe_batch)} examples)", progress)
+        results = probe_task(model, task, probe_batch, ProbeConfig(seed=config.seed, causal_examples=256),
+                             progress=progress)
         rows = [row for r in results for row in r.rows()]
         layers = _probe_layers(results)
         seconds["probes"] = time.perf_counter() - began
@@ -165,6 +171,7 @@ def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), 
     share = None
     if "hook_seed" in model.hook_dict:
         began = time.perf_counter()
+        note("the seed channel's attribution share (integrated gradients)", progress)
         attr = seed_attribution(model, task, batch[: config.n_attribution_examples])
         share = {"mean": attr.mean_share}
         share.update({name: float(v) for name, v in zip(attr.outputs, attr.mean_share_per_output)})
@@ -186,7 +193,7 @@ def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), 
     )
 
 
-def report_from_run(run_dir: str | Path, config: ReportConfig = ReportConfig()) -> ReportData:
+def report_from_run(run_dir: str | Path, config: ReportConfig = ReportConfig(), progress: bool = False) -> ReportData:
     """Load the newest checkpoint of ``run_dir`` (or a checkpoint folder) and build its report;
     a model trained on the fixed seed ``r0`` is analysed on ``r0``."""
     from interp_rand.training.checkpoint import load_checkpoint
@@ -197,7 +204,8 @@ def report_from_run(run_dir: str | Path, config: ReportConfig = ReportConfig()) 
     info = {"run": str(run_dir), "checkpoint": str(ckpt.path), "step": ckpt.step, "task": task.name,
             "task config": task.config_dict(), "exact match (training eval)": ckpt.metrics.get("exact_match")}
     return build_report(ckpt.model(), task, config,
-                        batch_fn=lambda b: fixed_seeds_if_asked(task, b, ckpt.spec.train_config), info=info)
+                        batch_fn=lambda b: fixed_seeds_if_asked(task, b, ckpt.spec.train_config), info=info,
+                        progress=progress)
 
 
 __all__ = ["ExamplePattern", "ReportConfig", "ReportData", "build_report", "position_labels",

@@ -162,11 +162,15 @@ def probe_task(
     batch: Batch,
     config: ProbeConfig = ProbeConfig(),
     random_model: nn.Module | None = None,
+    progress: bool = False,
 ) -> list[ProbeResult]:
-    """Probe ``model`` for ``task``'s variables on ``batch``; one result per variable.
+    """Probe ``model`` for ``task``'s variables on ``batch``; one result per variable
+    (``progress``: name the stages on stderr, :mod:`interp_rand.progress`).
 
     Raises ``ValueError`` for a variable the task lacks or a hook the model lacks (listing
     what exists)."""
+    from interp_rand.progress import bar, note
+
     names = list(config.variables) if config.variables is not None else variable_names(task.name)
     if not names:
         raise ValueError(f"task {task.name!r} has no registered probe variables")
@@ -179,15 +183,18 @@ def probe_task(
     for v, c in zip(variables, controls):
         label_sets += [(v.labels, v.n_classes), (c, v.n_classes)]
     positions = None if config.positions is None else torch.tensor(config.positions)
+    note(f"probes: fitting {len(label_sets)} label sets at {len(hooks)} hooks", progress)
     accs, fitted = _fit_all(model, batch, hooks, positions, label_sets, train, config.alpha)
     random_accs = None
     if config.random_init:
+        note("probes: the same on a random-init model", progress)
         other = random_model if random_model is not None else random_init_like(model, config.random_init_seed)
         random_accs, _ = _fit_all(other, batch, hooks, positions, label_sets, train, config.alpha)
     all_positions = positions if positions is not None else torch.arange(batch.inputs.shape[1])
 
     results = []
-    for i, (name, v) in enumerate(zip(names, variables)):
+    shown = names if not config.causal else bar(names, desc="probes: causal checks per variable", enabled=progress)
+    for i, (name, v) in enumerate(zip(shown, variables)):
         acc, ctrl = accs[2 * i], accs[2 * i + 1]
         effects = []
         if config.causal:

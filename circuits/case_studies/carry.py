@@ -221,8 +221,10 @@ def digit_accuracy(correct: Tensor, batch: Batch, cascade: Batch | None = None,
 # ---------------------------------------------------------------------- the study
 
 
-def carry_study(model: Any, task, config: CarryConfig = CarryConfig()) -> CarryStudy:
-    """Run the carry case study on a trained addition ``model`` (see the module docstring)."""
+def carry_study(model: Any, task, config: CarryConfig = CarryConfig(), progress: bool = False) -> CarryStudy:
+    """Run the carry case study on a trained addition ``model`` (see the module docstring);
+    ``progress``: name each stage on stderr (:mod:`interp_rand.progress`)."""
+    from interp_rand.progress import bar, note
     from probes import ProbeConfig, probe_task
 
     if task.name != "addition" or task.n_digits < 2:
@@ -231,11 +233,13 @@ def carry_study(model: Any, task, config: CarryConfig = CarryConfig()) -> CarryS
     gen = torch.Generator().manual_seed(config.seed)
     pairs = task.corrupt(task.sample(config.n_pairs, gen), gen)
     clean, corrupted = carry_pairs(task, pairs.clean, pairs.corrupted, pairs.changed)
+    note(f"scoring every component by carry-flip patching ({len(clean)} pairs)", progress)
     scores = node_patch_scores(model, clean, corrupted, carry_metric)
     answer_pos = set(batch_positions(clean))
     components = [n for n in scores.select(config.min_share) if n.position in answer_pos]
     if not components:
         raise ValueError(f"no component at the answer positions recovers >= {config.min_share} of the carry gap")
+    note("scoring edges (eap) for the circuit drawing", progress)
     edge_scores = discover(model, clean, corrupted, metric=carry_metric, method="eap")
     circuit = edge_scores.circuit(top_k=config.top_k_edges)
     circuit = dataclasses.replace(circuit, settings={**circuit.settings, "metric": "carry logprob",
@@ -259,17 +263,22 @@ def carry_study(model: Any, task, config: CarryConfig = CarryConfig()) -> CarryS
                               cascade, correct_under_ablation(model, cascade, nodes, ablation, reference=evaluation),
                               min_cascade)
 
+    note(f"removing the carry from {len(components)} components ({len(evaluation)} problems)", progress)
     baseline = removal([])
     removed = removal(components)
-    controls = tuple(removal(c) for c in controls_sets)
+    controls = tuple(removal(c) for c in bar(controls_sets, desc="carry removal: random control sets",
+                                             enabled=progress))
+    note("mean-ablating the same components", progress)
     mean_ablated = mean_ablation(components)
-    mean_controls = tuple(mean_ablation(c) for c in controls_sets)
+    mean_controls = tuple(mean_ablation(c) for c in bar(controls_sets, desc="mean ablation: random control sets",
+                                                        enabled=progress))
 
     # The carry layer: the layer of the strongest carry head (else of the strongest component).
     heads = [n for n in components if n.kind == "head"]
     first = heads[0] if heads else components[0]
     probe_hook = f"blocks.{first.layer}.hook_resid_{'mid' if first.kind == 'head' else 'post'}"
     probe_batch = task.sample(config.n_probe, torch.Generator().manual_seed(config.seed + 2))
+    note(f"probing carry_in ({len(probe_batch)} problems)", progress)
     result = probe_task(model, task, probe_batch, ProbeConfig(variables=("carry_in",), causal=False,
                                                               seed=config.seed))[0]
     # where carries are generated: the strongest component away from the answer positions
@@ -279,6 +288,7 @@ def carry_study(model: Any, task, config: CarryConfig = CarryConfig()) -> CarryS
     gen_hook = f"blocks.{gen_node.layer}.hook_resid_{'mid' if gen_node.kind == 'head' else 'post'}"
     probe = _probe_rows(task, result, probe_hook, gen_hook)
 
+    note("patching carry cascades", progress)
     c_clean, c_corrupted = cascade_pairs(task, cascade)
     cascade_scores = node_patch_scores(model, c_clean, c_corrupted, carry_metric)
     cascade_nodes = [{"node": n.name, "share": round(s, 4)} for n, s in cascade_scores.items()[:12]]

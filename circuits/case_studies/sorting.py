@@ -110,14 +110,17 @@ class SortStudy:
         }
 
 
-def sort_study(model: Any, task, config: SortConfig = SortConfig()) -> SortStudy:
-    """Run the sort case study on a trained sort ``model`` (see the module docstring)."""
+def sort_study(model: Any, task, config: SortConfig = SortConfig(), progress: bool = False) -> SortStudy:
+    """Run the sort case study on a trained sort ``model`` (see the module docstring);
+    ``progress``: name each stage on stderr (:mod:`interp_rand.progress`)."""
+    from interp_rand.progress import bar, note
     from probes import attention_patterns, random_init_like, score_roles
 
     if task.name != "sort":
         raise ValueError(f"the sort study needs a sort task; got {task!r}")
     gen = torch.Generator().manual_seed(config.seed)
     batch = task.sample(config.n_eval, gen)
+    note(f"scoring heads on next_larger ({len(batch)} lists, with uniform and random-init controls)", progress)
     patterns = attention_patterns(model, batch)  # [b, layer, head, q, k]
     role = score_roles(model, task, batch, roles=["next_larger"], patterns=patterns).scores["next_larger"]
     # controls: uniform causal attention, and the same architecture at random initialisation
@@ -135,10 +138,12 @@ def sort_study(model: Any, task, config: SortConfig = SortConfig()) -> SortStudy
     if not heads:
         raise ValueError(f"no head has a next_larger score >= {config.min_score} (best {float(role.max()):.3f})")
 
+    note("scoring edges (eap) for the circuit drawing", progress)
     pairs = task.corrupt(task.sample(config.n_pairs, gen), gen)
     circuit = discover(model, pairs.clean, pairs.corrupted, metric="logprob", method="eap").circuit(
         top_k=config.top_k_edges)
 
+    note(f"ablating the {len(heads)} next-element head(s) per output position", progress)
     ablation = Ablation("mean")
     baseline = correct_under_ablation(model, batch, [], ablation).float().mean(0)
     ablated = correct_under_ablation(model, batch, heads, ablation).float().mean(0)
@@ -146,7 +151,9 @@ def sort_study(model: Any, task, config: SortConfig = SortConfig()) -> SortStudy
               if Node("head", l, h) not in heads]
     control_heads = _control_sets(others, len(heads), config.n_controls, gen)
     controls = torch.stack([correct_under_ablation(model, batch, list(c), ablation).float().mean(0)
-                            for c in control_heads]) if control_heads else torch.zeros(0, task.length)
+                            for c in bar(control_heads, desc=f"ablating {len(control_heads)} random head sets",
+                                         enabled=progress)]) if control_heads else torch.zeros(0, task.length)
+    note("duplicates and near-ties", progress)
     return SortStudy(
         heads=tuple(heads), role_scores=role, mass_per_position=mass.mean(0), circuit=circuit,
         baseline=baseline, ablated=ablated, controls=controls, control_heads=tuple(control_heads),

@@ -9,7 +9,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from interp_rand.training.checkpoint import CheckpointError, load_checkpoint
+from interp_rand import progress
+from interp_rand.cli.options import at_least
 
 STUDIES = ("carry", "sort")
 
@@ -26,8 +27,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--seed", type=int, default=0, help="seed of every draw (default: 0)")
-    parser.add_argument("--controls", type=int, default=10, help="random control sets (default: 10)")
-    parser.add_argument("--n", type=int, default=None,
+    parser.add_argument("--controls", type=at_least(2), default=10, help="random control sets (default: 10)")
+    parser.add_argument("--n", type=at_least(2), default=None,
                         help="evaluation examples (default: carry 2000, sort 4000)")
     return parser
 
@@ -36,7 +37,11 @@ def run(args: argparse.Namespace) -> int:
     from circuits.case_studies import CarryConfig, SortConfig, carry_study, sort_study
     from circuits.case_studies.claims import carry_claims, sort_claims
     from circuits.case_studies.draw import study_figures, write_case_study_html
+    from interp_rand.training.checkpoint import CheckpointError, load_checkpoint
 
+    # the config first: a bad option is refused before the checkpoint is even read
+    config = (CarryConfig if args.study == "carry" else SortConfig)(seed=args.seed, n_controls=args.controls)
+    config = dataclasses.replace(config, n_eval=args.n) if args.n else config
     expected = "addition" if args.study == "carry" else "sort"
     try:
         ckpt = load_checkpoint(args.run_dir, task=expected)
@@ -44,14 +49,10 @@ def run(args: argparse.Namespace) -> int:
         raise CheckpointError(f"case study {args.study!r} needs a {expected} run: {err}") from None
     task = ckpt.spec.make_task()
     model = ckpt.model().eval()
-    if args.study == "carry":
-        config = CarryConfig(seed=args.seed, n_controls=args.controls)
-        config = dataclasses.replace(config, n_eval=args.n) if args.n else config
-        study, claims = carry_study(model, task, config), carry_claims
-    else:
-        config = SortConfig(seed=args.seed, n_controls=args.controls)
-        config = dataclasses.replace(config, n_eval=args.n) if args.n else config
-        study, claims = sort_study(model, task, config), sort_claims
+    study_fn, claims = (carry_study, carry_claims) if args.study == "carry" else (sort_study, sort_claims)
+    with progress.scope(f"case-study {args.study}"):
+        study = study_fn(model, task, config, progress=True)
+        progress.note("writing case_study.json, circuit.json, case_study.html")
     lines = claims(study)
     args.out.mkdir(parents=True, exist_ok=True)
     data = {"study": args.study, "run": str(ckpt.path), "claims": lines, **study.to_dict()}

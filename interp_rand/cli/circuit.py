@@ -10,18 +10,14 @@ import json
 import time
 from pathlib import Path
 
-import torch
-
-from interp_rand.cli.options import top_k_option
-from interp_rand.training.checkpoint import load_checkpoint
-from interp_rand.training.objectives import fixed_seeds_if_asked
+from interp_rand import progress
+from interp_rand.cli import catalogue
+from interp_rand.cli.options import at_least, top_k_option
 
 DEFAULT_SEED = 20_261_130
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
-    from circuits import ABLATION_KINDS, method_names, metric_names
-
     parser = commands.add_parser(
         "circuit", help="discover, measure and draw a circuit of a trained run",
         description="Score every edge of RUN_DIR's model on clean/corrupted pairs of its task, "
@@ -29,21 +25,21 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "circuit JSON (+ GraphML, DOT), faithfulness.json and an offline HTML drawing.",
     )
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    parser.add_argument("--method", choices=method_names(), default="eap")
-    parser.add_argument("--metric", choices=metric_names(), default="logprob")
-    parser.add_argument("--ablation", choices=ABLATION_KINDS, default="resample",
+    parser.add_argument("--method", choices=catalogue.choices("method"), default="eap")
+    parser.add_argument("--metric", choices=catalogue.choices("metric"), default="logprob")
+    parser.add_argument("--ablation", choices=catalogue.choices("ablation"), default="resample",
                         help="what edges outside the circuit carry (default: resample = the "
                         "task's corrupted inputs)")
-    parser.add_argument("--n", type=int, default=256, help="clean/corrupted pairs (default: 256)")
+    parser.add_argument("--n", type=at_least(2), default=256, help="clean/corrupted pairs (default: 256)")
     add_pairs_option(parser)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the data")
     add_size_options(parser, default=None, default_text="auto; acdc: its own circuit")
     parser.add_argument("--threshold", type=float, default=None,
                         help="keep edges with |score| >= this (acdc: also its search threshold)")
-    parser.add_argument("--steps", type=int, default=5, help="EAP-IG interpolation steps")
+    parser.add_argument("--steps", type=at_least(1), default=5, help="EAP-IG interpolation steps (default: 5)")
     parser.add_argument("--no-positions", action="store_true",
                         help="one edge per component pair over all positions (default: per position)")
-    parser.add_argument("--resamples", type=int, default=5, help="bootstrap resamples for the spread")
+    parser.add_argument("--resamples", type=at_least(0), default=5, help="bootstrap resamples for the spread (default: 5)")
     parser.add_argument("--circuit", type=Path, default=None,
                         help="measure and draw this circuit JSON instead of discovering one "
                         "(refused if it belongs to another architecture)")
@@ -52,13 +48,20 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
     from circuits import Ablation, Circuit, discover, faithfulness
     from circuits.draw import write_circuit_html
+    from interp_rand.training.checkpoint import load_checkpoint
+    from interp_rand.training.objectives import fixed_seeds_if_asked
 
-    if args.n < 2:
-        raise ValueError(f"--n={args.n} must be >= 2")
+    check_size_options(args)
     if args.top_k is not None and args.threshold is not None and args.method != "acdc":
         raise ValueError("give --top-k or --threshold, not both")
+    if args.threshold is not None and args.threshold < 0:
+        raise ValueError(f"--threshold={args.threshold} must be >= 0")
+    if args.circuit is not None and (args.top_k is not None or args.threshold is not None):
+        raise ValueError("--circuit measures the given circuit: --top-k and --threshold do not apply")
     ckpt = load_checkpoint(args.run_dir)
     task = ckpt.spec.make_task()
     model = ckpt.model().eval()
@@ -77,15 +80,18 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"{args.circuit} was found on {circuit.settings['n_positions']} positions; "
                              f"this task has {pairs.clean.inputs.shape[1] + model.cfg.seed_offset}")
     else:
+        check_top_k(args.top_k, model, pairs, by_position=not args.no_positions)
         scores = discover(model, pairs.clean, pairs.corrupted, metric=args.metric, method=args.method,
-                          ablation=ablation, by_position=not args.no_positions, **options)
+                          ablation=ablation, by_position=not args.no_positions, progress=True, **options)
         by_position = not args.no_positions
         circuit = _select(scores, args, options, model, pairs, ablation)
     seconds = time.perf_counter() - start
     circuit = dataclasses.replace(circuit, settings={**circuit.settings, "by_position": by_position,
                                   "run": str(ckpt.path), "task": ckpt.spec.task_name, "data_seed": args.seed})
+    progress.note(f"measuring the faithfulness of {len(circuit)} edges")
     result = faithfulness(model, circuit, pairs.clean, pairs.corrupted, metric=args.metric,
-                          ablation=ablation, scores=scores, n_resamples=args.resamples, seed=args.seed)
+                          ablation=ablation, scores=scores, n_resamples=args.resamples, seed=args.seed,
+                          progress=True)
     args.out.mkdir(parents=True, exist_ok=True)
     circuit.save(args.out / "circuit.json")
     circuit.write_graphml(args.out / "circuit.graphml")
@@ -109,7 +115,7 @@ def add_pairs_option(parser: argparse.ArgumentParser) -> None:
                         "as targets: the circuit by which the seed moves the answer (randomized tasks)")
 
 
-def make_pairs(kind: str, model, task, batch, generator: torch.Generator):
+def make_pairs(kind: str, model, task, batch, generator):
     """Clean/corrupted pairs of ``kind`` (:data:`PAIRS`)."""
     if kind == "seed":
         from circuits.randomness import seed_pairs
@@ -133,7 +139,27 @@ def add_size_options(parser: argparse.ArgumentParser, default: str | None, defau
                         help="keep this many edges, or auto: the smallest top-k circuit recovering --target "
                         f"of the behaviour at this and every larger size tried (default: {default_text})")
     parser.add_argument("--target", type=float, default=0.8,
-                        help="with --top-k auto: the recovered share required, within 1 +- (1 - target) (default: 0.8)")
+                        help="with --top-k auto: the recovered share required, within 1 +- (1 - target); in "
+                        "(0, 1] (default: 0.8)")
+
+
+def check_size_options(args: argparse.Namespace) -> None:
+    """Refuse a ``--target`` outside (0, 1] before any work."""
+    if not 0 < args.target <= 1:
+        raise ValueError(f"--target={args.target} must lie in (0, 1]")
+
+
+def check_top_k(top_k: int | str | None, model, pairs, by_position: bool) -> None:
+    """Refuse a ``--top-k`` larger than the model's number of edges, before edges are scored
+    (the graph is built from the architecture alone, which costs nothing)."""
+    from circuits.graph import ModelGraph
+
+    if not isinstance(top_k, int):
+        return
+    n_edges = ModelGraph.of(model, pairs.clean.inputs.shape[1], by_position).n_edges
+    if top_k > n_edges:
+        per = "per position" if by_position else "over all positions"
+        raise ValueError(f"--top-k={top_k}: this model has {n_edges} edges ({per}); give 1..{n_edges} or auto")
 
 
 def top_k_circuit(scores, args: argparse.Namespace, model, pairs, ablation):
@@ -141,6 +167,7 @@ def top_k_circuit(scores, args: argparse.Namespace, model, pairs, ablation):
     from circuits import smallest_faithful_circuit
 
     if args.top_k in (None, "auto"):
+        progress.note("choosing the smallest faithful circuit")
         return smallest_faithful_circuit(model, scores, pairs.clean, pairs.corrupted, metric=args.metric,
-                                         ablation=ablation, target=args.target)[0]
+                                         ablation=ablation, target=args.target, progress=True)[0]
     return scores.circuit(top_k=args.top_k)

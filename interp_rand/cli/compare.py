@@ -10,23 +10,22 @@ import dataclasses
 import json
 from pathlib import Path
 
-import torch
-
+from interp_rand import progress
+from interp_rand.cli import catalogue
 from interp_rand.cli.circuit import (
     add_pairs_option,
     add_size_options,
+    check_size_options,
+    check_top_k,
     make_pairs,
     top_k_circuit,
 )
-from interp_rand.training.checkpoint import load_checkpoint
-from interp_rand.training.objectives import fixed_seeds_if_asked
+from interp_rand.cli.options import at_least
 
 DEFAULT_SEED = 20_261_130
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
-    from circuits import ABLATION_KINDS, method_names, metric_names
-
     parser = commands.add_parser(
         "compare", help="compare the circuits of two runs of one task",
         description="Discover a circuit in RUN_A and in RUN_B (same task and architecture, e.g. the "
@@ -36,14 +35,14 @@ def add_parser(commands) -> argparse.ArgumentParser:
     )
     parser.add_argument("run_a", type=Path, metavar="RUN_A")
     parser.add_argument("run_b", type=Path, metavar="RUN_B")
-    parser.add_argument("--method", choices=method_names(), default="eap-ig")
-    parser.add_argument("--metric", choices=metric_names(), default="logprob")
-    parser.add_argument("--ablation", choices=ABLATION_KINDS, default="resample")
+    parser.add_argument("--method", choices=catalogue.choices("method"), default="eap-ig")
+    parser.add_argument("--metric", choices=catalogue.choices("metric"), default="logprob")
+    parser.add_argument("--ablation", choices=catalogue.choices("ablation"), default="resample")
     add_size_options(parser, default="auto", default_text="auto, per run")
-    parser.add_argument("--n", type=int, default=128, help="clean/corrupted pairs per run (default: 128)")
+    parser.add_argument("--n", type=at_least(2), default=128, help="clean/corrupted pairs per run (default: 128)")
     add_pairs_option(parser)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the data (same for both runs)")
-    parser.add_argument("--steps", type=int, default=5, help="EAP-IG interpolation steps")
+    parser.add_argument("--steps", type=at_least(1), default=5, help="EAP-IG interpolation steps (default: 5)")
     parser.add_argument("--no-positions", action="store_true",
                         help="one edge per component pair over all positions (default: per position)")
     parser.add_argument("--out", type=Path, required=True, help="output folder")
@@ -57,6 +56,8 @@ TINY_GAP = 1e-2
 def behaviour_gap(model, pairs, metric: str) -> float:
     """The metric on the clean run minus on the corrupted run (both against the clean answers):
     how much the corruption moves the model, the denominator of every faithfulness share."""
+    import torch
+
     from circuits import get_metric
     from circuits.components import run_model
 
@@ -67,7 +68,11 @@ def behaviour_gap(model, pairs, metric: str) -> float:
 
 
 def _load(run_dir: Path, args: argparse.Namespace):
+    import torch
+
     from circuits import architecture
+    from interp_rand.training.checkpoint import load_checkpoint
+    from interp_rand.training.objectives import fixed_seeds_if_asked
 
     ckpt = load_checkpoint(run_dir)
     model = ckpt.model().eval()
@@ -87,8 +92,7 @@ def run(args: argparse.Namespace) -> int:
     from circuits.comparison import compare_circuits
     from circuits.comparison_draw import write_comparison_html
 
-    if args.n < 2:
-        raise ValueError(f"--n={args.n} must be >= 2")
+    check_size_options(args)
     ckpt_a, model_a, pairs_a = _load(args.run_a, args)
     ckpt_b, model_b, pairs_b = _load(args.run_b, args)
     if ckpt_a.spec.task_name != ckpt_b.spec.task_name:
@@ -100,17 +104,21 @@ def run(args: argparse.Namespace) -> int:
     mismatch = architecture(model_a).mismatch(architecture(model_b))
     if mismatch:
         raise ValueError("the runs have different architectures (A vs B): " + "; ".join(mismatch))
+    check_top_k(args.top_k, model_a, pairs_a, by_position=not args.no_positions)
     ablation = Ablation(args.ablation, seed=args.seed)
     options = {"steps": args.steps} if args.method == "eap-ig" else {}
     circuits = []
-    for ckpt, model, pairs in ((ckpt_a, model_a, pairs_a), (ckpt_b, model_b, pairs_b)):
+    runs = ((args.run_a, ckpt_a, model_a, pairs_a), (args.run_b, ckpt_b, model_b, pairs_b))
+    for k, (run_dir, ckpt, model, pairs) in enumerate(runs, 1):
+        progress.note(f"run {k} of 2 ({run_dir}): discovering its circuit")
         scores = discover(model, pairs.clean, pairs.corrupted, metric=args.metric, method=args.method,
-                          ablation=ablation, by_position=not args.no_positions, **options)
+                          ablation=ablation, by_position=not args.no_positions, progress=True, **options)
         circuit = top_k_circuit(scores, args, model, pairs, ablation)
         circuits.append(dataclasses.replace(circuit, settings={
             **circuit.settings, "by_position": not args.no_positions, "run": str(ckpt.path),
             "task": ckpt.spec.task_name, "data_seed": args.seed}))
     labels = (args.run_a.name or str(args.run_a), args.run_b.name or str(args.run_b))
+    progress.note("aligning the circuits and measuring each on the other run (cross-faithfulness)")
     result = compare_circuits(*circuits, models=(model_a, model_b),
                               data=((pairs_a.clean, pairs_a.corrupted), (pairs_b.clean, pairs_b.corrupted)),
                               metric=args.metric, ablation=ablation, labels=labels)

@@ -7,18 +7,21 @@ import argparse
 import json
 from pathlib import Path
 
+from interp_rand import progress
+from interp_rand.cli.options import at_least
+
 
 def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", choices=["cpu", "paper"], default="cpu",
                         help="cpu: the 5x5 grid with a small agent (width 16), population 20, 60 generations, minutes on one core; paper: PAPER.md's settings (width 80, population 300) (default: cpu)")
-    parser.add_argument("--m", type=int, default=None, help="seeds per generation (default: the scale's)")
-    parser.add_argument("--generations", type=int, default=None, help="PGPE generations (default: the scale's)")
+    parser.add_argument("--m", type=at_least(1), default=None, help="seeds per generation (default: the scale's)")
+    parser.add_argument("--generations", type=at_least(1), default=None, help="PGPE generations (default: the scale's)")
     parser.add_argument("--popsize", type=int, default=None, help="PGPE population, even, >= 2 (default: the scale's)")
     parser.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
     parser.add_argument("--ray-address", default=None,
                         help="evaluate the population on this Ray cluster (host:port, ray://host:port or "
                         "auto); without it everything runs locally")
-    parser.add_argument("--num-actors", type=int, default=None,
+    parser.add_argument("--num-actors", type=at_least(1), default=None,
                         help="Ray actors evaluating the population (default with --ray-address: one per "
                         "cluster CPU; without --ray-address: none, or a local Ray instance if given)")
     parser.add_argument("--device", default="cpu",
@@ -41,7 +44,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     train.add_argument("--out", type=Path, default=None, help="run directory (default: runs/gridworld-VARIANT)")
     evaluate = sub.add_parser("eval", help="evaluate a trained agent (writes evaluation.json and first_visit.html)")
     evaluate.add_argument("path", metavar="RUN", type=Path, help="run directory or checkpoint folder")
-    evaluate.add_argument("--seeds", type=int, default=None, help="seeds per cell (default: the scale's)")
+    evaluate.add_argument("--seeds", type=at_least(1), default=None, help="seeds per cell (default: the scale's)")
     evaluate.add_argument("--out", type=Path, default=None,
                           help="folder for evaluation.json (default: RUN; zoo-output/NAME for zoo:NAME)")
     compare = sub.add_parser("compare", help="train and compare ERM, randomized (m seeds) and m = 1")
@@ -66,12 +69,18 @@ def _num_actors(args: argparse.Namespace):
     return args.num_actors
 
 
-def _printer(args: argparse.Namespace, prefix: str = ""):
+def _printer(args: argparse.Namespace, generations: int):
+    """A PGPE log callback ``(entry, label) -> None`` printing one progress line (stderr):
+    ``LABEL: generation k of N: ...``; ``None`` with ``--quiet``."""
     if args.quiet:
         return None
-    return lambda entry: print(f"{prefix}generation {entry['generation']}: population mean "
-                               f"{entry['mean_eval']:.2f}, centre fitness {entry['center_fitness']:.2f}, "
-                               f"centre average {entry['center_average']:.2f}", flush=True)
+
+    def show(entry, label: str = "") -> None:
+        progress.note(f"{label}{': ' if label else ''}generation {entry['generation']} of {generations}: "
+                      f"population mean {entry['mean_eval']:.2f}, centre fitness {entry['center_fitness']:.2f}, "
+                      f"centre average {entry['center_average']:.2f}")
+
+    return show
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,17 +102,22 @@ def run(args: argparse.Namespace) -> int:
     num_actors = _num_actors(args)
     if args.gridworld_command == "train":
         out = args.out or Path("runs") / f"gridworld-{scale.pgpe.variant}"
-        summary = experiment.run_variant(scale, out, num_actors=num_actors, on_log=_printer(args),
-                                         device=args.device)
+        with progress.scope("gridworld train"):
+            summary = experiment.run_variant(scale, out, num_actors=num_actors, device=args.device,
+                                             on_log=_printer(args, scale.pgpe.generations))
         keys = ("average", "worst_5pct", "worst_cell", "first_visit_max", "first_visit_min", "n_distinct_routes")
         print(json.dumps({"run_dir": str(out), **{k: summary[k] for k in keys}}, indent=2))
         return 0
     from interp_rand.figures.first_visit import first_visit_figure
 
     out = args.out or Path("reproduction") / f"gridworld-{args.scale}"
-    printer = _printer(args)
-    rows = experiment.compare(scale, out, num_actors=num_actors, device=args.device,
-                              on_log=None if printer is None else (lambda label, e: (print(label, end=": "), printer(e))))
+    printer = _printer(args, scale.pgpe.generations)
+    labels = [experiment.variant_label(v, scale.pgpe.m_seeds) for v in experiment.compared_variants(scale)]
+    with progress.scope("gridworld compare"):
+        rows = experiment.compare(
+            scale, out, num_actors=num_actors, device=args.device,
+            on_log=None if printer is None else
+            (lambda label, e: printer(e, f"agent {labels.index(label) + 1} of {len(labels)} ({label})")))
     markdown = experiment.table(rows)
     (Path(out) / "comparison.md").write_text(markdown + "\n")
     figure = first_visit_figure({r["variant"]: r["first_visit_map"] for r in rows}, scale.grid.episode_steps)

@@ -3,19 +3,22 @@ the library's configs and calls the library.
 
 A command module has ``add_parser(commands) -> ArgumentParser`` (it adds itself to the
 sub-parsers) and ``run(args) -> int``; to add a command, write the module and list it in
-``COMMANDS``.
+``COMMANDS``. Command modules import only light modules at the top (argparse, the catalogue of
+choices, :mod:`interp_rand.progress`) and the library inside ``run``, so that ``--help``,
+argument errors, ``tasks`` and ``zoo list`` return without importing torch; a parser that
+answers without torch sets ``uses_torch=False`` in its defaults.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 
-import torch
-
-from interp_rand.training.checkpoint import CheckpointError
-from interp_rand.training.trainer import TrainingDiverged
+from interp_rand import progress
+from interp_rand.cli.options import at_least
+from interp_rand.threads import DEFAULT_THREADS, use_threads
 
 # In the order `--help` lists them.
 COMMANDS = (
@@ -32,8 +35,9 @@ COMMANDS = (
     "compare",
     "zoo",
 )
-# What a command may raise for bad input or a bad run: printed as one line, exit code 2.
-USER_ERRORS = (ValueError, KeyError, CheckpointError, TrainingDiverged, FloatingPointError, OSError)
+# What a command may raise for bad input or a bad run: printed as one line, exit code 2
+# (CheckpointError is a ValueError; TrainingDiverged is added once the trainer is imported).
+USER_ERRORS = (ValueError, KeyError, FloatingPointError, OSError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,9 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train small TransformerLens-hooked transformers on algorithmic and randomized "
         "tasks, evaluate them, and analyse their circuits.",
     )
-    parser.add_argument("--threads", type=int, default=None, metavar="N",
-                        help="torch intra-op threads (default: torch's choice). The models here are "
-                        "small: on a busy machine 1 is often fastest")
+    parser.add_argument("--threads", type=at_least(1), default=DEFAULT_THREADS, metavar="N",
+                        help=f"torch intra-op threads (default: {DEFAULT_THREADS}: the models here are "
+                        "small, and on a shared 2-core machine one thread trained about 10x faster than "
+                        "two; bench/threads.py measures it)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"interp_rand.cli.{name}")
@@ -52,18 +57,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def user_errors() -> tuple[type[BaseException], ...]:
+    """:data:`USER_ERRORS`, plus the trainer's divergence error if the trainer was imported (an
+    error of a module never imported cannot have been raised)."""
+    trainer = sys.modules.get("interp_rand.training.trainer")
+    return USER_ERRORS + ((trainer.TrainingDiverged,) if trainer is not None else ())
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     args.argv = argv  # for messages that repeat the command (how to resume)
-    threads = torch.get_num_threads()
+    threads = use_threads(args.threads) if getattr(args, "uses_torch", True) else contextlib.nullcontext()
     try:
-        if args.threads is not None:
-            if args.threads < 1:
-                raise ValueError(f"--threads={args.threads} must be >= 1")
-            torch.set_num_threads(args.threads)
-        return args.run(args)
-    except USER_ERRORS as err:
+        with threads, progress.scope(args.command):
+            return args.run(args)
+    except Exception as err:
+        if not isinstance(err, user_errors()):
+            raise
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"interp-rand {args.command}: error: {message}", file=sys.stderr)
         return 2
@@ -71,5 +82,3 @@ def main(argv: list[str] | None = None) -> int:
         # Ctrl-C or SIGTERM: one line, no traceback; exit 128 + signal (training saved a checkpoint first)
         print(f"interp-rand {args.command}: {err or 'interrupted'}", file=sys.stderr)
         return getattr(err, "exit_code", 130)
-    finally:
-        torch.set_num_threads(threads)

@@ -8,9 +8,7 @@ docstring section, its type from the annotation; ``bool`` fields get ``--x/--no-
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
-import typing
 from typing import Any
 
 
@@ -37,58 +35,60 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-def _parser_for(annotation: Any):
-    """A string -> value converter for a field's annotation (handles ``X | None``)."""
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    optional = type(None) in typing.get_args(annotation)
-    base = args[0] if optional and args else annotation
+def _parser_for(spec):
+    """A string -> value converter for an option (``none`` -> ``None`` for optional fields)."""
+    from interp_rand.cli.catalogue import TYPES
+
+    base = TYPES[spec.type]
 
     def convert(text: str):
-        if optional and text.lower() == "none":
+        if spec.optional and text.lower() == "none":
             return None
         return base(text)
 
-    convert.__name__ = getattr(base, "__name__", "value")
+    convert.__name__ = base.__name__
     return convert
 
 
 def add_dataclass_options(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup,
-    cls: type,
+    cls: type | list,
     *,
     defaults: dict[str, Any] | None = None,
     choices: dict[str, tuple] | None = None,
     skip: tuple[str, ...] = (),
     keep_default: bool = True,
 ) -> list[str]:
-    """Add one option per field of ``cls``; return the field names added.
+    """Add one option per field of ``cls`` (a dataclass, or its fields as
+    :class:`~interp_rand.cli.catalogue.OptionSpec` s from the catalogue); return the field names
+    added.
 
     ``keep_default=False`` leaves options the user did not give out of the namespace, so only
     given ones are applied (overrides on top of a task's default model).
     """
-    hints = typing.get_type_hints(cls)
-    docs = field_docs(cls)
+    from interp_rand.cli.catalogue import option_specs
+
+    specs = option_specs(cls) if isinstance(cls, type) else cls
     added = []
-    for field in dataclasses.fields(cls):
-        if field.name in skip or not field.init:
+    for spec in specs:
+        if spec.name in skip:
             continue
-        default = (defaults or {}).get(field.name, field.default)
-        flag = "--" + field.name.replace("_", "-")
-        help_text = docs.get(field.name, "").replace("``", "")
+        default = (defaults or {}).get(spec.name, spec.default)
+        flag = "--" + spec.name.replace("_", "-")
+        help_text = spec.doc.replace("``", "")
         shown = "task default" if not keep_default else default
-        kwargs: dict[str, Any] = {"dest": field.name, "help": f"{help_text} (default: {shown})".strip()}
-        annotation = hints[field.name]
-        if annotation is bool:
+        kwargs: dict[str, Any] = {"dest": spec.name, "help": f"{help_text} (default: {shown})".strip()}
+        if spec.type == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction
         else:
-            kwargs["type"] = _parser_for(annotation)
-            kwargs["metavar"] = field.name.upper()
-            if choices and field.name in choices:
-                kwargs["choices"] = list(choices[field.name])
-                kwargs["metavar"] = "{" + ",".join(str(c) for c in choices[field.name]) + "}"
+            kwargs["type"] = _parser_for(spec)
+            kwargs["metavar"] = spec.name.upper()
+            if choices and spec.name in choices:
+                kwargs["choices"] = list(choices[spec.name])
+                kwargs["metavar"] = "{" + ",".join(str(c) for c in choices[spec.name]) + "}"
         kwargs["default"] = default if keep_default else argparse.SUPPRESS
         parser.add_argument(flag, **kwargs)
-        added.append(field.name)
+        added.append(spec.name)
     return added
 
 
@@ -108,3 +108,20 @@ def top_k_option(text: str) -> int | str:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
+
+
+def at_least(minimum: int):
+    """``type=`` of an integer option that must be >= ``minimum``, so that a bad value is refused
+    while parsing, before any work, with the allowed range named."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse

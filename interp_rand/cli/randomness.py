@@ -10,9 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from interp_rand.training.checkpoint import load_checkpoint
+from interp_rand import progress
+from interp_rand.cli.options import at_least
 
 DEFAULT_SEED = 20_261_130
 
@@ -29,40 +28,56 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--compare", type=Path, default=None, metavar="RUN_DIR_B",
                         help="a second run of the same task (e.g. the ERM twin), analysed alike")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR")
-    parser.add_argument("--n", type=int, default=2048, help="examples for the usage score and probes (default 2048)")
-    parser.add_argument("--stored-inputs", type=int, default=32,
+    parser.add_argument("--n", type=at_least(2), default=2048, help="examples for the usage score and probes (default 2048)")
+    parser.add_argument("--stored-inputs", type=at_least(1), default=32,
                         help="recall: key/value inputs of the stored-set map, each under every seed (default 32)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the sampled examples")
     return parser
 
 
-def analyse(run_dir: Path, n: int, stored_inputs: int, seed: int) -> dict[str, Any]:
-    """Every randomness analysis that fits the run's task, as one JSON-ready dict."""
-    from circuits.randomness import randomness_usage, seed_entry
+def load_seeded(run_dir: Path):
+    """The checkpoint of ``run_dir``, refused unless its model and task have a seed channel."""
+    from interp_rand.training.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(run_dir)
     task = ckpt.spec.make_task()
-    model = ckpt.model()
-    if not getattr(model.cfg, "has_seed", False) or not hasattr(task, "sample_seeds"):
+    if not getattr(ckpt.spec.model_config, "has_seed", False) or not hasattr(task, "sample_seeds"):
         raise ValueError(f"{run_dir}: task {task.name!r} / this model has no seed channel")
+    return ckpt
+
+
+def analyse(run_dir: Path, n: int, stored_inputs: int, seed: int, show: bool = False) -> dict[str, Any]:
+    """Every randomness analysis that fits the run's task, as one JSON-ready dict; ``show``:
+    name each stage on stderr."""
+    import torch
+
+    from circuits.randomness import randomness_usage, seed_entry
+
+    ckpt = load_seeded(run_dir)
+    task = ckpt.spec.make_task()
+    model = ckpt.model()
     train = ckpt.spec.train_config
     generator = torch.Generator().manual_seed(seed)
     batch = task.sample(n, generator)
+    progress.note(f"{run_dir}: randomness-usage score per node ({n} examples)", show)
     out: dict[str, Any] = {
         "name": Path(run_dir).name, "run": str(run_dir), "task": task.name, "step": ckpt.step,
         "objective": train.objective, "q": train.q, "seed_source": train.seed_source,
-        "usage": randomness_usage(model, batch, task.loss_kind, per_position=True, seed=seed).to_dict(),
+        "usage": randomness_usage(model, batch, task.loss_kind, per_position=True, seed=seed,
+                                  progress=show).to_dict(),
     }
     inputs, seeds = task.sample(64, generator), task.sample_seeds(64, generator)
     probe_batch = task.sample(n, generator)
+    progress.note(f"{run_dir}: where seed information enters (variance, seed-bit probes)", show)
     out["entry"] = seed_entry(model, task, inputs, seeds, probe_batch=probe_batch, generator=generator).to_dict()
     # control: the same architecture with fresh random weights uses its seed by accident only,
     # and a probe reads the seed bits from its residual stream as well as the embedding allows
     from circuits.randomness import residual_stream_hooks, seed_probe
     from probes.controls import random_init_like
 
+    progress.note(f"{run_dir}: random-init control", show)
     random_model = random_init_like(model)
-    control = randomness_usage(random_model, batch, task.loss_kind, seed=seed)
+    control = randomness_usage(random_model, batch, task.loss_kind, seed=seed, progress=show)
     out["random_init"] = {"reference": control.reference, "reference_flip": control.reference_flip,
                           "score": control.score,
                           "seed_probe": seed_probe(random_model, probe_batch, residual_stream_hooks(random_model),
@@ -71,6 +86,7 @@ def analyse(run_dir: Path, n: int, stored_inputs: int, seed: int) -> dict[str, A
         from interp_rand.cli.randomness_mechanism import recall_mechanism
         from probes.stored_set import stored_set_map
 
+        progress.note(f"{run_dir}: stored-set map ({stored_inputs} inputs x every seed)", show)
         # the key/value inputs stored_set_map draws next, for the per-seed mechanism lines
         inputs = task.sample(stored_inputs, torch.Generator().set_state(generator.get_state()))
         stats, stored = stored_set_map(model, task, stored_inputs, generator)
@@ -79,6 +95,7 @@ def analyse(run_dir: Path, n: int, stored_inputs: int, seed: int) -> dict[str, A
     if task.name == "coloring":
         from probes.symmetry import colour_noise_information, noise_resample_effect
 
+        progress.note(f"{run_dir}: symmetry breaking (colour vs noise rank, noise resampling)", show)
         out["symmetry"] = {
             "information": colour_noise_information(model, task, batch, generator).to_dict(),
             "resample": noise_resample_effect(model, task, batch, generator).to_dict(),
@@ -127,17 +144,18 @@ def _fmt(value: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.n < 2:
-        raise ValueError(f"--n={args.n} must be >= 2")
-    if args.stored_inputs < 1:
-        raise ValueError(f"--stored-inputs={args.stored_inputs} must be >= 1")
     from circuits.randomness_draw import write_randomness_html
 
-    runs = [analyse(args.run_dir, args.n, args.stored_inputs, args.seed)]
+    # both runs are checked before either is analysed
+    first = load_seeded(args.run_dir)
     if args.compare is not None:
-        runs.append(analyse(args.compare, args.n, args.stored_inputs, args.seed))
-        if runs[0]["task"] != runs[1]["task"]:
-            raise ValueError(f"--compare: {args.compare} is a {runs[1]['task']!r} run, not {runs[0]['task']!r}")
+        second = load_seeded(args.compare)
+        if first.spec.task_name != second.spec.task_name:
+            raise ValueError(f"--compare: {args.compare} is a {second.spec.task_name!r} run, "
+                             f"not {first.spec.task_name!r}")
+    runs = [analyse(path, args.n, args.stored_inputs, args.seed, show=True)
+            for path in (args.run_dir, args.compare) if path is not None]
+    if len(runs) == 2:
         from interp_rand.cli.randomness_mechanism import compare_capacity
 
         compare_capacity(runs)  # the first run's per-seed sets against the second's capacity

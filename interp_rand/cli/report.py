@@ -9,15 +9,14 @@ import argparse
 import time
 from pathlib import Path
 
+from interp_rand import progress
+from interp_rand.cli import catalogue
 from interp_rand.cli.options import add_dataclass_options, collect
-from interp_rand.zoo.location import output_folder
 
 REPORT_FILE = "report.html"
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
-    from probes.report import ReportConfig
-
     parser = commands.add_parser(
         "report", help="write a self-contained HTML attention-pattern report of a run",
         description="Analyse the newest checkpoint of RUN_DIR (or a checkpoint folder) and write one "
@@ -28,17 +27,19 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=None,
                         help=f"output file (default: RUN_DIR/{REPORT_FILE}; zoo-output/NAME/{REPORT_FILE} for zoo:NAME)")
     parser.set_defaults(report_fields=add_dataclass_options(parser.add_argument_group("report options"),
-                                                            ReportConfig))
+                                                            catalogue.config_options("ReportConfig")))
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
     from probes.report import ReportConfig, report_from_run
+    from interp_rand.zoo.location import output_folder
     from probes.report_html import write_report
 
     began = time.perf_counter()
     config = ReportConfig(**collect(args, args.report_fields))
-    data = report_from_run(args.run_dir, config)
+    data = report_from_run(args.run_dir, config, progress=True)
+    progress.note("writing the HTML")
     out = args.out if args.out is not None else output_folder(args.run_dir, args.run_dir) / REPORT_FILE
     path = write_report(data, out)
     size = path.stat().st_size / 1e6

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
-from interp_rand.cli.options import field_docs
-from interp_rand.tasks import task_class, task_names
+from interp_rand.cli import catalogue
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
-    return commands.add_parser("tasks", help="list the registered tasks and their options",
-                               description="List the registered tasks, their options and defaults.")
+    parser = commands.add_parser("tasks", help="list the registered tasks and their options",
+                                 description="List the registered tasks, their options and defaults.")
+    parser.set_defaults(uses_torch=False)
+    return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    for name in task_names():
-        cls = task_class(name)
-        print(f"{name}: {cls.description}")
-        docs = field_docs(cls)
-        for field in dataclasses.fields(cls):
-            text = docs.get(field.name, "").replace("``", "")
-            print(f"    --{field.name.replace('_', '-'):<20} default {field.default!r:<8} {text}")
+    # from the catalogue of the task registry, so that listing does not import torch
+    for name in catalogue.task_names():
+        print(f"{name}: {catalogue.task_description(name)}")
+        for spec in catalogue.task_options(name):
+            text = spec.doc.replace("``", "")
+            print(f"    --{spec.name.replace('_', '-'):<20} default {spec.default!r:<8} {text}")
     return 0

@@ -8,22 +8,12 @@ import shlex
 import sys
 from pathlib import Path
 
+from interp_rand.cli import catalogue
 from interp_rand.cli.options import add_dataclass_options, collect
-from interp_rand.model import config as model_config_module
-from interp_rand.model.config import ModelConfig
-from interp_rand.tasks import task_class, task_names
-from interp_rand.training import TrainConfig, TrainingInterrupted, objective_names, train
-from interp_rand.training.config import SEED_SOURCES
 
-MODEL_CHOICES = {
-    "attention": model_config_module.ATTENTION_KINDS,
-    "mask": model_config_module.MASK_KINDS,
-    "input_kind": model_config_module.INPUT_KINDS,
-    "seed_mode": model_config_module.SEED_MODES,
-    "positional": model_config_module.POSITIONAL_KINDS,
-    "normalization_type": model_config_module.NORMALIZATION_TYPES,
-    "act_fn": model_config_module.ACT_FNS,
-}
+# ModelConfig fields with a fixed set of values
+MODEL_CHOICE_FIELDS = ("attention", "mask", "input_kind", "seed_mode", "positional", "normalization_type", "act_fn",
+                       "init")
 # The task decides these (vocabulary, input and output widths); the CLI does not offer them.
 TASK_FIXED_MODEL_FIELDS = ("d_vocab", "d_input", "d_vocab_out", "input_kind")
 
@@ -35,19 +25,20 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "`interp-rand train TASK --help` lists them with the model and training options.",
     )
     per_task = train_parser.add_subparsers(dest="task", required=True, metavar="TASK")
-    for name in task_names():
-        cls = task_class(name)
-        sub = per_task.add_parser(
-            name, help=cls.description, description=f"Train on {name!r}: {cls.description}",
-        )
-        task_fields = add_dataclass_options(sub.add_argument_group(f"{name} task options"), cls)
+    model_choices = {name: catalogue.choices(name) for name in MODEL_CHOICE_FIELDS}
+    train_choices = {name: catalogue.choices(name) for name in ("objective", "seed_source")}
+    for name in catalogue.task_names():
+        description = catalogue.task_description(name)
+        sub = per_task.add_parser(name, help=description, description=f"Train on {name!r}: {description}")
+        task_fields = add_dataclass_options(sub.add_argument_group(f"{name} task options"),
+                                            catalogue.task_options(name))
         train_fields = add_dataclass_options(
-            sub.add_argument_group("training options"), TrainConfig,
-            choices={"objective": tuple(objective_names()), "seed_source": SEED_SOURCES},
+            sub.add_argument_group("training options"), catalogue.config_options("TrainConfig"),
+            choices=train_choices,
         )
         model_fields = add_dataclass_options(
             sub.add_argument_group("model options (override the task's default model)"),
-            ModelConfig, choices=MODEL_CHOICES, keep_default=False,
+            catalogue.config_options("ModelConfig"), choices=model_choices, keep_default=False,
             skip=TASK_FIXED_MODEL_FIELDS,
         )
         clash = set(task_fields) & (set(train_fields) | set(model_fields))
@@ -66,6 +57,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from interp_rand.tasks import make_task
+    from interp_rand.training import TrainConfig, TrainingInterrupted, train
 
     task = make_task(args.task, **collect(args, args.task_fields))
     model_config = task.model_config(**collect(args, args.model_fields))

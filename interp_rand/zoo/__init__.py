@@ -38,6 +38,17 @@ def card(name: str) -> dict[str, Any]:
     return json.loads((zoo_path(name) / CARD_FILE).read_text())
 
 
+def headline(card: dict[str, Any]) -> str:
+    """A model card's measured figures in one line (``interp-rand zoo list``)."""
+    m = card["metrics"]
+    if "exact_match" in m:
+        return f"exact match {m['exact_match']:.4f} on {m['evaluated_on']}"
+    if "n_seeds" in m:
+        return (f"average {m['average']:.3f}, worst-5% {m['worst_5pct']:.2f} "
+                f"({m['n_inputs']} inputs x {m['n_seeds']} seeds)")
+    return f"average return {m['average']:.3f}, worst-5% {m['worst_5pct']:.3f}, {m['n_distinct_routes']} routes"
+
+
 def load(name: str):
     """The zoo model ``name``: a :class:`~interp_rand.training.checkpoint.Checkpoint`, or an
     :class:`~interp_rand.gridworld.checkpoint.AgentCheckpoint` for the grid-world agents."""
@@ -50,4 +61,4 @@ def load(name: str):
     return load_checkpoint(PREFIX + name)
 
 
-__all__ = ["CARD_FILE", "PREFIX", "ZOO_DIR", "card", "installed", "load", "resolve_run", "zoo_name", "zoo_path"]
+__all__ = ["CARD_FILE", "PREFIX", "ZOO_DIR", "card", "headline", "installed", "load", "resolve_run", "zoo_name", "zoo_path"]

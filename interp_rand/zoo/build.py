@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from interp_rand.training.checkpoint import META_FILE, MODEL_FILE, latest_checkpoint
+from interp_rand.zoo import headline
 from interp_rand.zoo.entries import ENTRIES, AgentEntry, TrainedEntry
 from interp_rand.zoo.location import CARD_FILE, PREFIX, ZOO_DIR, installed
 
@@ -160,16 +161,6 @@ def _install(work: Path, final: Path, card: dict[str, Any]) -> None:
     if final.exists():
         shutil.rmtree(final)
     tmp.rename(final)
-
-
-def headline(card: dict[str, Any]) -> str:
-    m = card["metrics"]
-    if "exact_match" in m:
-        return f"exact match {m['exact_match']:.4f} on {m['evaluated_on']}"
-    if "n_seeds" in m:
-        return (f"average {m['average']:.3f}, worst-5% {m['worst_5pct']:.2f} "
-                f"({m['n_inputs']} inputs x {m['n_seeds']} seeds)")
-    return f"average return {m['average']:.3f}, worst-5% {m['worst_5pct']:.3f}, {m['n_distinct_routes']} routes"
 
 
 def _commit() -> dict[str, Any]:

@@ -124,7 +124,9 @@ def test_cli_writes_json_and_html_and_compares(tmp_path, capsys):
     assert report["summary"]["zero"]["seed enters at"] is None
     page = (out / "randomness.html").read_text()
     assert page.count("Plotly.newPlot") >= 5 and "stored-set" not in page
-    assert main(["randomness", str(runs[0]), "--out", str(out), "--n", "1"]) == 2
+    with pytest.raises(SystemExit) as refused:  # refused while parsing, before any work
+        main(["randomness", str(runs[0]), "--out", str(out), "--n", "1"])
+    assert refused.value.code == 2 and "--n: must be an integer >= 2, got 1" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("build", [seed_path_model, recall_model], ids=["coloring", "recall"])

@@ -48,6 +48,14 @@ def run_cli(argv, capsys):
     return code, captured.out, captured.err
 
 
+def parse_error(argv, capsys) -> str:
+    """The message of an option refused while parsing (exit code 2, before any work)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    return capsys.readouterr().err
+
+
 # ------------------------------------------------------------------------------ tasks
 def test_tasks_lists_every_task_with_options(capsys):
     code, out, _ = run_cli(["tasks"], capsys)
@@ -177,8 +185,7 @@ def test_eval_missing_dir(tmp_path, capsys):
 
 def test_eval_bad_n(sort_run, capsys):
     out, _ = sort_run
-    code, _, err = run_cli(["eval", str(out), "--n", "0"], capsys)
-    assert code == 2 and "--n" in err
+    assert "argument --n: must be an integer >= 1, got 0" in parse_error(["eval", str(out), "--n", "0"], capsys)
 
 
 def test_eval_seeds_writes_the_seeded_metrics(tmp_path, capsys):
@@ -192,22 +199,22 @@ def test_eval_seeds_writes_the_seeded_metrics(tmp_path, capsys):
     summary = json.loads((out / "seeded_eval.json").read_text())
     assert (summary["n_inputs"], summary["n_seeds"], summary["step"]) == (20, 7, 3)
     assert 0 <= summary["worst_5pct"] <= summary["average"] <= 1 and summary["majority_5"] is not None
-    code, _, err = run_cli(["eval", str(out), "--seeds", "0"], capsys)
-    assert code == 2 and "--seeds=0" in err
+    assert "argument --seeds: must be an integer >= 1, got 0" in parse_error(["eval", str(out), "--seeds", "0"], capsys)
 
 
-def test_eval_seeds_needs_a_seeded_task(sort_run, capsys):
+def test_eval_seeds_needs_a_seeded_task(sort_run, tmp_path, capsys):
     out, _ = sort_run
-    code, _, err = run_cli(["eval", str(out), "--n", "10", "--seeds", "3"], capsys)
-    assert code == 2 and "seed channel" in err
+    code, stdout, err = run_cli(["eval", str(out), "--n", "10", "--seeds", "3", "--out", str(tmp_path / "e")], capsys)
+    assert code == 2 and "seed channel" in err and "recall" in err and "coloring" in err
+    # refused before evaluating: nothing printed, nothing written
+    assert stdout == "" and not (tmp_path / "e").exists()
 
 
 def test_threads_option_is_validated_and_restored(capsys):
     before = torch.get_num_threads()
     code, out, _ = run_cli(["--threads", "1", "tasks"], capsys)
     assert code == 0 and "sort:" in out and torch.get_num_threads() == before
-    code, _, err = run_cli(["--threads", "0", "tasks"], capsys)
-    assert code == 2 and "--threads=0" in err
+    assert "argument --threads: must be an integer >= 1, got 0" in parse_error(["--threads", "0", "tasks"], capsys)
 
 
 def test_console_script_help():

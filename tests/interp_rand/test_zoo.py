@@ -117,7 +117,9 @@ def test_zoo_list_and_show(capsys):
     assert all(name in listing for name in ENTRIES) and "not built" not in listing
     assert main(["zoo", "show", "coloring-Aq_R"]) == 0
     assert json.loads(capsys.readouterr().out)["variant"] == "A^q_R"
-    assert main(["zoo", "build", "nope", "--out", "/nonexistent"]) == 2
+    with pytest.raises(SystemExit) as refused:  # refused while parsing, naming the entries
+        main(["zoo", "build", "nope", "--out", "/nonexistent"])
+    assert refused.value.code == 2 and "invalid choice: 'nope'" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------ building

@@ -1,0 +1,149 @@
+"""What the command line offers, without importing torch: the registered tasks with their
+options, the fields of the configs the CLI parses into, the registries' choices (objectives,
+discovery methods, metrics, ablations, model kinds) and the zoo's entries.
+
+``--help``, ``tasks``, ``zoo list`` and argument errors read them from ``catalogue.json``, so
+they answer in a fraction of a second instead of the 5-10 s torch and TransformerLens take to
+import. The file is generated from the real registries and configs::
+
+    python -m interp_rand.cli.catalogue      # rewrite catalogue.json after changing one of them
+
+and a test checks that it still equals what they say (``generate() == load()``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CATALOGUE_FILE = Path(__file__).with_name("catalogue.json")
+# The option types a config field may have, by name (``X | None`` adds ``none``).
+TYPES = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One config field as a command-line option.
+
+    Attributes:
+        name: the field name (``--name-with-dashes`` on the command line).
+        type: ``int``, ``float``, ``str`` or ``bool``.
+        optional: the field also takes ``None`` (``none`` on the command line).
+        default: the field's default.
+        doc: its description from the class's ``Attributes:`` docstring section.
+    """
+
+    name: str
+    type: str
+    optional: bool
+    default: Any
+    doc: str
+
+
+def option_specs(cls: type) -> list[OptionSpec]:
+    """The init fields of the dataclass ``cls`` as :class:`OptionSpec` s."""
+    from interp_rand.cli.options import field_docs
+
+    hints = typing.get_type_hints(cls)
+    docs = field_docs(cls)
+    specs = []
+    for field in dataclasses.fields(cls):
+        if not field.init:
+            continue
+        annotation = hints[field.name]
+        args = typing.get_args(annotation)
+        optional = type(None) in args
+        base = next((a for a in args if a is not type(None)), annotation) if optional else annotation
+        kind = next((name for name, t in TYPES.items() if t is base), None)
+        if kind is None:
+            raise TypeError(f"{cls.__name__}.{field.name}: type {annotation} is not an option type "
+                            f"({', '.join(TYPES)}, optionally | None)")
+        default = None if field.default is dataclasses.MISSING else field.default
+        specs.append(OptionSpec(field.name, kind, optional, default, docs.get(field.name, "")))
+    return specs
+
+
+def generate() -> dict[str, Any]:
+    """The catalogue as the registries and configs say it now (imports torch and all)."""
+    from circuits import ABLATION_KINDS, method_names, metric_names
+    from interp_rand.model import config as model_config
+    from interp_rand.model.config import ModelConfig
+    from interp_rand.tasks import task_class, task_names
+    from interp_rand.training import TrainConfig, objective_names
+    from interp_rand.training.config import SEED_SOURCES
+    from interp_rand.zoo.entries import ENTRIES
+    from probes.report import ReportConfig
+
+    def specs(cls: type) -> list[dict[str, Any]]:
+        return [dataclasses.asdict(spec) for spec in option_specs(cls)]
+
+    return {
+        "tasks": {name: {"description": task_class(name).description, "options": specs(task_class(name))}
+                  for name in task_names()},
+        "configs": {cls.__name__: specs(cls) for cls in (TrainConfig, ModelConfig, ReportConfig)},
+        "choices": {
+            "objective": list(objective_names()),
+            "seed_source": list(SEED_SOURCES),
+            "attention": list(model_config.ATTENTION_KINDS),
+            "mask": list(model_config.MASK_KINDS),
+            "input_kind": list(model_config.INPUT_KINDS),
+            "seed_mode": list(model_config.SEED_MODES),
+            "positional": list(model_config.POSITIONAL_KINDS),
+            "normalization_type": list(model_config.NORMALIZATION_TYPES),
+            "act_fn": list(model_config.ACT_FNS),
+            "init": list(model_config.INIT_KINDS),
+            "method": list(method_names()),
+            "metric": list(metric_names()),
+            "ablation": list(ABLATION_KINDS),
+        },
+        "zoo": [{"name": name, "task": entry.task_name, "variant": entry.variant} for name, entry in ENTRIES.items()],
+    }
+
+
+@functools.cache
+def load() -> dict[str, Any]:
+    """The stored catalogue (``catalogue.json``)."""
+    return json.loads(CATALOGUE_FILE.read_text())
+
+
+def task_names() -> list[str]:
+    """The registered task names, sorted (as ``interp_rand.tasks.task_names()``)."""
+    return list(load()["tasks"])
+
+
+def task_description(name: str) -> str:
+    return load()["tasks"][name]["description"]
+
+
+def task_options(name: str) -> list[OptionSpec]:
+    """The options of the task ``name`` (its config fields)."""
+    return [OptionSpec(**spec) for spec in load()["tasks"][name]["options"]]
+
+
+def config_options(name: str) -> list[OptionSpec]:
+    """The fields of the config class ``name``: ``TrainConfig``, ``ModelConfig``, ``ReportConfig``."""
+    return [OptionSpec(**spec) for spec in load()["configs"][name]]
+
+
+def choices(name: str) -> tuple:
+    """A registry's names or a config field's allowed values, e.g. ``choices("method")``."""
+    return tuple(load()["choices"][name])
+
+
+def zoo_entries() -> list[dict[str, Any]]:
+    """The zoo's entries in build order: ``{"name", "task", "variant"}``."""
+    return load()["zoo"]
+
+
+def write(path: Path = CATALOGUE_FILE) -> None:
+    path.write_text(json.dumps(generate(), indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    write()
+    print(f"wrote {CATALOGUE_FILE}")

@@ -1,0 +1,116 @@
+"""The command line's start-up: ``--help``, ``tasks``, ``zoo list`` and argument errors answer
+without importing torch (checked in a fresh interpreter's ``sys.modules``, not by timing), and
+the catalogue they read equals what the registries say."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from interp_rand.cli import catalogue
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("torch", "transformer_lens", "interp_rand.tasks.base", "interp_rand.training.trainer", "circuits", "probes",
+         "numpy", "plotly")
+# Runs main(argv) in a fresh interpreter, then reports its exit code and the heavy modules loaded.
+SCRIPT = """
+import json, sys
+from interp_rand.cli import main
+try:
+    code = main(json.loads(sys.argv[1]))
+except SystemExit as stop:
+    code = stop.code
+print(json.dumps({"code": code, "heavy": [m for m in json.loads(sys.argv[2]) if m in sys.modules]}),
+      file=sys.stderr)
+"""
+
+
+def run_fresh(argv: list[str]) -> tuple[int, list[str], str, str]:
+    done = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(argv), json.dumps(HEAVY)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    *err, report = done.stderr.strip().splitlines()
+    result = json.loads(report)
+    return result["code"], result["heavy"], done.stdout, "\n".join(err)
+
+
+@pytest.mark.parametrize("argv, code, expected", [
+    (["--help"], 0, ["train", "circuit", "case-study", "zoo", "--threads"]),
+    (["tasks"], 0, ["sort:", "--n-digits", "default 5"]),
+    (["zoo", "list"], 0, ["addition", "coloring-Aq_R", "built"]),
+    (["train", "--help"], 0, ["sort", "addition", "recall", "coloring"]),
+    (["train", "sort", "--help"], 0, ["--length", "--objective", "--d-model"]),
+    (["circuit", "--help"], 0, ["eap-ig", "acdc", "--top-k"]),
+    (["report", "--help"], 0, ["--n-examples"]),
+    (["nope"], 2, ["invalid choice: 'nope'", "train"]),
+    (["train", "sortt"], 2, ["invalid choice: 'sortt'", "sort"]),
+    (["eval", "runs/x", "--task", "sortt"], 2, ["invalid choice: 'sortt'", "addition"]),
+    (["circuit", "zoo:sort", "--out", "x", "--method", "nope"], 2, ["invalid choice: 'nope'", "eap-ig"]),
+    (["zoo", "build", "nope"], 2, ["invalid choice: 'nope'", "sort"]),
+    (["eval", "zoo:sort", "--n", "0"], 2, ["--n: must be an integer >= 1, got 0"]),
+])
+def test_light_commands_do_not_import_torch(argv, code, expected):
+    got, heavy, out, err = run_fresh(argv)
+    assert got == code, err
+    assert heavy == [], f"{argv} imported {heavy}"
+    for text in expected:
+        assert text in out + err, (text, out + err)
+
+
+def test_a_real_command_does_import_torch():
+    """The check above can fail: a command that runs a model loads torch."""
+    code, heavy, out, _ = run_fresh(["eval", "zoo:sort", "--n", "10", "--out", "/dev/null/x"])
+    assert "torch" in heavy
+
+
+def test_import_interp_rand_is_light_and_the_api_still_works():
+    script = ("import sys, interp_rand; assert 'torch' not in sys.modules, 'eager'; "
+              "from interp_rand import make_task, train, TrainConfig, HookedTransformer, zoo; "
+              "assert 'torch' in sys.modules; print(make_task('sort', length=3).name, TrainConfig().steps, "
+              "interp_rand.task_names(), sorted(interp_rand.__all__) == interp_rand.__all__)")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[:2] == ["sort", "3000"] and "True" in done.stdout
+
+
+def test_unknown_attribute_of_interp_rand():
+    import interp_rand
+
+    with pytest.raises(AttributeError, match="nope"):
+        interp_rand.nope  # noqa: B018
+
+
+def test_catalogue_matches_the_registries():
+    assert catalogue.generate() == catalogue.load(), (
+        "interp_rand/cli/catalogue.json is out of date: run `python -m interp_rand.cli.catalogue`")
+
+
+def test_catalogue_task_names_and_options_are_the_registry_s():
+    from interp_rand.tasks import task_class, task_names
+    from interp_rand.training import TrainConfig
+
+    assert catalogue.task_names() == task_names()
+    for name in task_names():
+        assert catalogue.task_description(name) == task_class(name).description
+    steps = next(s for s in catalogue.config_options("TrainConfig") if s.name == "steps")
+    assert (steps.type, steps.default, steps.optional) == ("int", TrainConfig().steps, False)
+    init_from = next(s for s in catalogue.config_options("TrainConfig") if s.name == "init_from")
+    assert (init_from.type, init_from.optional) == ("str", True)
+
+
+def test_option_specs_refuse_a_type_the_cli_cannot_parse():
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Bad:
+        sizes: tuple = (1, 2)
+
+    with pytest.raises(TypeError, match="Bad.sizes"):
+        catalogue.option_specs(Bad)
+
+
+def test_pyproject_ships_the_catalogue():
+    assert '"interp_rand.cli" = ["catalogue.json"]' in (ROOT / "pyproject.toml").read_text()
