@@ -29,6 +29,7 @@ zoo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/train_time.py
 	$(BIN)/python bench/throughput.py
+	$(BIN)/python bench/recall_training.py
 	$(BIN)/python bench/seeded_eval.py
 	$(BIN)/python bench/circuits_bench.py
 	$(BIN)/python bench/probes_bench.py
