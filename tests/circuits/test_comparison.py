@@ -71,7 +71,7 @@ def test_html_is_self_contained_and_panels_share_positions(model, pairs, circuit
     nodes_b = next(t for t in fig.data if t.name == "nodes B")
     assert list(nodes_a.x) == list(nodes_b.x) and list(nodes_a.y) == list(nodes_b.y)
     assert nodes_a.xaxis == "x" and nodes_b.xaxis == "x2"
-    colours = {t.line.color for t in fig.data if t.mode == "lines"}
+    colours = {t.line.color for t in fig.data if t.mode == "lines" and t.showlegend is False}
     assert len(colours) == 2  # shared vs unique
     html = write_comparison_html(circuit, circuit_b, result, tmp_path / "c.html").read_text()
     assert "<script src=" not in html and len(html) > 1_000_000
