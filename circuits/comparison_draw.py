@@ -58,9 +58,9 @@ def comparison_figure(a: Circuit, b: Circuit, result: CircuitComparison, title: 
         title=title or (f"shared {len(result.shared)} (blue), only {la} {len(result.only_a)}, only {lb} "
                         f"{len(result.only_b)} (orange); Jaccard {result.jaccard:.3f}; Spearman of shared {rho}"
                         + (f"<br>recovered share, circuit_on_model: {cross}" if cross else "")),
-        plot_bgcolor="white", hovermode="closest", font={"size": FONT}, height=figure_height(pos) + 40,
-        width=2 * 150 * n_cols + 420, margin={"l": 80, "r": 30, "t": 110, "b": 50},
-        legend={"font": {"size": FONT}},
+        plot_bgcolor="white", hovermode="closest", font={"size": FONT}, height=figure_height(pos) + 110,
+        width=2 * 140 * n_cols + 200, margin={"l": 80, "r": 30, "t": 110, "b": 120},
+        legend={"font": {"size": FONT}, "orientation": "h", "x": 0, "y": -0.04, "yanchor": "top"},
     )
     return fig
 

@@ -39,7 +39,7 @@ window.addEventListener('load', function () { setTimeout(function () {
     var sizes = Array.prototype.map.call(div.querySelectorAll('svg text'), function (t) {
       return parseFloat(window.getComputedStyle(t).fontSize); });
     out.figures[div.id] = {width: box.width, height: box.height, texts: n, outside: outside,
-                           xticks: ticks('.xtick'), yticks: ticks('.ytick'),
+                           xticks: ticks('.xaxislayer-above'), yticks: ticks('.yaxislayer-above'),
                            min_font: sizes.length ? Math.min.apply(null, sizes) : null};
   });
   document.querySelectorAll('table').forEach(function (t) {
