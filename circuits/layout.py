@@ -33,15 +33,24 @@ def node_row(node: Node, n_heads: int) -> float:
     return (n_heads - 1) / 2
 
 
+def band_height(n_heads: int) -> float:
+    """Rows per position band: the heads, the seed's row and a gap."""
+    return n_heads + 1.5
+
+
+def position_centre(position: int, n_heads: int) -> float:
+    """The y of a position band's middle (where its axis tick goes)."""
+    return (n_heads - 1) / 2 + position * band_height(n_heads)
+
+
 def layered_layout(circuit: Circuit) -> dict[str, tuple[float, float]]:
     """``{node name: (x, y)}`` for every node of ``circuit.graph``."""
     n_layers, n_heads = circuit.arch.n_layers, circuit.arch.n_heads
-    band = n_heads + 1.5
     out: dict[str, tuple[float, float]] = {}
     for node in circuit.nodes:
-        y = node_row(node, n_heads) + (node.position or 0) * band
+        y = node_row(node, n_heads) + (node.position or 0) * band_height(n_heads)
         out[node.name] = (float(node_column(node, n_layers)), y)
     return out
 
 
-__all__ = ["layered_layout", "node_column", "node_row"]
+__all__ = ["band_height", "layered_layout", "node_column", "node_row", "position_centre"]

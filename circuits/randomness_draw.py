@@ -39,13 +39,14 @@ def usage_figure(runs: list[dict[str, Any]]) -> go.Figure:
     return fig
 
 
-def usage_position_figure(run: dict[str, Any]) -> go.Figure:
-    """Heatmap node x position of the per-position usage score of one run."""
+def usage_position_figure(run: dict[str, Any], zmax: float | None = None) -> go.Figure:
+    """Heatmap node x position of the per-position usage score of one run, on ``0 .. zmax``
+    (give compared runs one ``zmax``; default: this run's largest score)."""
     per = run["usage"]["per_position"]
     nodes = list(per)
     z = [per[n] for n in nodes]
     fig = go.Figure(go.Heatmap(z=z, y=nodes, x=[str(p) for p in range(len(z[0]))], colorscale="Viridis",
-                               zmin=0, hovertemplate="%{y} @ %{x}: %{z:.4f}<extra></extra>"))
+                               zmin=0, zmax=zmax, hovertemplate="%{y} @ %{x}: %{z:.4f}<extra></extra>"))
     fig.update_layout(title=f"{run['name']}: usage score by node and position", xaxis_title="position",
                       height=120 + 40 * len(nodes))
     return fig
@@ -108,7 +109,10 @@ def randomness_figures(report: dict[str, Any]) -> list[go.Figure]:
     """Every figure that fits the runs of ``report`` (``{"runs": [...]}``)."""
     runs = report["runs"]
     figs = [usage_figure(runs), entry_figure(runs)]
-    figs += [usage_position_figure(r) for r in runs if r["usage"].get("per_position")]
+    per_position = [r for r in runs if r["usage"].get("per_position")]
+    # one colour scale for the compared runs' heatmaps (ERM vs randomized read alike)
+    top = max((v for r in per_position for row in r["usage"]["per_position"].values() for v in row), default=0) or None
+    figs += [usage_position_figure(r, top) for r in per_position]
     stored = [r for r in runs if r.get("stored_set")]
     if stored:
         figs.append(coverage_figure(stored))

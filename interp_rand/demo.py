@@ -18,6 +18,7 @@ import torch
 
 from interp_rand.evaluation import evaluate
 from interp_rand.figures import training_curves
+from interp_rand.figures.demo_index import demo_index
 from interp_rand.tasks import make_task
 from interp_rand.training import TrainConfig, train
 
@@ -41,7 +42,6 @@ TOUR: list[tuple[str, str, list[str]]] = [
     ("gridworld", "the randomized grid-world explorer's first-visit map",
      ["gridworld", "eval", "zoo:gridworld-Aq_R", "--out", "OUT"]),
 ]
-HTML_NAMES = ("case_study.html", "report.html", "randomness.html", "comparison.html", "first_visit.html")
 
 
 def run_tour(out: str | Path) -> list[dict[str, Any]]:
@@ -62,19 +62,9 @@ def run_tour(out: str | Path) -> list[dict[str, Any]]:
         steps.append({"folder": folder, "what": what, "command": line,
                       "seconds": round(time.perf_counter() - began, 1)})
     (out / "tour.json").write_text(json.dumps(steps, indent=2))
-    (out / "index.html").write_text(_index(out, steps))
+    (out / "index.html").write_text(demo_index(out, steps), encoding="utf-8")
     print(f"\nwrote {out}; open {out / 'index.html'} for the figures")
     return steps
-
-
-def _index(out: Path, steps: list[dict[str, Any]]) -> str:
-    items = []
-    for step in steps:
-        links = [f'<a href="{step["folder"]}/{n}">{n}</a>' for n in HTML_NAMES if (out / step["folder"] / n).exists()]
-        items.append(f"<li><b>{step['what']}</b> ({step['seconds']} s)<br><code>{step['command']}</code>"
-                     + (f"<br>{' '.join(links)}" if links else "") + "</li>")
-    return ("<!doctype html><meta charset='utf-8'><title>interp-rand demo</title>"
-            "<h1>interp-rand demo: the zoo's trained models</h1><ol>" + "".join(items) + "</ol>")
 
 
 # ----------------------------------------------------------------------------- --train

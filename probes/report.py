@@ -63,6 +63,7 @@ class ReportData:
     title: str
     info: dict[str, Any]
     position_labels: tuple[str, ...]
+    position_names: tuple[str, ...]
     mean_patterns: dict[str, Tensor]
     roles: RoleScores
     examples: tuple[ExamplePattern, ...]
@@ -73,37 +74,16 @@ class ReportData:
 
 
 def position_labels(task, n_pos: int) -> list[str]:
-    """Names of the task's input positions (``a4 .. + b0 = s5 ..`` for addition)."""
-    if task.name == "addition":
-        n = task.n_digits
-        names = [f"a{n - 1 - i}" for i in range(n)] + ["+"] + [f"b{n - 1 - i}" for i in range(n)] + ["="]
-        names += [f"s{int(p)}" for p in task.answer_places()][:-1]
-    elif task.name == "sort":
-        names = [f"x{j}" for j in range(task.length)] + ["SEP"] + [f"y{k}" for k in range(task.length - 1)]
-    elif task.name == "recall":
-        names = [f"pair{i}" for i in range(task.n_pairs)] + ["query"]
-    else:
-        names = [f"v{i}" for i in range(n_pos)]
-    names = names[:n_pos] + [f"p{i}" for i in range(len(names), n_pos)]
+    """``"index name"`` per input position, from the task's :meth:`position_names` (``0 a2``,
+    ``3 +``); positions beyond the names (a longer context) are ``p{i}``."""
+    names = list(task.position_names())[:n_pos]
+    names += [f"p{i}" for i in range(len(names), n_pos)]
     return [f"{i} {name}" for i, name in enumerate(names)]
 
 
 def token_labels(task, batch: Batch, row: int) -> list[str]:
-    """Per-position labels of one example: position name and the token it holds."""
-    names = position_labels(task, batch.inputs.shape[1])
-    if batch.inputs.dim() == 2:
-        symbols = {"addition": {10: "+", 11: "="}, "sort": {getattr(task, "vocab", -1): "SEP"}}.get(task.name, {})
-        return [f"{n}: {symbols.get(int(t), int(t))}" for n, t in zip(names, batch.inputs[row])]
-    if task.name == "recall":
-        meta = batch.metadata
-        out = []
-        for i, n in enumerate(names[:-1]):
-            bits = "".join(str(int(b)) for b in meta["values"][row, i])
-            out.append(f"{n}: key {int(meta['key_order'][row, i])} -> {bits}")
-        return out + [f"{names[-1]}: key {int(meta['query_key'][row])}"]
-    if task.name == "coloring" and batch.seeds is not None:
-        return [f"{n}: noise {float(s):.2f}" for n, s in zip(names, batch.seeds[row, :, 0])]
-    return names
+    """Per-position labels of one example: index, position name and the token it holds."""
+    return [f"{i} {label}" for i, label in enumerate(task.token_labels(batch, row))]
 
 
 def _examples(model, task, batch, patterns, config) -> list[ExamplePattern]:
@@ -177,12 +157,15 @@ def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), 
         share.update({name: float(v) for name, v in zip(attr.outputs, attr.mean_share_per_output)})
         seconds["attribution"] = time.perf_counter() - began
 
+    from interp_rand.zoo.location import run_label
+
     info = dict(info or {})
     info.setdefault("task", task.name)
     return ReportData(
-        title=f"attention report: {info.get('run', task.name)}",
+        title=f"attention report: {run_label(info['run']) if 'run' in info else task.name}",
         info=info,
         position_labels=tuple(position_labels(task, batch.inputs.shape[1])),
+        position_names=tuple(label.split(" ", 1)[1] for label in position_labels(task, batch.inputs.shape[1])),
         mean_patterns=means,
         roles=roles,
         examples=tuple(examples),

@@ -22,6 +22,8 @@ table { border-collapse: collapse; font-size: 0.85em; margin: 1em 0; }
 th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; }
 th { background: #f3f3f3; } td.l { text-align: left; }
 .note { color: #555; font-size: 0.9em; max-width: 60em; }
+.scroll { overflow-x: auto; max-width: 100%; }
+pre { white-space: pre-wrap; word-break: break-all; }
 """
 _CONFIG = {"displaylogo": False, "responsive": True}
 
@@ -30,24 +32,46 @@ def _round(t: Tensor, digits: int = 3) -> list:
     return t.float().mul(10**digits).round().div(10**digits).tolist()
 
 
-def pattern_figure(patterns: Tensor, labels: list[str], title: str) -> go.Figure:
-    """``patterns [layer, head, q, k]`` as a grid of heatmaps (layers down, heads across), the
-    positions' labels on the axes and in the hover text."""
-    n_layers, n_heads = patterns.shape[:2]
-    fig = make_subplots(rows=n_layers, cols=n_heads, horizontal_spacing=0.03, vertical_spacing=0.08,
+def pattern_scale(*patterns: Tensor) -> dict:
+    """One colour scale for every heatmap of ``patterns`` (so compared panels read alike), its
+    range from the data: softmax patterns (all >= 0) on ``0 .. max``; signed ones (linear
+    attention) on a diverging scale symmetric around 0, ``-max|a| .. max|a|``."""
+    low = min(float(p.min()) for p in patterns)
+    top = max(float(p.abs().max()) for p in patterns) or 1.0
+    if low < -1e-6 * top:
+        return {"zmin": -top, "zmax": top, "zmid": 0.0, "colorscale": "RdBu"}
+    return {"zmin": 0.0, "zmax": top, "colorscale": "Blues"}
+
+
+def pattern_figure(patterns: Tensor, labels: list[str], title: str, *, ticks: list[str] | None = None,
+                   scale: dict | None = None) -> go.Figure:
+    """``patterns [layer, head, q, k]`` as a grid of heatmaps (layers down, heads across): the
+    axes ticked with ``ticks`` (short position names; default ``labels``), ``labels`` in the
+    hover text, on ``scale`` (default :func:`pattern_scale` of ``patterns``)."""
+    n_layers, n_heads, n_pos = patterns.shape[:3]
+    ticks = list(labels if ticks is None else ticks)
+    scale = scale or pattern_scale(patterns)
+    fig = make_subplots(rows=n_layers, cols=n_heads, horizontal_spacing=0.05, vertical_spacing=0.16 / n_layers + 0.04,
                         subplot_titles=[f"L{l}H{h}" for l in range(n_layers) for h in range(n_heads)])
-    zmax = float(patterns.abs().max()) or 1.0
+    hover = [[f"query {labels[q]}<br>key {labels[k]}" for k in range(n_pos)] for q in range(n_pos)]
     for layer in range(n_layers):
         for head in range(n_heads):
             fig.add_trace(go.Heatmap(
-                z=_round(patterns[layer, head]), x=list(labels), y=list(labels), colorscale="Blues",
-                zmin=0, zmax=zmax, showscale=(layer == 0 and head == 0),
-                hovertemplate=f"L{layer}H{head}<br>query %{{y}}<br>key %{{x}}<br>attention %{{z:.3f}}<extra></extra>",
+                z=_round(patterns[layer, head]), x=list(range(n_pos)), y=list(range(n_pos)), text=hover,
+                showscale=(layer == 0 and head == 0), colorbar={"title": {"text": "attention"}, "len": 0.6, "y": 1,
+                                                                "yanchor": "top"},
+                hovertemplate=f"L{layer}H{head}<br>%{{text}}<br>attention %{{z:.3f}}<extra></extra>", **scale,
             ), row=layer + 1, col=head + 1)
-    fig.update_yaxes(autorange="reversed", showticklabels=False)
-    fig.update_xaxes(showticklabels=False)
-    fig.update_layout(title=title, height=260 * n_layers + 80, width=max(600, 230 * n_heads + 100),
-                      margin=dict(l=20, r=20, t=80, b=20))
+    axis = {"tickmode": "array", "tickvals": list(range(n_pos)), "ticktext": ticks, "tickfont": {"size": 11},
+            "automargin": True, "showgrid": False}
+    fig.update_yaxes(autorange="reversed", **axis)
+    fig.update_xaxes(tickangle=-90, **axis)
+    for col in range(1, n_heads + 1):
+        fig.update_xaxes(title_text="key", row=n_layers, col=col)
+    for row in range(1, n_layers + 1):
+        fig.update_yaxes(title_text="query", row=row, col=1)
+    fig.update_layout(title=title, font={"size": 12}, height=300 * n_layers + 140, width=max(640, 260 * n_heads + 160),
+                      margin=dict(l=60, r=40, t=90, b=60))
     return fig
 
 
@@ -78,8 +102,11 @@ def probe_layers_figure(data: ReportData) -> go.Figure:
                 fig.add_trace(go.Scatter(x=hooks, y=[round(v, 3) for v in entry["random"]], mode="lines",
                                          line=dict(dash="dot"), name=f"{name} {inst} (random init)",
                                          legendgroup=name, showlegend=False), row=1, col=i + 1)
-    fig.update_layout(title="probe selectivity by layer (dotted: random-init model)", height=420,
-                      width=max(700, 380 * len(names)))
+    n_entries = sum(len(data.probe_layers[name]["instances"]) for name in names)
+    # the legend lists every instance: the figure grows with it so that none is cut off
+    fig.update_layout(title="probe selectivity by layer (dotted: random-init model)",
+                      height=max(420, 140 + 21 * n_entries), width=max(760, 380 * len(names) + 220),
+                      font={"size": 12})
     return fig
 
 
@@ -97,7 +124,7 @@ def _table(rows: list[dict], columns: list[str]) -> str:
             text = "" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
             cells.append(f"<td class='{'' if isinstance(v, float) else 'l'}'>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+    return f"<div class='scroll'><table><tr>{head}</tr>{''.join(body)}</table></div>"
 
 
 _PROBE_COLUMNS = ["variable", "instance", "hook", "position", "accuracy", "control", "selectivity", "majority",
@@ -115,12 +142,18 @@ def render_html(data: ReportData) -> str:
                          for r in data.roles.scores], ["role", "template", "best head", "score"]))
     parts.append(_div(roles_figure(data), "roles"))
     parts.append("<h2>Average attention per head</h2>")
-    labels = list(data.position_labels)
+    labels, names = list(data.position_labels), list(data.position_names)
+    shared = pattern_scale(*data.mean_patterns.values())
     for i, (name, pattern) in enumerate(data.mean_patterns.items()):
-        parts.append(_div(pattern_figure(pattern, labels, f"mean pattern: {name}"), f"mean-{i}"))
+        parts.append(_div(pattern_figure(pattern, labels, f"mean pattern: {name}", ticks=names, scale=shared),
+                          f"mean-{i}"))
     parts.append("<h2>Example patterns (chosen by metadata)</h2>")
+    if data.examples:
+        shared = pattern_scale(*(ex.pattern for ex in data.examples))
     for i, ex in enumerate(data.examples):
-        parts.append(_div(pattern_figure(ex.pattern, list(ex.labels), ex.title), f"example-{i}"))
+        ticks = (["seed"] if len(ex.labels) > len(names) else []) + names
+        parts.append(_div(pattern_figure(ex.pattern, list(ex.labels), ex.title, ticks=ticks, scale=shared),
+                          f"example-{i}"))
     if data.probe_rows:
         parts.append("<h2>Probes</h2><p class='note'>Held-out accuracy on unseen input groups at the most "
                      "selective hook/position; control = the same probe on random-but-fixed labels per input "
@@ -151,4 +184,4 @@ def write_report(data: ReportData, path: str | Path) -> Path:
     return path
 
 
-__all__ = ["pattern_figure", "probe_layers_figure", "render_html", "roles_figure", "write_report"]
+__all__ = ["pattern_figure", "pattern_scale", "probe_layers_figure", "render_html", "roles_figure", "write_report"]

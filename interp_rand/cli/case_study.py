@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from circuits.case_studies.claims import carry_claims, sort_claims
     from circuits.case_studies.draw import study_figures, write_case_study_html
     from interp_rand.training.checkpoint import CheckpointError, load_checkpoint
+    from interp_rand.zoo.location import run_label
 
     # the config first: a bad option is refused before the checkpoint is even read
     config = (CarryConfig if args.study == "carry" else SortConfig)(seed=args.seed, n_controls=args.controls)
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     data = {"study": args.study, "run": str(ckpt.path), "claims": lines, **study.to_dict()}
     (args.out / "case_study.json").write_text(json.dumps(data, indent=1))
     study.circuit.save(args.out / "circuit.json")
-    write_case_study_html(args.out / "case_study.html", f"{args.study} case study: {ckpt.path}", lines,
+    write_case_study_html(args.out / "case_study.html", f"{args.study} case study: {run_label(args.run_dir)}", lines,
                           study_figures(study))
     print("\n".join(lines))
     print(f"wrote {args.out}/case_study.json, circuit.json, case_study.html")

@@ -99,13 +99,24 @@ def run(args: argparse.Namespace) -> int:
     method = str(args.circuit) if args.circuit else args.method
     summary = {"method": method, "discovery_seconds": round(seconds, 3), **result.to_dict()}
     (args.out / "faithfulness.json").write_text(json.dumps(summary, indent=2))
-    write_circuit_html(circuit, args.out / "circuit.html")
+    from circuits.flow import mean_attention
+    from interp_rand.zoo.location import run_label
+
+    write_circuit_html(circuit, args.out / "circuit.html",
+                       f"{run_label(args.run_dir)}: {method}, {len(circuit)} of {circuit.total_edges} edges",
+                       attention=mean_attention(model, pairs.clean) if by_position else None,
+                       position_names=position_names(model, task))
     print(json.dumps({k: v for k, v in summary.items() if k not in ("curve", "spread")}, indent=2))
     print(f"wrote {args.out}/circuit.json, circuit.graphml, circuit.dot, faithfulness.json, circuit.html")
     return 0
 
 
 PAIRS = ("task", "seed")
+
+
+def position_names(model, task) -> list[str]:
+    """Names of the model's positions: the task's, after a seed token if the model has one."""
+    return ["seed"] * int(model.cfg.seed_offset) + list(task.position_names())
 
 
 def add_pairs_option(parser: argparse.ArgumentParser) -> None:

@@ -18,6 +18,7 @@ from interp_rand.cli.circuit import (
     check_size_options,
     check_top_k,
     make_pairs,
+    position_names,
     top_k_circuit,
 )
 from interp_rand.cli.options import at_least
@@ -117,7 +118,9 @@ def run(args: argparse.Namespace) -> int:
         circuits.append(dataclasses.replace(circuit, settings={
             **circuit.settings, "by_position": not args.no_positions, "run": str(ckpt.path),
             "task": ckpt.spec.task_name, "data_seed": args.seed}))
-    labels = (args.run_a.name or str(args.run_a), args.run_b.name or str(args.run_b))
+    from interp_rand.zoo.location import run_label
+
+    labels = (run_label(args.run_a), run_label(args.run_b))
     progress.note("aligning the circuits and measuring each on the other run (cross-faithfulness)")
     result = compare_circuits(*circuits, models=(model_a, model_b),
                               data=((pairs_a.clean, pairs_a.corrupted), (pairs_b.clean, pairs_b.corrupted)),
@@ -131,7 +134,11 @@ def run(args: argparse.Namespace) -> int:
                "method": args.method, "top_k": args.top_k,
                "edges": [len(circuits[0]), len(circuits[1])], "n": args.n, **result.to_dict()}
     (args.out / "comparison.json").write_text(json.dumps(summary, indent=2))
-    write_comparison_html(*circuits, result, args.out / "comparison.html")
+    from circuits.flow import mean_attention
+
+    attention = None if args.no_positions else (mean_attention(model_a, pairs_a.clean), mean_attention(model_b, pairs_b.clean))
+    write_comparison_html(*circuits, result, args.out / "comparison.html", attention=attention,
+                          position_names=position_names(model_a, ckpt_a.spec.make_task()))
     key = {k: summary[k] for k in ("task", "pairs", "behaviour_gap", "method", "top_k", "edges", "n_shared",
                                    "n_only_a", "n_only_b", "jaccard", "node_jaccard", "spearman_shared",
                                    "cross_faithfulness")}

@@ -27,6 +27,7 @@ COMMANDS = (
     "evaluate",
     "reproduce",
     "report",
+    "curve",
     "demo",
     "circuit",
     "gridworld",

@@ -150,6 +150,15 @@ class AdditionTask:
     def n_ctx(self) -> int:
         return 3 * self.n_digits + 2
 
+    def position_names(self) -> list[str]:
+        n = self.n_digits
+        operands = [f"a{n - 1 - i}" for i in range(n)] + ["+"] + [f"b{n - 1 - i}" for i in range(n)] + ["="]
+        return operands + [f"s{int(p)}" for p in self.answer_places()][:-1]  # the last digit is not read
+
+    def token_labels(self, batch: Batch, row: int) -> list[str]:
+        symbols = {PLUS: "+", EQUALS: "="}
+        return [f"{name}: {symbols.get(int(t), int(t))}" for name, t in zip(self.position_names(), batch.inputs[row])]
+
     def validate(self) -> None:
         if not _is_int(self.n_digits) or self.n_digits < 1:
             raise ValueError(f"AdditionTask.n_digits={self.n_digits!r} must be an integer >= 1")

@@ -147,6 +147,15 @@ class Task(Protocol):
         """JSON-serialisable config (``dataclasses.asdict``)."""
         ...
 
+    def position_names(self) -> list[str]:
+        """One short name per model input position (``n_ctx`` of them), for figure axes:
+        ``x0 .. SEP y0 ..`` (sort), ``a2 a1 a0 + b2 .. = s3 ..`` (addition)."""
+        ...
+
+    def token_labels(self, batch: Batch, row: int) -> list[str]:
+        """Per input position of example ``row``: its name and what it holds (``x3: 7``)."""
+        ...
+
 
 def model_config_from(defaults: dict[str, Any], overrides: dict[str, Any]) -> "ModelConfig":
     """A task's default model with the user's ``overrides`` applied, built once so derived

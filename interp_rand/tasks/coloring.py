@@ -242,6 +242,14 @@ class ColoringTask:
         """``(N, 1)``: one noise scalar per vertex (token = vertex id)."""
         return (self.n_vertices, 1)
 
+    def position_names(self) -> list[str]:
+        return [f"v{i}" for i in range(self.n_vertices)]  # token i is vertex i
+
+    def token_labels(self, batch: Batch, row: int) -> list[str]:
+        if batch.seeds is None:
+            return self.position_names()
+        return [f"{name}: noise {float(s):.2f}" for name, s in zip(self.position_names(), batch.seeds[row, :, 0])]
+
     def validate(self) -> None:
         if not _is_int(self.n_vertices) or self.n_vertices < 3:
             raise ValueError(f"ColoringTask.n_vertices={self.n_vertices!r} must be an integer >= 3")

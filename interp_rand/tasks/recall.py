@@ -151,6 +151,16 @@ class RecallTask:
         """``(seed_bits,)``: one seed shared by every position."""
         return (self.seed_bits,)
 
+    def position_names(self) -> list[str]:
+        return [f"k{i}" for i in range(self.n_pairs)] + ["query"]  # the i-th key/value pair, then the query
+
+    def token_labels(self, batch: Batch, row: int) -> list[str]:
+        meta = batch.metadata
+        names = self.position_names()
+        pairs = [f"{name}: key {int(meta['key_order'][row, i])} -> "
+                 + "".join(str(int(b)) for b in meta["values"][row, i]) for i, name in enumerate(names[:-1])]
+        return pairs + [f"{names[-1]}: key {int(meta['query_key'][row])}"]
+
     def validate(self) -> None:
         if not _is_int(self.n_pairs) or not 2 <= self.n_pairs <= MAX_PAIRS:
             raise ValueError(f"RecallTask.n_pairs={self.n_pairs!r} must be an integer in 2..{MAX_PAIRS}")

@@ -67,6 +67,13 @@ class SortTask:
         """Model context: ``2L`` (the last answer token is never fed back in)."""
         return 2 * self.length
 
+    def position_names(self) -> list[str]:
+        return [f"x{j}" for j in range(self.length)] + ["SEP"] + [f"y{k}" for k in range(self.length - 1)]
+
+    def token_labels(self, batch: Batch, row: int) -> list[str]:
+        return [f"{name}: {'SEP' if int(t) == self.sep else int(t)}"
+                for name, t in zip(self.position_names(), batch.inputs[row])]
+
     def validate(self) -> None:
         if not _is_int(self.length) or self.length < 2:
             raise ValueError(f"SortTask.length={self.length!r} must be an integer >= 2")

@@ -39,6 +39,17 @@ def zoo_path(name: str, root: Path = ZOO_DIR) -> Path:
     return folder
 
 
+def run_label(run: str | Path) -> str:
+    """A run's short name for titles and legends: ``zoo:NAME`` as given, else the folder's name
+    (a checkpoint folder ``RUN/checkpoints/step_N`` is named ``RUN@step_N``), never a whole path."""
+    if zoo_name(run) is not None:
+        return str(run)
+    path = Path(run)
+    if path.parent.name == "checkpoints":
+        return f"{path.parent.parent.name}@{path.name}"
+    return path.name or str(path)
+
+
 def output_folder(run: str | Path, run_dir: str | Path, given: str | Path | None = None) -> Path:
     """Where results about ``run`` are written: ``given`` if set; for a zoo model (``zoo:NAME``:
     package data, never written into) ``zoo-output/NAME``; else ``run_dir``."""

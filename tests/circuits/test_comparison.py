@@ -71,7 +71,7 @@ def test_html_is_self_contained_and_panels_share_positions(model, pairs, circuit
     nodes_b = next(t for t in fig.data if t.name == "nodes B")
     assert list(nodes_a.x) == list(nodes_b.x) and list(nodes_a.y) == list(nodes_b.y)
     assert nodes_a.xaxis == "x" and nodes_b.xaxis == "x2"
-    colours = {t.line.color for t in fig.data if t.mode == "lines"}
+    colours = {t.line.color for t in fig.data if t.mode == "lines" and t.showlegend is False}
     assert len(colours) == 2  # shared vs unique
     html = write_comparison_html(circuit, circuit_b, result, tmp_path / "c.html").read_text()
     assert "<script src=" not in html and len(html) > 1_000_000
@@ -149,3 +149,19 @@ def test_cli_compare_picks_each_runs_smallest_faithful_circuit_by_default(tmp_pa
         with pytest.raises(SystemExit):
             main(["compare", str(run_a), str(run_b), "--top-k", bad, "--out", str(out)])
         assert "--top-k" in capsys.readouterr().err
+
+
+def test_comparison_in_a_browser_labels_axes_and_cuts_nothing(model, pairs, circuit, tmp_path):
+    import browser
+    from circuits.flow import mean_attention
+
+    circuit_b = Circuit(dict(list(circuit.edges.items())[:8]), circuit.arch, circuit.settings, circuit.total_edges)
+    result = compare_circuits(circuit, circuit_b, labels=("zoo:erm", "zoo:randomized"))
+    attention = mean_attention(model, pairs[0])
+    page = write_comparison_html(circuit, circuit_b, result, tmp_path / "c.html", attention=(attention, attention),
+                                 position_names=[f"t{i}" for i in range(6)])
+    result = browser.render(page, browser.screenshot_path(tmp_path, "comparison.png"), "2000,1400")
+    browser.assert_readable(result, figures=1)
+    (fig,) = result["figures"].values()
+    assert fig["xticks"].count("embed") == 2 and fig["xticks"].count("logits") == 2  # both panels
+    assert fig["yticks"] and all(" t" in t for t in fig["yticks"])

@@ -35,11 +35,53 @@ def test_figure_encodes_sign_width_and_hover(model):
     e2 = Edge(Node("head", 0, 1), Node("logits"), "logits")
     circuit = Circuit({e1: 2.0, e2: -0.1}, arch, {"method": "eap"}, 46)
     fig = circuit_figure(circuit)
-    lines = [t for t in fig.data if t.mode == "lines"]
+    lines = [t for t in fig.data if t.mode == "lines" and t.showlegend is False]
     colours = {t.line.color[:8]: t.line.width for t in lines}
     assert colours["rgba(40,"] > colours["rgba(210"]  # the big positive edge is wider, blue
     hover = " ".join(next(t for t in fig.data if t.name == "edges").hovertext)
     assert "embed → a1.0" in hover and "+2" in hover and "-0.1" in hover
+    legend = [t.name for t in fig.data if t.showlegend is not False]
+    assert "score > 0: helps the metric" in legend and "into the head's k" in legend
+
+
+def test_key_value_edges_are_drawn_to_the_query_positions_that_attend(model):
+    import torch
+
+    from circuits.flow import attention_flow
+
+    arch = discover.__globals__["ModelGraph"].of(model, 6).arch
+    into_k = Edge(Node("embed", position=1), Node("head", 1, 0, position=1), "k")
+    into_q = Edge(Node("embed", position=4), Node("head", 1, 0, position=4), "q")
+    out_3 = Edge(Node("head", 1, 0, position=3), Node("logits", position=3), "logits")
+    out_4 = Edge(Node("head", 1, 0, position=4), Node("logits", position=4), "logits")
+    circuit = Circuit({into_k: 1.0, into_q: 0.5, out_3: 1.0, out_4: 1.0}, arch, {"by_position": True}, 46)
+    attention = torch.full((arch.n_layers, arch.n_heads, 6, 6), 0.01)
+    attention[1, 0, 3, 1], attention[1, 0, 4, 1] = -0.7, 0.005  # signed (linear): |a| counts
+    flows = {(f.source.name, f.dest.name, f.input): f.share for f in attention_flow(circuit, attention, 0.1)}
+    # query 3 attends to key 1 (share 0.7 / 0.75 of its row); query 4 barely (0.005 / 0.055): not drawn
+    assert flows[("embed@1", "a1.0@3", "k")] == pytest.approx(0.7 / 0.75)
+    assert ("embed@1", "a1.0@4", "k") not in flows
+    assert ("embed@1", "a1.0@1", "k") not in flows  # moved off its key position
+    assert flows[("embed@4", "a1.0@4", "q")] is None  # queries stay where they are
+    fig = circuit_figure(circuit, attention=attention, position_names=["x0", "x1", "x2", "SEP", "y0", "y1"])
+    assert list(fig.layout.yaxis.ticktext) == ["1 x1", "3 SEP", "4 y0"]
+    labels = next(t for t in fig.data if t.name == "nodes").text
+    assert "a1.0" in labels and not any("@" in label for label in labels)
+
+
+def test_circuit_drawing_in_a_browser_labels_axes_and_cuts_nothing(model, pairs, tmp_path):
+    import browser
+    from circuits.flow import mean_attention
+
+    clean, corrupted = pairs
+    circuit = discover(model, clean, corrupted, method="eap").circuit(top_k=40)
+    page = write_circuit_html(circuit, tmp_path / "c.html", "tiny: eap, 40 edges",
+                              attention=mean_attention(model, clean), position_names=[f"t{i}" for i in range(6)])
+    result = browser.render(page, browser.screenshot_path(tmp_path, "circuit.png"), "1600,1400")
+    browser.assert_readable(result, figures=1)
+    (fig,) = result["figures"].values()
+    assert fig["xticks"][0] == "embed" and fig["xticks"][-1] == "logits"
+    assert fig["yticks"] and all(t.split(" ")[1].startswith("t") for t in fig["yticks"])
 
 
 def test_html_is_self_contained(model, pairs, tmp_path):

@@ -45,3 +45,31 @@ def test_train_demo_trains_evaluates_and_draws(tmp_path, monkeypatch, capsys):
     assert summary["addition"]["evaluated_on"] == "all 100 problems" and summary["sort"]["step"] == 4
     assert "Plotly.newPlot" in (tmp_path / "training_curves.html").read_text()
     assert "exact match" in capsys.readouterr().out
+
+
+def test_index_shows_each_steps_key_numbers_and_links_every_output(tmp_path):
+    import browser
+
+    from interp_rand.figures.demo_index import demo_index
+
+    (tmp_path / "addition").mkdir()
+    (tmp_path / "addition" / "eval.json").write_text(json.dumps(
+        {"checkpoint": "/abs/path", "exact_match": 0.99991, "per_position": [1.0, 0.99], "n": 100000}))
+    (tmp_path / "compare").mkdir()
+    (tmp_path / "compare" / "comparison.json").write_text(json.dumps(
+        {"jaccard": 0.25, "n_shared": 12, "cross_faithfulness": {"a_on_b": 0.5}}))
+    (tmp_path / "compare" / "comparison.html").write_text("<html><body>figure</body></html>")
+    steps = [{"folder": "addition", "what": "the addition model", "command": "interp-rand eval zoo:addition " + "x" * 300,
+              "seconds": 1.5},
+             {"folder": "compare", "what": "two circuits", "command": "interp-rand compare a b", "seconds": 2.0},
+             {"folder": "zoo", "what": "the zoo", "command": "interp-rand zoo list", "seconds": 0.1}]
+    page = demo_index(tmp_path, steps)
+    for needle in ('href="addition/eval.json"', 'href="compare/comparison.html"', 'href="compare/comparison.json"',
+                   "exact_match", "0.9999", "jaccard", "0.25", "n_shared", "cross_faithfulness.a_on_b", "100,000"):
+        assert needle in page, needle
+    assert "/abs/path" not in page  # strings are not key numbers
+    index = tmp_path / "index.html"
+    index.write_text(page)
+    result = browser.render(index, browser.screenshot_path(tmp_path, "index.png"), "1200,900")
+    browser.assert_readable(result, figures=0)  # no wider than the window, even with a long command
+    assert len(result["tables"]) == 2

@@ -77,7 +77,8 @@ def test_report_holds_patterns_roles_probes_and_seed_share():
     assert all("random_selectivity" in row for row in data.probe_rows)
     assert data.seed_share is not None and 0 <= data.seed_share["mean"] <= 1
     assert [ex.title.split(" (")[0] for ex in data.examples] == ["first example", "recent query", "distant query"]
-    assert data.examples[0].labels[0].startswith("0 pair0: key ")
+    assert data.examples[0].labels[0].startswith("0 k0: key ")
+    assert data.position_names == ("k0", "k1", "k2", "k3", "k4", "query")
     page = render_html(data)
     assert len(PLOTLY_BANNER.findall(page)) == 1  # plotly.js inlined once
     assert "<script src=" not in page  # nothing fetched: works offline
@@ -88,6 +89,39 @@ def test_position_labels():
     assert position_labels(make_task("addition", n_digits=2), 8) == \
         ["0 a1", "1 a0", "2 +", "3 b1", "4 b0", "5 =", "6 s2", "7 s1"]
     assert position_labels(make_task("sort", length=2, vocab=3), 4) == ["0 x0", "1 x1", "2 SEP", "3 y0"]
+    assert position_labels(make_task("coloring", n_vertices=3), 4) == ["0 v0", "1 v1", "2 v2", "3 p3"]
+
+
+@pytest.mark.parametrize("name, config", [("sort", dict(length=3, vocab=5)), ("addition", dict(n_digits=2)),
+                                          ("recall", dict(n_pairs=3)), ("coloring", dict(n_vertices=4))])
+def test_every_task_names_each_position_and_labels_each_token(name, config):
+    task = make_task(name, **config)
+    batch = task.sample(2, torch.Generator().manual_seed(0))
+    names = task.position_names()
+    assert len(names) == batch.inputs.shape[1] == len(set(names))
+    labels = task.token_labels(batch, 1)
+    assert [label.split(":")[0] for label in labels] == names
+
+
+def test_signed_patterns_get_a_symmetric_scale_shared_by_compared_panels():
+    from probes.report_html import pattern_scale
+
+    softmax, linear = torch.tensor([[0.2, 0.8]]), torch.tensor([[-1.7, 0.04]])
+    assert pattern_scale(softmax) == {"zmin": 0.0, "zmax": pytest.approx(0.8), "colorscale": "Blues"}
+    both = pattern_scale(softmax, linear)
+    assert (both["zmin"], both["zmax"], both["zmid"]) == (pytest.approx(-1.7), pytest.approx(1.7), 0.0)
+
+
+def test_report_in_a_browser_has_token_ticks_and_nothing_cut_off(tmp_path):
+    import browser
+
+    page = write_report(_tiny_report("recall", n_pairs=5, value_bits=2, seed_bits=3), tmp_path / "report.html")
+    result = browser.render(page, browser.screenshot_path(tmp_path, "report.png"), "1400,2400")
+    browser.assert_readable(result, figures=1 + 3 + 3 + 1)
+    mean = result["figures"]["mean-0"]
+    assert mean["xticks"][:6] == ["k0", "k1", "k2", "k3", "k4", "query"]
+    assert mean["yticks"][:6] == ["k0", "k1", "k2", "k3", "k4", "query"]
+    assert result["figures"]["example-0"]["xticks"][:6] == mean["xticks"][:6]
 
 
 @pytest.mark.slow

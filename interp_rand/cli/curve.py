@@ -1,0 +1,48 @@
+"""``interp-rand curve RUN_DIR``: draw a run's training curve (loss, held-out exact match and
+learning rate against step, from its ``metrics.jsonl``) into one offline HTML file. Needs no
+torch: it reads the JSON lines and draws them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+CURVE_FILE = "training_curve.html"
+METRICS_FILE = "metrics.jsonl"  # interp_rand.training.trainer.METRICS_FILE, without importing torch
+
+
+def add_parser(commands) -> argparse.ArgumentParser:
+    parser = commands.add_parser(
+        "curve", help="draw a run's training curve (loss, exact match, lr) as offline HTML",
+        description="Read RUN_DIR/metrics.jsonl (a run folder or zoo:NAME, whose folder keeps its "
+        "training curve) and write an offline HTML figure of the training and held-out loss, the "
+        "held-out exact match and the learning rate against step.",
+    )
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"output file (default: RUN_DIR/{CURVE_FILE}; zoo-output/NAME/{CURVE_FILE} for zoo:NAME)")
+    parser.set_defaults(uses_torch=False)
+    return parser
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """The records of a ``metrics.jsonl`` (one JSON object a line; blank lines skipped)."""
+    if not path.is_file():
+        raise ValueError(f"{path} does not exist: a run folder written by `interp-rand train` keeps one")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def run(args: argparse.Namespace) -> int:
+    from interp_rand.figures.training_curve import training_curve_figure
+    from interp_rand.zoo.location import output_folder, resolve_run, run_label
+
+    folder = resolve_run(args.run_dir)
+    records = read_metrics(folder / METRICS_FILE)
+    out = args.out if args.out is not None else output_folder(args.run_dir, folder) / CURVE_FILE
+    out.parent.mkdir(parents=True, exist_ok=True)
+    last = records[-1] if records else {}
+    title = f"training curve: {run_label(args.run_dir)} ({len(records)} evaluations, last step {last.get('step', '-')})"
+    training_curve_figure(records, title).write_html(str(out), include_plotlyjs=True, full_html=True)
+    print(f"wrote {out}")
+    return 0

@@ -1,0 +1,83 @@
+"""The demo's ``index.html``: one section per step with its command, its key numbers (read from
+the JSON files the step wrote) and a link to every file it wrote (drawing only: it reads what
+the steps left in their folders)."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+# Shown first when a step's JSON has them (top level or one level down); then other numbers.
+KEY_NUMBERS = ("exact_match", "average", "worst_5pct", "recovered", "n_edges", "jaccard", "n_shared", "n_only_a",
+               "n_only_b", "spearman_shared", "carry_removed", "control_mean", "summary")
+MAX_NUMBERS = 8
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; padding: 0 1em; }
+section { border: 1px solid #ddd; border-radius: 6px; padding: 0.6em 1em; margin: 1em 0; }
+h2 { font-size: 1.1em; margin: 0.2em 0; } code { background: #f4f4f4; padding: 1px 4px; word-break: break-all; }
+.files a { margin-right: 1.2em; } .scroll { overflow-x: auto; }
+table { border-collapse: collapse; font-size: 0.9em; margin: 0.5em 0; }
+td { border: 1px solid #ddd; padding: 2px 8px; } td.v { text-align: right; font-variant-numeric: tabular-nums; }
+.muted { color: #666; font-size: 0.9em; }
+"""
+
+
+def _flatten(value: Any, prefix: str, depth: int = 2) -> list[tuple[str, Any]]:
+    """``(dotted key, number or short string)`` of a JSON value, ``depth`` levels of dicts deep."""
+    if isinstance(value, bool) or value is None:
+        return []
+    if isinstance(value, (int, float)):
+        return [(prefix, value)]
+    if isinstance(value, dict) and depth > 0:
+        return [item for k, v in value.items() for item in _flatten(v, f"{prefix}.{k}" if prefix else str(k), depth - 1)]
+    return []
+
+
+def key_numbers(data: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Up to :data:`MAX_NUMBERS` numbers of one JSON output, :data:`KEY_NUMBERS` first."""
+    preferred = [item for key in KEY_NUMBERS if key in data for item in _flatten(data[key], key)]
+    rest = [item for key, v in data.items() if key not in KEY_NUMBERS for item in _flatten(v, key, depth=1)]
+    return (preferred + rest)[:MAX_NUMBERS]
+
+
+def _format(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def _step(out: Path, step: dict[str, Any]) -> str:
+    folder = out / step["folder"]
+    files = sorted(p for p in folder.rglob("*") if p.suffix in (".html", ".json") and ".measured" not in p.name) \
+        if folder.is_dir() else []
+    rows = []
+    for path in files:
+        if path.suffix != ".json":
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        numbers = key_numbers(data) if isinstance(data, dict) else []
+        rows += [f"<tr><td>{html.escape(path.name)}</td><td>{html.escape(k)}</td><td class='v'>{_format(v)}</td></tr>"
+                 for k, v in numbers]
+    links = " ".join(f'<a href="{html.escape(p.relative_to(out).as_posix())}">{html.escape(p.name)}</a>'
+                     for p in sorted(files, key=lambda p: (p.suffix != ".html", p.name)))
+    table = f"<div class='scroll'><table>{''.join(rows)}</table></div>" if rows else ""
+    return (f"<section><h2>{html.escape(step['what'])}</h2>"
+            f"<p class='muted'>{step['seconds']} s &middot; <code>{html.escape(step['command'])}</code></p>"
+            f"{table}" + (f"<p class='files'>{links}</p>" if links else "") + "</section>")
+
+
+def demo_index(out: str | Path, steps: list[dict[str, Any]], title: str = "interp-rand demo: the zoo's trained models") -> str:
+    """The page: ``steps`` as :func:`interp_rand.demo.run_tour` records them (``folder``,
+    ``what``, ``command``, ``seconds``), each folder under ``out``."""
+    out = Path(out)
+    body = "".join(_step(out, step) for step in steps)
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
+            "<p class='muted'>Each step's command, its key numbers (from the JSON it wrote) and every file "
+            f"it wrote; the figures are offline HTML.</p>{body}</body></html>")
+
+
+__all__ = ["demo_index", "key_numbers"]
