@@ -574,7 +574,7 @@ def test_all_seeds_equals_the_explicit_enumeration_on_a_tiny_recall_model():
     assert every.n_seeds == 8
     for field in ("success", "outputs", "probs", "target_outputs"):
         assert torch.equal(getattr(every, field), getattr(explicit, field))
-    assert every.vote_rules == ("majority_whole",)
+    assert every.vote_rules == ("majority_whole", "majority_per_bit")
     a = summarize(every, majority_ks=(5,), generator=torch.Generator().manual_seed(4))
     b = summarize(explicit, majority_ks=(5,), generator=torch.Generator().manual_seed(4))
     assert a == b and a["majority_5"]["n_groups"] == 100

@@ -85,10 +85,33 @@ def test_seeded_card_average_holds_on_a_smaller_sample(name):
     assert got["average"] == pytest.approx(card["metrics"]["average"], abs=0.05)
 
 
-def test_randomized_colouring_beats_erm_on_the_worst_inputs():
-    """The zoo shows PAPER.md's point at CPU scale: A^q_R's worst-5% is far above A^E_R's 0."""
-    erm, randomized = zoo.card("coloring-AE_R")["metrics"], zoo.card("coloring-Aq_R")["metrics"]
-    assert erm["worst_5pct"] == 0.0 and randomized["worst_5pct"] > 0.2
+def test_randomized_colouring_solves_every_cycle_and_erm_does_not():
+    """The zoo's colouring models at CPU scale (measured over all 181,440 cycles x 30 seeds:
+    ERM colours 96.2% and never colours 3.8% of the cycles, A^q_R colours 86.3% and every cycle
+    under at least 30% of its seeds). ERM fails fewer than 5% of the cycles, so the worst-5%
+    metric cannot show it; the fraction never solved and the lowest per-cycle success do."""
+    from interp_rand.seeded_evaluation import success_matrix
+
+    success = {}
+    for name in ("coloring-AE_R", "coloring-Aq_R"):
+        ckpt = zoo.load(name)
+        task = ckpt.spec.make_task()
+        generator = torch.Generator().manual_seed(11)
+        batch, seeds = task.sample(2000, generator), task.sample_seeds(30, generator)
+        success[name] = success_matrix(ckpt.model(), task, batch, seeds).success.float().mean(1)
+    erm, randomized = success["coloring-AE_R"], success["coloring-Aq_R"]
+    assert (erm == 0).float().mean() > 0.01  # cycles ERM colours under no seed
+    assert randomized.min() > 0.05  # every cycle coloured under some seeds
+    assert erm.mean() > randomized.mean()  # the price of randomizing, in average success
+
+
+def test_randomized_recall_beats_the_deterministic_variants_on_the_worst_inputs():
+    """Recall at N = 12 (cards: 1,000 inputs x all 1,024 seeds): the paper's picture."""
+    card = {name: zoo.card(f"recall-{name}")["metrics"] for name in ("AE_r0", "Aq_r0", "Aq_R")}
+    assert card["AE_r0"]["worst_5pct"] == card["Aq_r0"]["worst_5pct"] == 0.0
+    assert card["Aq_R"]["worst_5pct"] >= 0.5
+    assert card["Aq_R"]["majority_30"]["worst"] >= 0.9
+    assert card["Aq_R"]["average"] < card["AE_r0"]["average"]  # the average-case price
 
 
 # ------------------------------------------------------------------------------ zoo:NAME
