@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from interp_rand import progress
-from interp_rand.cli.options import at_least
+from interp_rand.cli.options import at_least, output_path
 
 STUDIES = ("carry", "sort")
 
@@ -27,7 +27,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     )
     parser.add_argument("study", choices=STUDIES)
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--out", type=output_path, required=True, help="output folder")
     parser.add_argument("--seed", type=int, default=0, help="seed of every draw (default: 0)")
     parser.add_argument("--controls", type=at_least(2), default=10, help="random control sets (default: 10)")
     parser.add_argument("--n", type=at_least(2), default=None,

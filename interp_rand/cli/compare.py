@@ -21,7 +21,7 @@ from interp_rand.cli.circuit import (
     make_pairs,
     top_k_circuit,
 )
-from interp_rand.cli.options import at_least
+from interp_rand.cli.options import at_least, output_path
 
 DEFAULT_SEED = 20_261_130
 
@@ -50,7 +50,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
                         help="one edge per component pair over all positions (default: per position)")
     parser.add_argument("--controls", type=at_least(1), default=3,
                         help="random circuits per cross-faithfulness measurement, its control (default: 3)")
-    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--out", type=output_path, required=True, help="output folder")
     return parser
 
 

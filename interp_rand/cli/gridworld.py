@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from interp_rand import progress
-from interp_rand.cli.options import at_least
+from interp_rand.cli.options import at_least, output_path
 
 
 def _add_training_options(parser: argparse.ArgumentParser) -> None:
@@ -41,15 +41,15 @@ def add_parser(commands) -> argparse.ArgumentParser:
     train.add_argument("--variant", choices=["erm", "worst"], default="worst",
                        help="worst: fitness = worst cell's seed-averaged return (q = inf); erm: mean over cells")
     _add_training_options(train)
-    train.add_argument("--out", type=Path, default=None, help="run directory (default: runs/gridworld-VARIANT)")
+    train.add_argument("--out", type=output_path, default=None, help="run directory (default: runs/gridworld-VARIANT)")
     evaluate = sub.add_parser("eval", help="evaluate a trained agent (writes evaluation.json and first_visit.html)")
     evaluate.add_argument("path", metavar="RUN", type=Path, help="run directory or checkpoint folder")
     evaluate.add_argument("--seeds", type=at_least(1), default=None, help="seeds per cell (default: the scale's)")
-    evaluate.add_argument("--out", type=Path, default=None,
+    evaluate.add_argument("--out", type=output_path, default=None,
                           help="folder for evaluation.json (default: RUN; zoo-output/NAME for zoo:NAME)")
     compare = sub.add_parser("compare", help="train and compare ERM, randomized (m seeds) and m = 1")
     _add_training_options(compare)
-    compare.add_argument("--out", type=Path, default=None, help="output folder (default: reproduction/gridworld-SCALE)")
+    compare.add_argument("--out", type=output_path, default=None, help="output folder (default: reproduction/gridworld-SCALE)")
     return parser
 
 

@@ -8,8 +8,13 @@ docstring section, its type from the annotation; ``bool`` fields get ``--x/--no-
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
+from pathlib import Path
 from typing import Any
+
+# The installed packages: no command writes into them (``zoo build``'s default folder aside).
+PACKAGES = ("interp_rand", "circuits", "probes")
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -125,3 +130,26 @@ def at_least(minimum: int):
 
     parse.__name__ = f"integer >= {minimum}"
     return parse
+
+
+def package_folders() -> dict[str, Path]:
+    """``{package: folder}`` of the installed :data:`PACKAGES` (found without importing them)."""
+    folders = {}
+    for name in PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            folders[name] = Path(next(iter(spec.submodule_search_locations))).resolve()
+    return folders
+
+
+def output_path(text: str) -> Path:
+    """``type=`` of every ``--out``: a path outside the installed package folders, refused while
+    parsing (one line) when it lies inside one, so results never land among the sources."""
+    path = Path(text)
+    where = path.expanduser().resolve()
+    for name, folder in package_folders().items():
+        if where == folder or folder in where.parents:
+            raise argparse.ArgumentTypeError(
+                f"{text} is inside the installed package folder {name!r} ({folder}); write outside it, "
+                f"e.g. --out out/{path.name or 'results'}")
+    return path

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from interp_rand.cli import catalogue
-from interp_rand.cli.options import add_dataclass_options, collect
+from interp_rand.cli.options import add_dataclass_options, collect, output_path
 
 # ModelConfig fields with a fixed set of values
 MODEL_CHOICE_FIELDS = ("attention", "mask", "input_kind", "seed_mode", "positional", "normalization_type", "act_fn",
@@ -45,7 +45,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
         if clash:
             raise RuntimeError(f"task {name!r} options clash with model/training options: {sorted(clash)}")
         run_group = sub.add_argument_group("run")
-        run_group.add_argument("--out", type=Path, default=None,
+        run_group.add_argument("--out", type=output_path, default=None,
                                help=f"run directory (default: runs/{name})")
         run_group.add_argument("--no-resume", action="store_true",
                                help="refuse to start if the run directory already has checkpoints "
