@@ -68,8 +68,10 @@ def add_dataclass_options(
     :class:`~interp_rand.cli.catalogue.OptionSpec` s from the catalogue); return the field names
     added.
 
-    ``keep_default=False`` leaves options the user did not give out of the namespace, so only
-    given ones are applied (overrides on top of a task's default model).
+    ``defaults`` replace the fields' own defaults, in the help and (with ``keep_default``) in the
+    namespace. ``keep_default=False`` leaves options the user did not give out of the namespace,
+    so only given ones are applied (overrides on top of a task's default model, whose values
+    ``defaults`` then shows).
     """
     from interp_rand.cli.catalogue import option_specs
 
@@ -80,8 +82,8 @@ def add_dataclass_options(
             continue
         default = (defaults or {}).get(spec.name, spec.default)
         flag = "--" + spec.name.replace("_", "-")
-        help_text = spec.doc.replace("``", "")
-        shown = "task default" if not keep_default else default
+        help_text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", spec.doc).replace("``", "")  # no Sphinx roles
+        shown = f"{default:.4g}" if isinstance(default, float) else default
         kwargs: dict[str, Any] = {"dest": spec.name, "help": f"{help_text} (default: {shown})".strip()}
         if spec.type == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction

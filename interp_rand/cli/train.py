@@ -37,9 +37,12 @@ def add_parser(commands) -> argparse.ArgumentParser:
             choices=train_choices,
         )
         model_fields = add_dataclass_options(
-            sub.add_argument_group("model options (override the task's default model)"),
-            catalogue.config_options("ModelConfig"), choices=model_choices, keep_default=False,
-            skip=TASK_FIXED_MODEL_FIELDS,
+            sub.add_argument_group(
+                "model options (override the task's default model)",
+                f"Defaults: the {name} task's own model at the task options' defaults (derived sizes, "
+                "such as --n-ctx from the task options or --d-head from --d-model, follow the options given)."),
+            catalogue.config_options("ModelConfig"), defaults=catalogue.task_model_defaults(name),
+            choices=model_choices, keep_default=False, skip=TASK_FIXED_MODEL_FIELDS,
         )
         clash = set(task_fields) & (set(train_fields) | set(model_fields))
         if clash:

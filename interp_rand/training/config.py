@@ -23,7 +23,9 @@ class TrainConfig:
         warmup_steps: steps of linear warm-up to ``lr``.
         min_lr_ratio: the cosine schedule ends at ``lr * min_lr_ratio`` at ``steps``.
         weight_decay: AdamW's decoupled weight decay.
-        beta1, beta2, adam_eps: AdamW's moment decay rates and epsilon.
+        beta1: AdamW's decay rate of the gradient's running mean.
+        beta2: AdamW's decay rate of the squared gradient's running mean.
+        adam_eps: AdamW's epsilon, added to the root of the squared-gradient mean.
         grad_clip: max global gradient norm (0 disables clipping).
         eval_every: steps between evaluations on a fixed held-out batch.
         eval_size: examples in that held-out batch (drawn once, from a seed of its own).
