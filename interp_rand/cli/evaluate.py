@@ -30,7 +30,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
                         help="seed of the evaluation examples")
     parser.add_argument("--seeds", type=at_least(1), default=None, metavar="S",
                         help="randomized tasks: also run every example under S random seeds (a "
-                        "fixed-seed run: its seed r0) and write PAPER.md's metrics (average and "
+                        "fixed-seed run: its seed r0) and write the paper's metrics (README: The randomized-algorithms setting; average and "
                         "worst-5%% success, majority-5/30, the sampled baseline, predictive "
                         "variance, histogram) to seeded_eval.json")
     return parser

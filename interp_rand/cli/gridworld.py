@@ -1,5 +1,5 @@
-"""``interp-rand gridworld train|eval|compare``: grid-world agents trained with PGPE (PAPER.md,
-Task 3), locally or on a Ray cluster."""
+"""``interp-rand gridworld train|eval|compare``: grid-world agents trained with PGPE (the
+paper's task 3), locally or on a Ray cluster."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from interp_rand.cli.options import at_least, output_path
 
 def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", choices=["cpu", "paper"], default="cpu",
-                        help="cpu: the 5x5 grid with a small agent (width 16), population 20, 60 generations, minutes on one core; paper: PAPER.md's settings (width 80, population 300) (default: cpu)")
+                        help="cpu: the 5x5 grid with a small agent (width 16), population 20, 60 generations, minutes on one core; paper: the paper's settings, width 80, population 300 (README: The randomized-algorithms setting) (default: cpu)")
     parser.add_argument("--m", type=at_least(1), default=None, help="seeds per generation (default: the scale's)")
     parser.add_argument("--generations", type=at_least(1), default=None, help="PGPE generations (default: the scale's)")
     parser.add_argument("--popsize", type=int, default=None, help="PGPE population, even, >= 2 (default: the scale's)")
@@ -31,7 +31,7 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
 
 def add_parser(commands) -> argparse.ArgumentParser:
     parser = commands.add_parser(
-        "gridworld", help="grid-world exploration agents trained with PGPE (PAPER.md, Task 3)",
+        "gridworld", help="grid-world exploration agents trained with PGPE (the paper's task 3; README: The randomized-algorithms setting)",
         description="Train seeded transformer agents on the explore-then-exploit grid with evotorch's PGPE "
         "against the exact worst treasure cell (or the average: ERM), evaluate them, and compare ERM "
         "with the randomized agent.",

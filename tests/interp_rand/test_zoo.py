@@ -86,7 +86,7 @@ def test_seeded_card_average_holds_on_a_smaller_sample(name):
 
 
 def test_randomized_colouring_beats_erm_on_the_worst_inputs():
-    """The zoo shows PAPER.md's point at CPU scale: A^q_R's worst-5% is far above A^E_R's 0."""
+    """The zoo shows the paper's point at CPU scale: A^q_R's worst-5% is far above A^E_R's 0."""
     erm, randomized = zoo.card("coloring-AE_R")["metrics"], zoo.card("coloring-Aq_R")["metrics"]
     assert erm["worst_5pct"] == 0.0 and randomized["worst_5pct"] > 0.2
 
