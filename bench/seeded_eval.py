@@ -2,7 +2,7 @@
 
     python bench/seeded_eval.py [--n-inputs 181440] [--n-seeds 100] [--threads 2]
 
-PAPER.md's colouring evaluation: all 181,440 cycles of :meth:`ColoringTask.exhaustive`, each
+The paper's colouring evaluation: all 181,440 cycles of :meth:`ColoringTask.exhaustive`, each
 with 100 per-vertex noise seeds, through the paper's 2-block colouring model (untrained:
 the time does not depend on the weights), then the summary (average, worst-5%, majority-5/30,
 the output-sampled baseline judged on each graph, predictive variance, histogram).

@@ -32,6 +32,7 @@ from circuits.nodes import EDGE_INPUTS, NODE_KINDS, Edge, Node
 from circuits.randomness import RandomnessUsage, SeedEntry, randomness_usage, seed_entry, seed_pairs
 from circuits.seed_bits import BitFlipEffect, BitFlipRoutes, bit_flip_effect, bit_flip_routes
 from circuits.scores import EdgeScores
+from circuits.verdict import Claim, Verdict
 from circuits.writers import writer_values
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "Architecture",
     "Circuit",
     "CircuitComparison",
+    "Claim",
     "Edge",
     "EdgeScores",
     "Faithfulness",
@@ -52,6 +54,7 @@ __all__ = [
     "PatchData",
     "RandomnessUsage",
     "SeedEntry",
+    "Verdict",
     "ablate_nodes",
     "acdc_scores",
     "agreement",

@@ -1,6 +1,6 @@
 """The randomness channel: which nodes carry seed information to the output, and where it enters.
 
-Two measurements on any seeded model of the toolkit (PAPER.md's ``A(x, r)``):
+Two measurements on any seeded model of the toolkit (the paper's ``A(x, r)``):
 
 - :func:`randomness_usage`, the **randomness-usage score per node**: the node's activation is
   taken from a run with the *same input and another example's seed* (``seed-resample``

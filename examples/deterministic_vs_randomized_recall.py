@@ -1,5 +1,5 @@
 """Deterministic vs randomized associative recall: the same model trained with ERM (the mean
-loss: the seed can be ignored) and with the q-norm over m shared seeds (PAPER.md's randomized
+loss: the seed can be ignored) and with the q-norm over m shared seeds (the paper's randomized
 objective: worst inputs weigh more, so using the seed pays). Compare their seeded metrics
 (average, worst-5%, sampled baseline), how much each node's output depends on the seed
 (randomness-usage score, seed-resample patching) and which keys each stores under which seed

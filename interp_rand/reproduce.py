@@ -1,4 +1,4 @@
-"""``interp-rand reproduce recall|coloring``: PAPER.md's comparison of the model variants.
+"""``interp-rand reproduce recall|coloring``: the paper's comparison of the model variants.
 
 Trains every variant at each value of the task's sweep (recall: the number of pairs ``N``;
 colouring: the norm exponent ``q``), once per training seed, evaluates each over many seeds
@@ -9,7 +9,7 @@ ours) and ``reproduction.html`` (the figure) to the output folder. The runs exec
 process, or as Ray tasks (``ray_address``, see :mod:`interp_rand.job_runner`); both give the
 same rows.
 
-The variants (PAPER.md):
+The variants (the paper):
 
 =============  =========  ==========================================================
 ``A^E_r0``     ERM        one fixed seed r0 in training and evaluation: deterministic
@@ -57,7 +57,7 @@ EVAL_SEED = 99_991
 # the variants whose "-sampled" baseline the table shows: the deterministic ones
 SAMPLED_VARIANTS = ("A^E_r0", "A^q_r0", "A^E_R")
 
-# Read off PAPER.md (values marked ≈ there were read off the paper's plots). ``metric`` is a
+# Read off the paper (values marked ≈ there were read off the paper's plots). ``metric`` is a
 # column of the table (``_metrics``); ``bound: "≤"`` marks an upper bound, not a value.
 _RECALL_NS = (8, 10, 11, 12, 14, 16, 20)
 PAPER_POINTS: dict[str, list[dict[str, Any]]] = {
@@ -142,7 +142,7 @@ class VariantRun:
     """One variant's training run at a scale.
 
     Attributes:
-        variant: PAPER.md's name (``"A^q_R (m=1)"``).
+        variant: the paper's name (``"A^q_R (m=1)"``).
         label: the same as a file name (``"Aq_R_m1"``).
         config: its ``TrainConfig``, without ``init_from``.
         erm_twin: the label of the ERM variant whose trained weights start this one
@@ -156,7 +156,7 @@ class VariantRun:
 
 
 def file_label(variant: str) -> str:
-    """PAPER.md's variant name as a file name: ``"A^q_R (m=1)"`` -> ``"Aq_R_m1"``."""
+    """The paper's variant name as a file name: ``"A^q_R (m=1)"`` -> ``"Aq_R_m1"``."""
     return variant.replace("^", "").replace(" ", "").replace("(", "_").replace(")", "").replace("=", "")
 
 
@@ -296,7 +296,7 @@ def evaluate_variant(task, model, scale, config: TrainConfig, n_inputs: int | No
 
 def evaluate_seeded(task, model, batch, n_seeds: int | str, generator: torch.Generator, *,
                     fixed: bool = False) -> dict[str, Any]:
-    """PAPER.md's metrics of ``model`` on ``batch`` under ``n_seeds`` seeds drawn with
+    """The paper's metrics of ``model`` on ``batch`` under ``n_seeds`` seeds drawn with
     ``generator``, or under every seed with ``n_seeds="all"`` (recall's 1,024: exact over the
     seed distribution); a fixed-seed model (``fixed``) is run on its one seed r0, and its
     sampled baseline still draws as many samples per input."""
@@ -329,7 +329,7 @@ def write_outputs(task_name: str, scale_name: str, rows: list[dict[str, Any]], o
 
 
 def paper_value(task_name: str, row: dict[str, Any], metric: str) -> str | None:
-    """PAPER.md's value of ``metric`` for ``row``'s variant and sweep value (``"≤0.07"`` for a
+    """The paper's value of ``metric`` for ``row``'s variant and sweep value (``"≤0.07"`` for a
     bound), or ``None`` where it gives none."""
     x_key = experiment(task_name).sweep_key
     for p in PAPER_POINTS[task_name]:
@@ -381,7 +381,7 @@ def aggregate(task_name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]
 def table(task_name: str, rows: list[dict[str, Any]]) -> str:
     """The table as Markdown, one line per (sweep value, variant) of :func:`aggregate`: the
     mean over training seeds (with the range over seeds when there are several) and, where
-    PAPER.md has one, the paper's value beside ours in brackets."""
+    the paper has one, the paper's value beside ours in brackets."""
     x_key = experiment(task_name).sweep_key
 
     def fmt(row: dict[str, Any], name: str) -> str:

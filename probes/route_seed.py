@@ -1,4 +1,4 @@
-"""Grid world: how the exploration route depends on the seed token (PAPER.md, Task 3).
+"""Grid world: how the exploration route depends on the seed token (the paper's task 3).
 
 The agent's only randomness is its seed token (a Normal vector, projected by ``W_seed``).
 With no treasure on the grid every run follows its seed's exploration route. Over ``S``

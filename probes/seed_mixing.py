@@ -1,4 +1,4 @@
-"""Recall, per seed: does a randomized model mix deterministic strategies? (PAPER.md, Task 1)
+"""Recall, per seed: does a randomized model mix deterministic strategies? (the paper's task 1)
 
 The mixing-strategies picture: under a memory limit a deterministic model stores some fixed
 set of about ``C`` keys (its capacity); a randomized model can store about as many keys under

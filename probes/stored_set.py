@@ -1,4 +1,4 @@
-"""The stored-set map of an associative-recall model (PAPER.md, Task 1).
+"""The stored-set map of an associative-recall model (the paper's task 1).
 
 Under a memory limit a recall model cannot store every pair; a randomized model can let the
 seed decide *which* pairs it stores, so that every pair is stored under some seeds. For fixed

@@ -1,4 +1,4 @@
-"""Symmetry breaking in distributed colouring (PAPER.md, Task 2): does a vertex's colour depend
+"""Symmetry breaking in distributed colouring (the paper's task 2): does a vertex's colour depend
 on its own and its neighbours' noise?
 
 On a cycle every vertex looks alike up to its id, so a deterministic local algorithm must

@@ -1,4 +1,4 @@
-"""Colouring: the learned symmetry-breaking rule against the classical routine (PAPER.md, Task 2).
+"""Colouring: the learned symmetry-breaking rule against the classical routine (the paper's task 2).
 
 The classical routine is the one-round *compare-your-neighbours'-noise* rule (the first round
 of randomized local-extremum colourings, e.g. the local-maximum step of Luby-style algorithms;

@@ -82,8 +82,13 @@ def generate() -> dict[str, Any]:
     def specs(cls: type) -> list[dict[str, Any]]:
         return [dataclasses.asdict(spec) for spec in option_specs(cls)]
 
+    def model_defaults(name: str) -> dict[str, Any]:
+        # the task's own model at the task's default options: what `train TASK` builds unless told
+        return dataclasses.asdict(task_class(name)().model_config())
+
     return {
-        "tasks": {name: {"description": task_class(name).description, "options": specs(task_class(name))}
+        "tasks": {name: {"description": task_class(name).description, "options": specs(task_class(name)),
+                         "model_defaults": model_defaults(name)}
                   for name in task_names()},
         "configs": {cls.__name__: specs(cls) for cls in (TrainConfig, ModelConfig, ReportConfig)},
         "choices": {
@@ -123,6 +128,11 @@ def task_description(name: str) -> str:
 def task_options(name: str) -> list[OptionSpec]:
     """The options of the task ``name`` (its config fields)."""
     return [OptionSpec(**spec) for spec in load()["tasks"][name]["options"]]
+
+
+def task_model_defaults(name: str) -> dict[str, Any]:
+    """The ``ModelConfig`` fields of task ``name``'s default model (at its default options)."""
+    return load()["tasks"][name]["model_defaults"]
 
 
 def config_options(name: str) -> list[OptionSpec]:

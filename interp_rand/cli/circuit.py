@@ -12,7 +12,7 @@ from pathlib import Path
 
 from interp_rand import progress
 from interp_rand.cli import catalogue
-from interp_rand.cli.options import at_least, top_k_option
+from interp_rand.cli.options import at_least, output_path, top_k_option
 
 DEFAULT_SEED = 20_261_130
 
@@ -43,7 +43,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--circuit", type=Path, default=None,
                         help="measure and draw this circuit JSON instead of discovering one "
                         "(refused if it belongs to another architecture)")
-    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--out", type=output_path, required=True, help="output folder")
     return parser
 
 

@@ -1,7 +1,8 @@
 """``interp-rand compare RUN_A RUN_B``: discover a circuit in each of two runs of one task (e.g.
 the ERM and the randomized model), align them and write comparison.json (shared/unique edges,
 Jaccard, rank correlation, cross-faithfulness), both circuit JSONs and comparison.html (both
-graphs side by side on one layout) in --out."""
+graphs side by side on one layout) in --out; prints one line per claim with its verdict
+against its control (random circuits of the same sizes)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from interp_rand.cli.circuit import (
     position_names,
     top_k_circuit,
 )
-from interp_rand.cli.options import at_least
+from interp_rand.cli.options import at_least, output_path
 
 DEFAULT_SEED = 20_261_130
 
@@ -32,7 +33,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
         description="Discover a circuit in RUN_A and in RUN_B (same task and architecture, e.g. the "
         "ERM and the randomized model), report shared and unique edges, Jaccard, the rank "
         "correlation of shared edge scores and cross-faithfulness (each circuit measured on the "
-        "other run's model and data); write comparison.json and a side-by-side comparison.html.",
+        "other run's model and data), each against random circuits of the same size, and print one "
+        "line per claim with its verdict (HOLDS, FAILS or INCONCLUSIVE); write comparison.json and a "
+        "side-by-side comparison.html.",
     )
     parser.add_argument("run_a", type=Path, metavar="RUN_A")
     parser.add_argument("run_b", type=Path, metavar="RUN_B")
@@ -46,7 +49,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=at_least(1), default=5, help="EAP-IG interpolation steps (default: 5)")
     parser.add_argument("--no-positions", action="store_true",
                         help="one edge per component pair over all positions (default: per position)")
-    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--controls", type=at_least(1), default=3,
+                        help="random circuits per cross-faithfulness measurement, its control (default: 3)")
+    parser.add_argument("--out", type=output_path, required=True, help="output folder")
     return parser
 
 
@@ -90,8 +95,9 @@ def _load(run_dir: Path, args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from circuits import Ablation, architecture, discover
-    from circuits.comparison import compare_circuits
+    from circuits.comparison import compare_circuits, comparison_claims
     from circuits.comparison_draw import write_comparison_html
+    from circuits.verdict import summary_line, verdict_counts
 
     check_size_options(args)
     ckpt_a, model_a, pairs_a = _load(args.run_a, args)
@@ -124,28 +130,42 @@ def run(args: argparse.Namespace) -> int:
     progress.note("aligning the circuits and measuring each on the other run (cross-faithfulness)")
     result = compare_circuits(*circuits, models=(model_a, model_b),
                               data=((pairs_a.clean, pairs_a.corrupted), (pairs_b.clean, pairs_b.corrupted)),
-                              metric=args.metric, ablation=ablation, labels=labels)
+                              metric=args.metric, ablation=ablation, labels=labels, n_random=args.controls,
+                              seed=args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
     circuits[0].save(args.out / "circuit_a.json")
     circuits[1].save(args.out / "circuit_b.json")
     gaps = [behaviour_gap(model, pairs, args.metric) for model, pairs in ((model_a, pairs_a), (model_b, pairs_b))]
+    claims = comparison_claims(result, tuple(gaps), min_gap=TINY_GAP)
+    lines = [c.line() for c in claims] + [summary_line(claims)]
     summary = {"run_a": str(args.run_a), "run_b": str(args.run_b), "task": ckpt_a.spec.task_name,
                "pairs": args.pairs, "behaviour_gap": gaps,
                "method": args.method, "top_k": args.top_k,
-               "edges": [len(circuits[0]), len(circuits[1])], "n": args.n, **result.to_dict()}
+               "edges": [len(circuits[0]), len(circuits[1])], "n": args.n,
+               "claims": [c.to_dict() for c in claims], "verdicts": verdict_counts(claims), **result.to_dict()}
     (args.out / "comparison.json").write_text(json.dumps(summary, indent=2))
     from circuits.flow import mean_attention
 
     attention = None if args.no_positions else (mean_attention(model_a, pairs_a.clean), mean_attention(model_b, pairs_b.clean))
-    write_comparison_html(*circuits, result, args.out / "comparison.html", attention=attention,
-                          position_names=position_names(model_a, ckpt_a.spec.make_task()))
+    _with_claims(write_comparison_html(*circuits, result, args.out / "comparison.html", attention=attention,
+                                       position_names=position_names(model_a, ckpt_a.spec.make_task())), lines)
     key = {k: summary[k] for k in ("task", "pairs", "behaviour_gap", "method", "top_k", "edges", "n_shared",
                                    "n_only_a", "n_only_b", "jaccard", "node_jaccard", "spearman_shared",
-                                   "cross_faithfulness")}
+                                   "cross_faithfulness", "random_cross_faithfulness")}
     print(json.dumps(key, indent=2))
+    print("\n".join(lines))
     for label, gap in zip(labels, gaps):
         if abs(gap) < TINY_GAP:
             print(f"note: on {label} the clean and corrupted runs differ by {gap:.2g} in {args.metric}: the "
                   "corruption barely moves this model, so its circuit and faithfulness shares are noise")
     print(f"wrote {args.out}/comparison.json, comparison.html, circuit_a.json, circuit_b.json")
     return 0
+
+
+def _with_claims(page: Path, lines: list[str]) -> None:
+    """Put the claim lines at the top of the written comparison page's body."""
+    import html
+
+    block = "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>"
+    text = page.read_text()
+    page.write_text(text.replace("<body>", "<body>\n" + block, 1))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from interp_rand.cli.options import output_path
+
 
 def add_parser(commands) -> argparse.ArgumentParser:
     parser = commands.add_parser(
@@ -17,7 +19,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "--train it instead trains small sort and addition models on CPU (a few minutes) and "
         "evaluates them.",
     )
-    parser.add_argument("--out", type=Path, default=Path("demo-output"), help="output folder (default: demo-output)")
+    parser.add_argument("--out", type=output_path, default=Path("demo-output"),
+                        help="output folder (default: demo-output)")
     parser.add_argument("--train", action="store_true",
                         help="train small sort and addition models first instead of using the zoo")
     parser.add_argument("--quiet", action="store_true", help="no progress bars (with --train)")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from interp_rand import progress
 from interp_rand.cli import catalogue
-from interp_rand.cli.options import at_least
+from interp_rand.cli.options import at_least, output_path
 
 DEFAULT_EVAL_SEED = 20_261_130
 
@@ -21,7 +21,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "(zoo:NAME: into zoo-output/NAME, or --out).",
     )
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    parser.add_argument("--out", type=Path, default=None,
+    parser.add_argument("--out", type=output_path, default=None,
                         help="folder for eval.json / seeded_eval.json (default: RUN_DIR; zoo-output/NAME for zoo:NAME)")
     parser.add_argument("--task", choices=catalogue.task_names(), default=None,
                         help="expected task; an error if the checkpoint was trained on another")
@@ -30,7 +30,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
                         help="seed of the evaluation examples")
     parser.add_argument("--seeds", type=at_least(1), default=None, metavar="S",
                         help="randomized tasks: also run every example under S random seeds (a "
-                        "fixed-seed run: its seed r0) and write PAPER.md's metrics (average and "
+                        "fixed-seed run: its seed r0) and write the paper's metrics (README: The randomized-algorithms setting; average and "
                         "worst-5%% success, majority-5/30, the sampled baseline, predictive "
                         "variance, histogram) to seeded_eval.json")
     return parser

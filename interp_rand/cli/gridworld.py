@@ -1,5 +1,5 @@
-"""``interp-rand gridworld train|eval|compare``: grid-world agents trained with PGPE (PAPER.md,
-Task 3), locally or on a Ray cluster."""
+"""``interp-rand gridworld train|eval|compare``: grid-world agents trained with PGPE (the
+paper's task 3), locally or on a Ray cluster."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 
 from interp_rand import progress
-from interp_rand.cli.options import at_least
+from interp_rand.cli.options import at_least, output_path
 
 
 def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", choices=["cpu", "paper"], default="cpu",
-                        help="cpu: the 5x5 grid with a small agent (width 16), population 20, 60 generations, minutes on one core; paper: PAPER.md's settings (width 80, population 300) (default: cpu)")
+                        help="cpu: the 5x5 grid with a small agent (width 16), population 20, 60 generations, minutes on one core; paper: the paper's settings, width 80, population 300 (README: The randomized-algorithms setting) (default: cpu)")
     parser.add_argument("--m", type=at_least(1), default=None, help="seeds per generation (default: the scale's)")
     parser.add_argument("--generations", type=at_least(1), default=None, help="PGPE generations (default: the scale's)")
     parser.add_argument("--popsize", type=int, default=None, help="PGPE population, even, >= 2 (default: the scale's)")
@@ -31,7 +31,7 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
 
 def add_parser(commands) -> argparse.ArgumentParser:
     parser = commands.add_parser(
-        "gridworld", help="grid-world exploration agents trained with PGPE (PAPER.md, Task 3)",
+        "gridworld", help="grid-world exploration agents trained with PGPE (the paper's task 3; README: The randomized-algorithms setting)",
         description="Train seeded transformer agents on the explore-then-exploit grid with evotorch's PGPE "
         "against the exact worst treasure cell (or the average: ERM), evaluate them, and compare ERM "
         "with the randomized agent.",
@@ -41,15 +41,15 @@ def add_parser(commands) -> argparse.ArgumentParser:
     train.add_argument("--variant", choices=["erm", "worst"], default="worst",
                        help="worst: fitness = worst cell's seed-averaged return (q = inf); erm: mean over cells")
     _add_training_options(train)
-    train.add_argument("--out", type=Path, default=None, help="run directory (default: runs/gridworld-VARIANT)")
+    train.add_argument("--out", type=output_path, default=None, help="run directory (default: runs/gridworld-VARIANT)")
     evaluate = sub.add_parser("eval", help="evaluate a trained agent (writes evaluation.json and first_visit.html)")
     evaluate.add_argument("path", metavar="RUN", type=Path, help="run directory or checkpoint folder")
     evaluate.add_argument("--seeds", type=at_least(1), default=None, help="seeds per cell (default: the scale's)")
-    evaluate.add_argument("--out", type=Path, default=None,
+    evaluate.add_argument("--out", type=output_path, default=None,
                           help="folder for evaluation.json (default: RUN; zoo-output/NAME for zoo:NAME)")
     compare = sub.add_parser("compare", help="train and compare ERM, randomized (m seeds) and m = 1")
     _add_training_options(compare)
-    compare.add_argument("--out", type=Path, default=None, help="output folder (default: reproduction/gridworld-SCALE)")
+    compare.add_argument("--out", type=output_path, default=None, help="output folder (default: reproduction/gridworld-SCALE)")
     return parser
 
 

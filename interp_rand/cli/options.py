@@ -8,8 +8,13 @@ docstring section, its type from the annotation; ``bool`` fields get ``--x/--no-
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
+from pathlib import Path
 from typing import Any
+
+# The installed packages: no command writes into them (``zoo build``'s default folder aside).
+PACKAGES = ("interp_rand", "circuits", "probes")
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -63,8 +68,10 @@ def add_dataclass_options(
     :class:`~interp_rand.cli.catalogue.OptionSpec` s from the catalogue); return the field names
     added.
 
-    ``keep_default=False`` leaves options the user did not give out of the namespace, so only
-    given ones are applied (overrides on top of a task's default model).
+    ``defaults`` replace the fields' own defaults, in the help and (with ``keep_default``) in the
+    namespace. ``keep_default=False`` leaves options the user did not give out of the namespace,
+    so only given ones are applied (overrides on top of a task's default model, whose values
+    ``defaults`` then shows).
     """
     from interp_rand.cli.catalogue import option_specs
 
@@ -75,8 +82,8 @@ def add_dataclass_options(
             continue
         default = (defaults or {}).get(spec.name, spec.default)
         flag = "--" + spec.name.replace("_", "-")
-        help_text = spec.doc.replace("``", "")
-        shown = "task default" if not keep_default else default
+        help_text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", spec.doc).replace("``", "")  # no Sphinx roles
+        shown = f"{default:.4g}" if isinstance(default, float) else default
         kwargs: dict[str, Any] = {"dest": spec.name, "help": f"{help_text} (default: {shown})".strip()}
         if spec.type == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction
@@ -125,3 +132,26 @@ def at_least(minimum: int):
 
     parse.__name__ = f"integer >= {minimum}"
     return parse
+
+
+def package_folders() -> dict[str, Path]:
+    """``{package: folder}`` of the installed :data:`PACKAGES` (found without importing them)."""
+    folders = {}
+    for name in PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            folders[name] = Path(next(iter(spec.submodule_search_locations))).resolve()
+    return folders
+
+
+def output_path(text: str) -> Path:
+    """``type=`` of every ``--out``: a path outside the installed package folders, refused while
+    parsing (one line) when it lies inside one, so results never land among the sources."""
+    path = Path(text)
+    where = path.expanduser().resolve()
+    for name, folder in package_folders().items():
+        if where == folder or folder in where.parents:
+            raise argparse.ArgumentTypeError(
+                f"{text} is inside the installed package folder {name!r} ({folder}); write outside it, "
+                f"e.g. --out out/{path.name or 'results'}")
+    return path

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_rand import progress
-from interp_rand.cli.options import at_least
+from interp_rand.cli.options import at_least, output_path
 
 DEFAULT_SEED = 20_261_130
 
@@ -27,7 +27,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     parser.add_argument("--compare", type=Path, default=None, metavar="RUN_DIR_B",
                         help="a second run of the same task (e.g. the ERM twin), analysed alike")
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR")
+    parser.add_argument("--out", type=output_path, required=True, metavar="DIR")
     parser.add_argument("--n", type=at_least(2), default=2048, help="examples for the usage score and probes (default 2048)")
     parser.add_argument("--stored-inputs", type=at_least(1), default=32,
                         help="recall: key/value inputs of the stored-set map, each under every seed (default 32)")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from interp_rand import progress
 from interp_rand.cli import catalogue
-from interp_rand.cli.options import add_dataclass_options, collect
+from interp_rand.cli.options import add_dataclass_options, collect, output_path
 
 REPORT_FILE = "report.html"
 
@@ -24,7 +24,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "with controls and causal checks, and the seed channel's attribution share.",
     )
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    parser.add_argument("--out", type=Path, default=None,
+    parser.add_argument("--out", type=output_path, default=None,
                         help=f"output file (default: RUN_DIR/{REPORT_FILE}; zoo-output/NAME/{REPORT_FILE} for zoo:NAME)")
     parser.set_defaults(report_fields=add_dataclass_options(parser.add_argument_group("report options"),
                                                             catalogue.config_options("ReportConfig")))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from interp_rand.cli.options import output_path
+
 
 def add_parser(commands) -> argparse.ArgumentParser:
     parser = commands.add_parser(
@@ -16,7 +18,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("task", choices=["recall", "coloring"])
     parser.add_argument("--scale", choices=["cpu", "paper"], default="cpu",
                         help="cpu: minutes on 2 cores; paper: the paper's settings, for a GPU (default: cpu)")
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default: reproduction/TASK-SCALE)")
+    parser.add_argument("--out", type=output_path, default=None, help="output folder (default: reproduction/TASK-SCALE)")
     parser.add_argument("--train-seeds", "--seeds", dest="seeds", type=int, nargs="+", default=[0], metavar="SEED",
                         help="training seeds; every variant is trained once per seed and the table "
                         "shows the mean and the range over seeds (default: 0)")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from interp_rand.cli import catalogue
-from interp_rand.cli.options import add_dataclass_options, collect
+from interp_rand.cli.options import add_dataclass_options, collect, output_path
 
 # ModelConfig fields with a fixed set of values
 MODEL_CHOICE_FIELDS = ("attention", "mask", "input_kind", "seed_mode", "positional", "normalization_type", "act_fn",
@@ -37,15 +37,18 @@ def add_parser(commands) -> argparse.ArgumentParser:
             choices=train_choices,
         )
         model_fields = add_dataclass_options(
-            sub.add_argument_group("model options (override the task's default model)"),
-            catalogue.config_options("ModelConfig"), choices=model_choices, keep_default=False,
-            skip=TASK_FIXED_MODEL_FIELDS,
+            sub.add_argument_group(
+                "model options (override the task's default model)",
+                f"Defaults: the {name} task's own model at the task options' defaults (derived sizes, "
+                "such as --n-ctx from the task options or --d-head from --d-model, follow the options given)."),
+            catalogue.config_options("ModelConfig"), defaults=catalogue.task_model_defaults(name),
+            choices=model_choices, keep_default=False, skip=TASK_FIXED_MODEL_FIELDS,
         )
         clash = set(task_fields) & (set(train_fields) | set(model_fields))
         if clash:
             raise RuntimeError(f"task {name!r} options clash with model/training options: {sorted(clash)}")
         run_group = sub.add_argument_group("run")
-        run_group.add_argument("--out", type=Path, default=None,
+        run_group.add_argument("--out", type=output_path, default=None,
                                help=f"run directory (default: runs/{name})")
         run_group.add_argument("--no-resume", action="store_true",
                                help="refuse to start if the run directory already has checkpoints "

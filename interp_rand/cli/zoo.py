@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from interp_rand.cli import catalogue
+from interp_rand.cli.options import output_path
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
@@ -29,7 +30,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "install its weights, training curve and card (zoo.json). A q-norm model that starts from its "
         "ERM twin builds the twin first unless it is installed. Use `interp-rand --threads 1 zoo build`.")
     build.add_argument("names", nargs="*", metavar="NAME", choices=names, help=f"models to build (default: all): {', '.join(names)}")
-    build.add_argument("--out", type=Path, default=None,
+    build.add_argument("--out", type=output_path, default=None,
                        help="install here instead of into the package's zoo folder (for trying a recipe)")
     build.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser

@@ -1,4 +1,4 @@
-"""Grid-world exploration (PAPER.md, Task 3): a batched torch environment, the seeded agent,
+"""Grid-world exploration (the paper's task 3): a batched torch environment, the seeded agent,
 population evaluation vectorised over PGPE members, training with evotorch's PGPE against the
 exact worst treasure cell (locally or on a Ray cluster), and evaluation."""
 

@@ -1,4 +1,4 @@
-"""Named configs of the grid-world experiment (PAPER.md, Task 3): the grid, the agent's model
+"""Named configs of the grid-world experiment (the paper's task 3): the grid, the agent's model
 size and the PGPE settings, at a CPU scale (minutes on 2 cores) and at the paper's scale.
 
     >>> GRIDWORLD_CPU.grid.size, GRIDWORLD_PAPER.grid.size, GRIDWORLD_CPU.pgpe.m_seeds
@@ -68,7 +68,7 @@ class GridConfig:
 
 @dataclass(frozen=True)
 class AgentConfig:
-    """The agent's transformer (PAPER.md: 2 blocks, 4 heads, key size 10, width 80).
+    """The agent's transformer (the paper: 2 blocks, 4 heads, key size 10, width 80).
 
     Attributes:
         d_model, n_layers, n_heads, d_head: as in ``ModelConfig``.
@@ -163,12 +163,12 @@ class GridworldScale:
         return dataclasses.replace(self, pgpe=self.pgpe.replace(**pgpe_changes))
 
 
-# PAPER.md: 5x5 grid, 25 + 25 steps, 2 blocks, 4 heads, key size 10, width 80; PGPE population
+# The paper: 5x5 grid, 25 + 25 steps, 2 blocks, 4 heads, key size 10, width 80; PGPE population
 # 300, centre/std lr 0.01, init std 0.03, m = 10. Not in the paper, our choices: no block MLP,
 # pre-LayerNorm (ModelConfig's default), the agent's initial weights as PGPE's first centre
 # (normal, std 0.8 / sqrt(d_model)), the number of generations, the centre optimizer (Adam),
 # raw fitness (see PGPEConfig.ranking), 100 evaluation seeds. The reward of the step that finds
-# the treasure is +1 (PAPER.md: "0/+1"; GridConfig.treasure_reward).
+# the treasure is +1 (the paper: "0/+1"; GridConfig.treasure_reward).
 GRIDWORLD_PAPER = GridworldScale(
     grid=GridConfig(size=5, episode_steps=25, treasure_reward=1.0),
     agent=AgentConfig(d_model=80, n_layers=2, n_heads=4, d_head=10, d_mlp=0),

@@ -1,4 +1,4 @@
-"""The explore-then-exploit grid world of PAPER.md (Task 3) as a batched torch environment.
+"""The explore-then-exploit grid world of the paper (Task 3) as a batched torch environment.
 
 Every row of the batch is one independent run (an agent, a treasure cell and a seed), and all
 rows step together as tensors. Coordinates are ``(x, y)`` with ``(0, 0)`` the bottom-left start

@@ -1,5 +1,5 @@
 """The grid-world experiment: train a variant, save and evaluate it, and compare ERM with the
-randomized agent (m seeds, and m = 1) beside PAPER.md's values."""
+randomized agent (m seeds, and m = 1) beside the paper's values."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from interp_rand.zoo.location import output_folder
 EVAL_SEED = 12_345
 EVALUATION_FILE = "evaluation.json"
 LABELS = {"erm": "A^E_R", "worst": "A^q_R"}
-# PAPER.md, Task 3 (read off the paper's plots): worst-5% accumulated reward; the averages of
+# The paper, Task 3 (read off the paper's plots): worst-5% accumulated reward; the averages of
 # ERM and the randomized agent are "within 1-2" of each other; m = 1 "fails"; the paper gives
 # no absolute averages and no number for m = 1.
 PAPER_VALUES = {

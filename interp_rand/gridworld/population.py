@@ -140,7 +140,7 @@ def population_returns_loop(
 
 def fitness(returns: Tensor, variant: str) -> Tensor:
     """``[P, C, m]`` returns -> ``[P]`` fitness: the seed average is taken first (it is what
-    rewards randomization, PAPER.md), then the worst cell (``worst``, q = inf) or the mean over
+    rewards randomization, the paper), then the worst cell (``worst``, q = inf) or the mean over
     cells (``erm``)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant={variant!r} is not allowed; choose from {VARIANTS}")

@@ -71,7 +71,7 @@ class Attention(nn.Module):
                 pattern = pattern.masked_fill(~keep, 0.0)
         else:
             # Linear attention: the pattern is the masked scores themselves (no softmax), so
-            # the causal sum over keys is a fixed-size state (PAPER.md, recall).
+            # the causal sum over keys is a fixed-size state (the paper, recall).
             if allowed is not None:
                 scores = scores.masked_fill(~keep, 0.0)
             scores = self.hook_attn_scores(scores)

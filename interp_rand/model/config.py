@@ -27,13 +27,19 @@ class ModelConfig:
     """Architecture of a :class:`~interp_rand.model.HookedTransformer`.
 
     Attributes:
-        d_model, n_layers, n_heads, d_head, n_ctx: as in TransformerLens. ``n_ctx`` counts
-            every position the model sees, including a seed token (``seed_mode="token"``).
+        d_model: width of the residual stream.
+        n_layers: number of transformer blocks.
+        n_heads: attention heads per block.
+        d_head: width of each head's queries, keys and values (``None``: ``d_model // n_heads``).
+        n_ctx: the most positions the model sees, including a seed token
+            (``seed_mode="token"``); the size of the positional table.
         d_vocab: number of input tokens (``input_kind="tokens"``).
         d_input: width of input vectors (``input_kind="vectors"``).
         d_vocab_out: number of output logits per position (classes, or bits for BCE tasks).
+        input_kind: ``"tokens"`` (integer ids through ``W_E``) or ``"vectors"`` (feature vectors
+            through a linear embedding).
         attention: ``"softmax"``, or ``"linear"`` (the pattern is the masked, scaled scores with
-            no softmax: a fixed-size state, the capacity limit of PAPER.md's recall task).
+            no softmax: a fixed-size state, the capacity limit of the paper's recall task).
         mask: ``"causal"``, ``"full"``, or ``"custom"`` (a per-example ``[batch, pos, pos]``
             boolean ``attention_mask`` is passed to ``forward``, e.g. cycle adjacency).
         d_seed: width of the randomness channel; 0 means the model has none.
@@ -44,11 +50,13 @@ class ModelConfig:
         input_mlp_w_in: the input MLP has its own first matrix ``W_in``. ``False``: the
             embedding *is* its first layer (``hook_pre = embed [+ seed] + b_in``, so
             ``d_input_mlp`` must equal ``d_model``): raw token -> linear -> GELU -> linear, the
-            paper's recall model (PAPER.md) with no extra linear map in between.
+            paper's recall model with no extra linear map in between.
         attn_only: no MLP in the blocks.
-        d_mlp: MLP width (default ``4 * d_model``).
+        d_mlp: MLP width (``None``: ``4 * d_model``).
+        act_fn: the MLPs' activation: ``"gelu"``, ``"gelu_new"`` (tanh approximation) or ``"relu"``.
         normalization_type: ``"LN"`` (pre-LayerNorm) or ``None``.
         positional: ``"learned"``, ``"sinusoidal"`` (fixed table) or ``"none"``.
+        eps: the LayerNorms' epsilon, added to the variance before the square root.
         use_attn_result: compute the per-head output ``hook_result`` ``[batch, pos, head,
             d_model]`` (costs memory; circuits turn it on when they need it).
         use_attn_scale: divide attention scores by ``sqrt(d_head)`` (TransformerLens's

@@ -1,4 +1,4 @@
-"""Evaluation of seeded (randomized) models: every input against many seeds, and PAPER.md's
+"""Evaluation of seeded (randomized) models: every input against many seeds, and the paper's
 metrics on the resulting success matrix.
 
 :func:`success_matrix` runs a model on every (input ``i``, seed ``j``) pair and keeps, per pair,

@@ -1,4 +1,4 @@
-"""Majority-k: what ``k`` seeds of one input give when their outputs are combined (PAPER.md,
+"""Majority-k: what ``k`` seeds of one input give when their outputs are combined (the paper,
 Metrics), estimated over many independent groups of ``k`` seeds per input.
 
 Per input, :func:`draw_seed_groups` draws ``G`` groups (default :data:`DEFAULT_N_GROUPS`), each
@@ -28,7 +28,7 @@ A rule combines the ``k`` outputs of a group (the loss kind says which apply, ``
                          over the ``S`` seeds run (``1 - C(S - s, k) / C(S, k)``).
 =======================  ===================================================================
 
-Which rule is the paper's colouring "majority vote ≈ 100%"? PAPER.md: ERM ≈ 89% average, 0%
+Which rule is the paper's colouring "majority vote ≈ 100%"? The paper: ERM ≈ 89% average, 0%
 worst-case; ``A^q_R`` ≈ 86% average, ≈ 70% worst-case. Only ``las_vegas`` follows from these
 numbers alone:
 

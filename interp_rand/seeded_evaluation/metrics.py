@@ -1,4 +1,4 @@
-"""PAPER.md's metrics on a :class:`~interp_rand.seeded_evaluation.run.SeedRun`."""
+"""The paper's metrics on a :class:`~interp_rand.seeded_evaluation.run.SeedRun`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Distributed 3-colouring of cycles (PAPER.md, Task 2).
+"""Distributed 3-colouring of cycles (the paper's task 2).
 
 A random cycle on ``N`` labelled vertices: a uniform permutation ``order`` of the ids
 ``0 .. N-1`` placed on a ring, so the vertex ``order[i]`` at ring position ``i`` is adjacent to
@@ -175,7 +175,7 @@ class ColoringScale(ExperimentScale):
         return {"n_layers": self.n_layers}
 
 
-# PAPER.md: Adam with weight decay 0.1, batch 256, m = 10, q = 10, 300k steps, N = 10, 100
+# The paper: Adam with weight decay 0.1, batch 256, m = 10, q = 10, 300k steps, N = 10, 100
 # evaluation seeds. Not in the paper: the learning rate and its schedule, Adam's betas/eps and
 # clipping; ours are 1e-3 with 1k warm-up steps annealed to 1e-4, PyTorch's Adam defaults, clip 1.
 COLORING_PAPER = ColoringScale(
@@ -260,7 +260,7 @@ class ColoringTask:
         return dataclasses.asdict(self)
 
     def model_config(self, **overrides: Any) -> "ModelConfig":
-        """PAPER.md's colouring model; ``overrides`` win.
+        """The paper's colouring model; ``overrides`` win.
 
         Two blocks of one softmax head (key size 16, width 16) under the cycle-adjacency mask
         (each vertex sees its two neighbours, not itself), the vertex noise joined to its
@@ -268,7 +268,7 @@ class ColoringTask:
         positional encodings, the paper's fan-in initialisation and attention without biases
         (as in its public code's transformer). No MLPs and no LayerNorm: the paper mentions
         neither, and with them a deterministic model colours about 99.6% of all cycles
-        (PAPER.md's measurement), far above the paper's 89%, so it would not be the paper's
+        (the paper's measurement), far above the paper's 89%, so it would not be the paper's
         model. The paper's code config uses linear attention; with it ERM also colours 95-99%
         of cycles, so we follow the paper's text (softmax), which reproduces its table.
         """

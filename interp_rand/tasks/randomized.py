@@ -1,5 +1,5 @@
 """The seed interface: an optional extension of :class:`~interp_rand.tasks.base.Task` for
-tasks whose model receives random seeds through the randomness channel (PAPER.md).
+tasks whose model receives random seeds through the randomness channel (the paper).
 
 A randomized task draws a fresh seed per example in ``sample`` and tells the trainer and the
 evaluator what its seeds look like, so that they can redraw them (the q-norm's m shared seeds),

@@ -1,4 +1,4 @@
-"""Associative recall under a memory limit (PAPER.md, Task 1).
+"""Associative recall under a memory limit (the paper's task 1).
 
 ``N`` key/value pairs, then a query; the model must output the queried key's value bits.
 Every token is a real vector of width ``N + value_bits``::
@@ -11,7 +11,7 @@ The only answer position is the query (``N``); its target is the queried pair's 
 (binary cross-entropy, ``loss_kind="bce"``). The **recall distance** of an example is
 ``N - 1 - query_index``: how many pairs came after the queried one.
 
-Seeds: one ``seed_bits``-bit Bernoulli(1/2) vector per example, seen at every position (PAPER.md
+Seeds: one ``seed_bits``-bit Bernoulli(1/2) vector per example, seen at every position (the paper
 concatenates it to every token; our model does so with ``seed_mode="append"`` before the input
 MLP), so only ``2**seed_bits`` seeds exist and :meth:`RecallTask.all_seeds` enumerates them.
 """
@@ -70,7 +70,7 @@ class RecallScale(ExperimentScale):
         return {"d_model": self.d_model}
 
 
-# PAPER.md and the public port: Adam (beta 0.9/0.95, eps 1e-5, no weight decay), batch 512,
+# The paper and the public port: Adam (beta 0.9/0.95, eps 1e-5, no weight decay), batch 512,
 # clip 1, lr warmed up linearly to 3e-3 then cosine-annealed to 3e-4, m = 30 seeds shared by the
 # batch, q = 100 from the first step, from scratch, 100 evaluation seeds; the port trains 10k
 # steps with 333 warm-up steps.
@@ -173,7 +173,7 @@ class RecallTask:
         return dataclasses.asdict(self)
 
     def model_config(self, **overrides: Any) -> "ModelConfig":
-        """The paper's recall model (PAPER.md, as its public JAX port builds it); ``overrides`` win.
+        """The paper's recall model (as its public JAX port builds it); ``overrides`` win.
 
         Each token ``[key, value]`` joined with the seed bits goes through one linear map to
         width 40 (``W_E`` and ``W_seed`` together, with the input MLP's ``b_in`` as its bias), a

@@ -23,7 +23,9 @@ class TrainConfig:
         warmup_steps: steps of linear warm-up to ``lr``.
         min_lr_ratio: the cosine schedule ends at ``lr * min_lr_ratio`` at ``steps``.
         weight_decay: AdamW's decoupled weight decay.
-        beta1, beta2, adam_eps: AdamW's moment decay rates and epsilon.
+        beta1: AdamW's decay rate of the gradient's running mean.
+        beta2: AdamW's decay rate of the squared gradient's running mean.
+        adam_eps: AdamW's epsilon, added to the root of the squared-gradient mean.
         grad_clip: max global gradient norm (0 disables clipping).
         eval_every: steps between evaluations on a fixed held-out batch.
         eval_size: examples in that held-out batch (drawn once, from a seed of its own).
@@ -31,13 +33,15 @@ class TrainConfig:
         keep_checkpoints: how many of the newest checkpoints to keep on disk.
         seed: seeds model initialisation, the data stream and the evaluation set; the same
             seed gives bitwise-identical runs on CPU.
-        objective: registered objective name: ``erm`` (mean loss) or ``qnorm`` (PAPER.md's
-            q-norm over seed-averaged losses; needs a task with a seed channel).
+        objective: registered objective name: ``erm`` (mean loss) or ``qnorm`` (the paper's
+            q-norm over seed-averaged losses, README: The randomized-algorithms setting; needs a
+            task with a seed channel).
         q: the q-norm's exponent (>= 1; 1 is the mean, large q approaches the worst input).
         q_ramp_steps: steps over which the q-norm's exponent grows geometrically from 1 (the
-            mean) to ``q``; 0 uses ``q`` from the first step, as PAPER.md does. A large q from
-            a random start gives gradient to only the few worst inputs of each batch; ramping
-            lets the model first learn the task on average (a departure from the paper, used
+            mean) to ``q``; 0 uses ``q`` from the first step, as the paper does (README: The
+            randomized-algorithms setting). A large q from a random start gives gradient to
+            only the few worst inputs of each batch; ramping lets the model first learn the
+            task on average (a departure from the paper, used
             by the CPU-scale configs, which cannot afford the paper's 50k steps of batch 512).
         m_seeds: seeds drawn per step and shared by every input of the batch (q-norm).
         seed_source: ``fresh`` (random seeds each step) or ``fixed`` (the task's constant seed

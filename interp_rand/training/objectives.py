@@ -5,7 +5,7 @@ from the run's :class:`TrainConfig` (``make_objective(config)``), so objectives 
 (the q-norm's ``q`` and ``m_seeds``, the seed mode) read them from there.
 
 Seeds. For a task with a randomness channel, ``seed_source`` decides what the model sees:
-``"fresh"`` (random seeds, the ``A_R`` variants of PAPER.md) or ``"fixed"`` (the task's constant
+``"fresh"`` (random seeds, the ``A_R`` variants of the paper) or ``"fixed"`` (the task's constant
 seed ``r0``: deterministic by construction, the ``A_r0`` variants).
 """
 
@@ -43,7 +43,7 @@ def fixed_seeds_if_asked(task: Task, batch: Batch, config: TrainConfig) -> Batch
 
 
 class ERM:
-    """Expected loss: the mean answer loss over the batch (q = 1 in PAPER.md's terms). With a
+    """Expected loss: the mean answer loss over the batch (q = 1 in the paper's terms). With a
     seeded task each example keeps its own fresh seed (or ``r0`` in ``seed_source="fixed"``)."""
 
     name: ClassVar[str] = "erm"

@@ -1,4 +1,4 @@
-"""PAPER.md's objective: the q-norm over seed-averaged losses, with m seeds shared by the batch.
+"""The paper's objective: the q-norm over seed-averaged losses, with m seeds shared by the batch.
 
 Per step: n inputs and m seeds drawn once and shared by all inputs (redrawn every step);
 ``l_i = mean_j loss(x_i, r_j)`` and ``L = (mean_i l_i^q)^(1/q)``, computed stably as

@@ -3,7 +3,7 @@ build`` follows.
 
 - ``sort``, ``addition``: the deterministic algorithmic tasks, at the sizes the case studies
   use (sort: length 5 over 10 values; addition: 3 digits), 2 blocks of width 64 with 4 heads.
-- ``recall-*`` (N = 12 pairs) and ``coloring-*`` (10-cycles): every variant of PAPER.md
+- ``recall-*`` (N = 12 pairs) and ``coloring-*`` (10-cycles): every variant of the paper
   (``A^E_r0``, ``A^q_r0``, ``A^E_R``, ``A^q_R``, ``A^q_R (m=1)``) at the task's CPU scale, with
   training seed 0: the same runs as ``interp-rand reproduce TASK`` (``reproduce.variant_runs``),
   so a zoo model is one point of the reproduction.
@@ -33,10 +33,10 @@ class TrainedEntry:
         task_name, task_config: the task and its settings.
         model: overrides of the task's default model config.
         train: the training config (``init_from`` unset).
-        variant: PAPER.md's variant name for the randomized tasks, else ``None``.
+        variant: the paper's variant name for the randomized tasks, else ``None``.
         erm_twin: the zoo name of the ERM model whose weights start this one, or ``None``.
         evaluation: ``"exhaustive"`` (every input), ``"fresh"`` (10,000 fresh inputs) or
-            ``"seeded"`` (PAPER.md's metrics over many seeds, as ``reproduce`` measures them).
+            ``"seeded"`` (the paper's metrics over many seeds, as ``reproduce`` measures them).
     """
 
     name: str
@@ -57,7 +57,7 @@ class AgentEntry:
     Attributes:
         name, description: as for :class:`TrainedEntry`.
         scale: the grid, agent and PGPE settings.
-        variant: PAPER.md's variant name.
+        variant: the paper's variant name.
     """
 
     name: str

@@ -93,7 +93,12 @@ def test_cli_compare_end_to_end_and_refusals(tmp_path, capsys):
     summary = json.loads((out / "comparison.json").read_text())
     assert summary["n_shared"] + summary["n_only_a"] == 12 == summary["n_shared"] + summary["n_only_b"]
     assert set(summary["cross_faithfulness"]) == {"a_on_a", "b_on_a", "b_on_b", "a_on_b"}
-    assert "jaccard" in capsys.readouterr().out and (out / "comparison.html").stat().st_size > 1_000_000
+    printed = capsys.readouterr().out
+    assert "jaccard" in printed and (out / "comparison.html").stat().st_size > 1_000_000
+    # one line per claim with its verdict, in the JSON and at the top of the page too
+    assert len(summary["claims"]) == 6 and sum(summary["verdicts"].values()) == 6
+    assert all(c["line"] in printed for c in summary["claims"]) and "verdicts: " in printed
+    assert summary["claims"][0]["line"].replace("'", "&#x27;") in (out / "comparison.html").read_text()
     # the same run twice: everything shared
     assert main(["compare", str(run_a), str(run_a), "--method", "eap", "--n", "16", "--top-k", "12",
                  "--out", str(tmp_path / "same")]) == 0

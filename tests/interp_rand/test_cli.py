@@ -149,7 +149,8 @@ def test_train_help_lists_options(capsys):
     assert flags >= {"--length", "--vocab", "--steps", "--d-model", "--n-heads", "--objective", "--out",
                      "--stop-at-exact-match", "--no-resume", "--d-input-mlp"}
     assert not flags & {"--d-vocab", "--d-input", "--d-vocab-out", "--input-kind"}
-    assert "task default" in out  # model options are overrides
+    assert "task default" not in out  # model options show the task model's own values
+    assert re.search(r"--n-ctx N_CTX .*? \(default: 20\)", re.sub(r"\s+", " ", out))  # 2 * length
 
 
 # ------------------------------------------------------------------------------ eval
@@ -258,7 +259,7 @@ def test_field_docs():
     assert docs["x"] == "an integer that spans two lines."
     assert docs["rate"] == docs["other"] == "a float and a second float."
     assert docs["flag"] == "a switch."
-    assert field_docs(TrainConfig)["beta2"].startswith("AdamW's moment decay")
+    assert field_docs(TrainConfig)["beta2"].startswith("AdamW's decay rate of the squared")
     assert field_docs(int) == {}
 
 
@@ -299,3 +300,26 @@ def test_dataclass_options_skip_defaults_and_choices(capsys):
     help_text = capsys.readouterr().out
     assert "--other" not in help_text
     assert "an integer that spans two lines. (default: 9)" in " ".join(help_text.split())
+
+
+def test_every_train_option_has_its_own_help_and_the_tasks_real_default():
+    """No option shares a copied help sentence or lacks one; model options show the value the
+    task's own model has, not a placeholder."""
+    import argparse
+
+    from interp_rand.cli.main import build_parser
+    from interp_rand.tasks import make_task
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    per_task = next(a for a in commands.choices["train"]._actions if isinstance(a, argparse._SubParsersAction))
+    for name in ("sort", "recall"):
+        helps = {a.option_strings[0][2:]: a.help for a in per_task.choices[name]._actions
+                 if a.option_strings and a.option_strings[0] != "-h"}
+        docs = [h.rsplit(" (default: ", 1)[0] for h in helps.values()]
+        assert all(docs) and len(set(docs)) == len(docs), sorted(d for d in docs if docs.count(d) > 1)
+        assert not any("task default" in h for h in helps.values())
+        for option in ("d-model", "n-layers", "n-heads", "d-head", "n-ctx", "act-fn", "eps", "beta1", "adam-eps"):
+            assert len(helps[option].rsplit(" (default: ", 1)[0]) > 10, option
+        model = make_task(name).model_config()
+        for field in ("d_model", "n_heads", "d_head", "n_ctx", "d_mlp"):
+            assert helps[field.replace("_", "-")].endswith(f"(default: {getattr(model, field)})"), field

@@ -63,7 +63,7 @@ def test_walls_hold_and_floor_is_minus_two_episodes():
 
 
 def test_paper_grid_floor_and_snake_on_five_by_five():
-    # 5x5, 25 + 25 steps (PAPER.md): a run that never finds the treasure scores the floor -50; a
+    # 5x5, 25 + 25 steps (the paper): a run that never finds the treasure scores the floor -50; a
     # boustrophedon snake (24 moves) visits every cell in episode 1, so it finds the last one,
     # (4, 4), at step 24 (23 x -1, then +1) and walks straight back in 8 steps (7 x -1, +1).
     grid = GRIDWORLD_PAPER.grid

@@ -1,4 +1,4 @@
-"""The q-norm objective of PAPER.md: q = 1 is the mean, large q approaches the max, the m seeds
+"""The q-norm objective of the paper: q = 1 is the mean, large q approaches the max, the m seeds
 are shared by every input of the batch, and bad settings are refused."""
 
 import dataclasses

@@ -70,7 +70,7 @@ def test_reproduce_writes_every_variant_with_the_papers_values(tmp_path, tiny, t
     assert len(data_lines) == len(repro.aggregate(task, rows))  # one line per (sweep value, variant)
     assert all("[" in line for line in data_lines)  # the range over the two training seeds
     paper_value = "(0.67)" if task == "recall" else "(0.70)"
-    assert paper_value in markdown  # A^q_R's worst case from PAPER.md, beside ours
+    assert paper_value in markdown  # A^q_R's worst case from the paper, beside ours
     assert "plotly" in (tmp_path / "reproduction.html").read_text()[:200_000].lower()
 
 

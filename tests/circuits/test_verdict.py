@@ -1,0 +1,115 @@
+"""Verdicts: the rules on hand-made numbers (the under-trained sort model a user reported among
+them), the claims of the case studies on a constructed failing case and on the zoo's trained
+models, and the comparison's claims."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from circuits import Circuit, Edge, Node
+from circuits.case_studies import SortConfig, sort_study
+from circuits.case_studies.claims import sort_claims
+from circuits.comparison import compare_circuits, comparison_claims
+from circuits.graph import ModelGraph
+from circuits.verdict import Verdict, exceeds, keeps, summary_line
+
+
+def test_the_reported_under_trained_sort_model_fails_its_claim():
+    """The named heads mattered 7x less than random heads: that is a failed claim, said so."""
+    claim = exceeds("ablating the next-element heads hurts sorting", 0.057, 0.417, control_label="random heads")
+    assert claim.verdict.outcome == "fails"
+    assert claim.line() == ("claim: ablating the next-element heads hurts sorting — FAILS: below its control "
+                            "(0.057 vs 0.417 for random heads)")
+
+
+def test_exceeds_holds_only_past_the_margin_and_the_ratio():
+    holds = exceeds("x", 0.385, 0.105, control_label="random heads")
+    assert holds.verdict.holds and holds.line() == "claim: x — HOLDS (0.385 vs 0.105 for random heads)"
+    assert exceeds("x", 0.14, 0.10, control_label="c").verdict.outcome == "fails"  # within the margin 0.05
+    between = exceeds("x", 0.5, 0.3, control_label="c")  # past the margin, short of 2x
+    assert between.verdict.outcome == "inconclusive" and "less than 2x" in between.line()
+    for missing in (None, math.nan):
+        assert exceeds("x", 0.5, missing, control_label="c").verdict.outcome == "inconclusive"
+    data = holds.to_dict()
+    assert data["verdict"] == "holds" and data["rule"] == "value >= control + 0.05 and >= 2x control"
+
+
+def test_keeps_and_the_summary():
+    kept, lost = keeps("k", 0.97, 1.0, control_label="intact"), keeps("k", 0.90, 1.0, control_label="intact")
+    assert kept.verdict.holds and lost.verdict.outcome == "fails"
+    assert summary_line([kept, lost]) == "verdicts: 1 of 2 claims hold, 1 fail, 0 inconclusive"
+    with pytest.raises(ValueError, match="Verdict.outcome='maybe'"):
+        Verdict("maybe", "rule")
+
+
+def test_sort_claims_fail_on_a_random_init_model():
+    """A random-init model of zoo:sort's architecture, with the head threshold lowered so the
+    study names some heads: their next_larger scores do not beat a random-init model's, and the
+    duplicate claims are not granted to a model that does not sort."""
+    from interp_rand import zoo
+    from probes import random_init_like
+
+    ckpt = zoo.load("sort")
+    model = random_init_like(ckpt.model().eval(), 5)
+    study = sort_study(model, ckpt.spec.make_task(), SortConfig(n_pairs=32, n_eval=500, n_controls=3,
+                                                                min_score=0.1))
+    role, ablation, *duplicates = sort_claims(study)
+    assert role.verdict.outcome == "fails" and "FAILS" in role.line()
+    assert not ablation.verdict.holds
+    assert all(c.verdict.outcome == "inconclusive" and "does not sort" in c.verdict.reason for c in duplicates)
+
+
+@pytest.mark.slow
+def test_sort_claims_hold_on_the_zoo_model_and_fail_when_random_heads_matter_more():
+    from interp_rand import zoo
+
+    ckpt = zoo.load("sort")
+    study = sort_study(ckpt.model().eval(), ckpt.spec.make_task(), SortConfig(n_pairs=64, n_eval=1500, n_controls=4))
+    assert all(c.verdict.holds for c in sort_claims(study)), [c.line() for c in sort_claims(study)]
+    # the same study with the random heads' ablation and the named heads' swapped
+    swapped = dataclasses.replace(study, ablated=study.controls.mean(0), controls=study.ablated[None])
+    assert sort_claims(swapped)[1].verdict.outcome == "fails"
+
+
+@pytest.mark.slow
+def test_carry_claims_hold_on_the_zoo_model():
+    """The carry claims about ablations hold on zoo:addition; the per-place probe claims are
+    reported whatever they say (place 3's selectivity is below the random-init model's)."""
+    from circuits.case_studies import CarryConfig, carry_study
+    from circuits.case_studies.claims import carry_claims
+    from interp_rand import zoo
+
+    ckpt = zoo.load("addition")
+    config = CarryConfig(n_pairs=128, n_eval=600, n_cascade=300, n_probe=1500, n_controls=3)
+    claims = carry_claims(carry_study(ckpt.model().eval(), ckpt.spec.make_task(), config))
+    ablations = claims[:4]
+    assert all(c.verdict.holds for c in ablations), [c.line() for c in ablations]
+    assert len(claims) == 4 + 3 and any(c.verdict.holds for c in claims[4:])
+
+
+def test_comparison_claims_against_random_circuits():
+    from circuit_models import make_model, token_pairs
+
+    from circuits import discover
+
+    model, pairs = make_model(), token_pairs()
+    circuit = discover(model, *pairs, method="eap").circuit(top_k=15)
+    same = compare_circuits(circuit, circuit, models=(model, model), data=(pairs, pairs), n_random=2)
+    assert set(same.random_cross) == {"a_on_a", "b_on_a", "b_on_b", "a_on_b"}
+    assert 0 < same.random_jaccard < 0.3  # 15 of 46 edges twice: 15*15/46 shared in expectation
+    claims = comparison_claims(same, gaps=(1.0, 1.0))
+    assert claims[0].verdict.holds and claims[-1].verdict.holds  # Jaccard 1, Spearman 1
+    # a run whose metric the corruption barely moves: its claims are inconclusive, not "holds"
+    quiet = comparison_claims(same, gaps=(1.0, 1e-4))
+    assert [c.verdict.outcome for c in quiet[1:5]].count("inconclusive") == 2
+    # two disjoint one-edge circuits: they do not share their edges
+    arch = ModelGraph.of(model, 6).arch
+    a = Circuit({Edge(Node("embed"), Node("head", 0, 0), "q"): 1.0}, arch, {}, 46)
+    b = Circuit({Edge(Node("head", 1, 1), Node("logits"), "logits"): -0.5}, arch, {}, 46)
+    disjoint = comparison_claims(compare_circuits(a, b))
+    assert disjoint[0].verdict.outcome == "fails" and disjoint[-1].verdict.outcome == "inconclusive"
+    assert torch.isfinite(torch.tensor(list(same.random_cross.values()))).all()
