@@ -8,6 +8,9 @@ import json
 from pathlib import Path
 
 
+_FROM_SCALE = object()  # --tie-break-q not given (argparse would run a string default through its type)
+
+
 def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", choices=["cpu", "paper"], default="cpu",
                         help="cpu: the 5x5 grid with a small agent (width 16), population 20, 60 generations, minutes on one core; paper: PAPER.md's settings (width 80, population 300) (default: cpu)")
@@ -15,7 +18,7 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--generations", type=int, default=None, help="PGPE generations (default: the scale's)")
     parser.add_argument("--popsize", type=int, default=None, help="PGPE population, even, >= 2 (default: the scale's)")
     parser.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
-    parser.add_argument("--tie-break-q", type=_tie_break_q, default="scale", metavar="Q|none",
+    parser.add_argument("--tie-break-q", type=_tie_break_q, default=_FROM_SCALE, metavar="Q|none",
                         help="worst-cell fitness: break ties of the worst cell by a small q-norm of the cells' "
                         "losses (PGPEConfig.tie_break_q); none: the exact worst cell (default: the scale's: "
                         "cpu 4, paper none)")
@@ -71,7 +74,7 @@ def _scale(args: argparse.Namespace, **changes):
 
     given = {"m_seeds": args.m, "generations": args.generations, "popsize": args.popsize, "seed": args.seed}
     given = {k: v for k, v in given.items() if v is not None}
-    if args.tie_break_q != "scale":
+    if args.tie_break_q is not _FROM_SCALE:
         given["tie_break_q"] = args.tie_break_q
     return scale_named(args.scale).replace(**given, **changes)
 
