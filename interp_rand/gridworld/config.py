@@ -220,7 +220,8 @@ GRIDWORLD_PAPER = GridworldScale(
 #   (Adam divides by the gradient's running size).
 # Measured with it (README, grid-world section; 100 evaluation seeds): worst-5% -41.4 vs ERM
 # -42.6 in training seed 0 (with 1,000 evaluation seeds -41.0 vs -40.2: ERM ahead, a tie within
-# noise), -42.0 vs -50.0 in seed 1; averages -34.9 and -34.8 vs ERM's -26.5 and -30.0.
+# noise), -42.0 vs -50.0 in seed 1; averages -34.9 and -34.8 vs ERM's -26.5 and -30.0. The
+# mean as the tie-break (q = 1), seed 0 only: -42.35 (no measured reason against it either).
 GRIDWORLD_CPU = GridworldScale(
     grid=GridConfig(size=5, episode_steps=25, treasure_reward=1.0),
     agent=AgentConfig(d_model=16, n_layers=2, n_heads=4, d_head=4, d_mlp=0),
