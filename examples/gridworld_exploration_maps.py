@@ -40,7 +40,7 @@ def main(argv=None) -> dict:
         pgpe = agent.scale.pgpe
         s = evaluate_agent(agent.model, agent.scale.grid, args.n_seeds, seed=1).summary(max_routes=3)
         summary[run] = {"variant": pgpe.variant, "m_seeds": pgpe.m_seeds, "generations": pgpe.generations,
-                        "episode_steps": agent.scale.grid.episode_steps,
+                        "size": agent.scale.grid.size, "episode_steps": agent.scale.grid.episode_steps,
                         **{k: s[k] for k in ("average", "worst_cell", "worst_5pct", "n_distinct_routes",
                                              "first_visit_min", "first_visit_max", "first_visit_map", "routes")}}
 

@@ -11,6 +11,9 @@ from interp_rand import progress
 from interp_rand.cli.options import at_least, output_path
 
 
+_FROM_SCALE = object()  # --tie-break-q not given (argparse would run a string default through its type)
+
+
 def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", choices=["cpu", "paper"], default="cpu",
                         help="cpu: the 5x5 grid with a small agent (width 16), population 20, 60 generations, minutes on one core; paper: the paper's settings, width 80, population 300 (README: The randomized-algorithms setting) (default: cpu)")
@@ -18,6 +21,10 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--generations", type=at_least(1), default=None, help="PGPE generations (default: the scale's)")
     parser.add_argument("--popsize", type=int, default=None, help="PGPE population, even, >= 2 (default: the scale's)")
     parser.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
+    parser.add_argument("--tie-break-q", type=_tie_break_q, default=_FROM_SCALE, metavar="Q|none",
+                        help="worst-cell fitness: break ties of the worst cell by a small q-norm of the cells' "
+                        "losses (PGPEConfig.tie_break_q); none: the exact worst cell (default: the scale's: "
+                        "cpu 4, paper none)")
     parser.add_argument("--ray-address", default=None,
                         help="evaluate the population on this Ray cluster (host:port, ray://host:port or "
                         "auto); without it everything runs locally")
@@ -27,6 +34,18 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu",
                         help="where the population is evaluated, e.g. cuda for the paper scale (default: cpu)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def _tie_break_q(text: str) -> float | None:
+    if text.lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a number >= 1 nor 'none'") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1 (or 'none')")
+    return value
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
@@ -57,7 +76,10 @@ def _scale(args: argparse.Namespace, **changes):
     from interp_rand.gridworld.config import scale_named
 
     given = {"m_seeds": args.m, "generations": args.generations, "popsize": args.popsize, "seed": args.seed}
-    return scale_named(args.scale).replace(**{k: v for k, v in given.items() if v is not None}, **changes)
+    given = {k: v for k, v in given.items() if v is not None}
+    if args.tie_break_q is not _FROM_SCALE:
+        given["tie_break_q"] = args.tie_break_q
+    return scale_named(args.scale).replace(**given, **changes)
 
 
 def _num_actors(args: argparse.Namespace):
@@ -77,7 +99,8 @@ def _printer(args: argparse.Namespace, generations: int):
 
     def show(entry, label: str = "") -> None:
         progress.note(f"{label}{': ' if label else ''}generation {entry['generation']} of {generations}: "
-                      f"population mean {entry['mean_eval']:.2f}, centre fitness {entry['center_fitness']:.2f}, "
+                      f"population mean {entry['mean_eval']:.2f}, centre fitness {entry['center_fitness']:.3f}, "
+                      f"centre worst cell {entry['center_worst_cell']:.2f}, "
                       f"centre average {entry['center_average']:.2f}")
 
     return show

@@ -84,6 +84,7 @@ def compare(scale: GridworldScale, out: str | Path, num_actors: int | str | None
         summary = run_variant(variant, folder, num_actors=num_actors, device=device,
                               on_log=None if on_log is None else (lambda e, lab=label: on_log(lab, e)))
         rows.append({"variant": label, "m": variant.pgpe.m_seeds, "run_dir": str(folder),
+                     "tie_break_q": variant.pgpe.tie_break_q if variant.pgpe.variant == "worst" else None,
                      **{k: summary[k] for k in ("average", "worst_5pct", "worst_cell", "worst_5pct_pooled",
                                                 "seed_std", "first_visit_max", "first_visit_min",
                                                 "n_distinct_routes", "first_visit_map")},

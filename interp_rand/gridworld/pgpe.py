@@ -1,8 +1,10 @@
 """Training the grid-world agent with evotorch's PGPE against the exact worst treasure cell.
 
 Each generation draws ``m`` seeds shared by every member and every cell; a member's fitness is
-the worst cell's seed-averaged return (``variant="worst"``, q = inf) or the average over cells
-(``"erm"``), computed for the whole population at once by
+the worst cell's seed-averaged return (``variant="worst"``, q = inf; with
+``PGPEConfig.tie_break_q`` its ties broken by a small q-norm term, see
+:func:`~interp_rand.gridworld.population.fitness`) or the average over cells (``"erm"``),
+computed for the whole population at once by
 :func:`~interp_rand.gridworld.population.population_returns`. With ``num_actors`` the
 population is split over Ray actors (evotorch's own parallelisation); the generation's seeds
 are pushed to every actor, so the remote fitness equals the local one.
@@ -40,6 +42,7 @@ class GridworldProblem(Problem):
 
     Args:
         grid, model_config, variant: the environment, the agent's architecture, ``worst``/``erm``.
+        tie_break_q: see ``PGPEConfig.tie_break_q`` (``None``: the exact worst cell).
         num_actors: Ray actors evaluating pieces of the population (``None``: all local).
         max_runs: runs stepped together per chunk (see ``population_returns``).
         seed: evotorch's generator (the PGPE sampler).
@@ -48,9 +51,10 @@ class GridworldProblem(Problem):
 
     def __init__(self, grid: GridConfig, model_config: ModelConfig, variant: str,
                  num_actors: int | str | None = None, max_runs: int = 32_768, seed: int = 0,
-                 device: str = "cpu"):
+                 device: str = "cpu", tie_break_q: float | None = None):
         self.grid = grid
         self.variant = variant
+        self.tie_break_q = tie_break_q
         self.max_runs = max_runs
         self.model = HookedTransformer(model_config, seed=seed).eval().to(device)
         self.layout = ParameterLayout(self.model)
@@ -85,7 +89,11 @@ class GridworldProblem(Problem):
             raise RuntimeError("call set_generation_seeds(seeds) before evaluating")
         returns = population_returns(self.model, self.layout, batch.values, self.grid, self.cells,
                                      self.generation_seeds, max_runs=self.max_runs)
-        batch.set_evals(fitness(returns, self.variant))
+        # Stored above the floor: PGPE subtracts the population mean, so an offset changes
+        # nothing, and the float32 evals keep the tie-break's small differences near 0 rather
+        # than near the floor -50 (where float32's step is 4e-6).
+        evals = fitness(returns, self.variant, self.grid, self.tie_break_q) - self.grid.floor
+        batch.set_evals(evals.to(batch.values.dtype))
 
 
 def connect_ray(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
@@ -141,7 +149,8 @@ class TrainedAgent:
     Attributes:
         model: the agent with PGPE's final centre as weights (eval mode).
         stdev: ``[n_params]`` the final search std.
-        history: per logged generation ``{"generation", "mean_eval", "center_fitness"}``.
+        history: per logged generation ``{"generation", "mean_eval", "center_fitness",
+            "center_worst_cell", "center_average"}`` (in return units, on that generation's seeds).
     """
 
     model: HookedTransformer
@@ -167,7 +176,7 @@ def train_agent(
     grid, cfg = scale.grid, scale.pgpe
     model_config = agent_model_config(grid, scale.agent)
     problem = GridworldProblem(grid, model_config, cfg.variant, num_actors=num_actors,
-                               max_runs=max_runs, seed=cfg.seed, device=device)
+                               max_runs=max_runs, seed=cfg.seed, device=device, tie_break_q=cfg.tie_break_q)
     searcher = PGPE(
         problem, popsize=cfg.popsize, center_learning_rate=cfg.center_lr, stdev_learning_rate=cfg.stdev_lr,
         stdev_init=cfg.stdev_init, optimizer=cfg.optimizer, ranking_method=cfg.ranking,
@@ -184,8 +193,10 @@ def train_agent(
                 center = searcher.status["center"].detach().clone()
                 returns = population_returns(problem.model, problem.layout, center[None], grid,
                                              problem.cells, seeds)
-                entry = {"generation": generation, "mean_eval": float(searcher.status["mean_eval"]),
-                         "center_fitness": float(fitness(returns, cfg.variant)[0]),
+                entry = {"generation": generation,
+                         "mean_eval": float(searcher.status["mean_eval"]) + grid.floor,  # evals are above the floor
+                         "center_fitness": float(fitness(returns, cfg.variant, grid, cfg.tie_break_q)[0]),
+                         "center_worst_cell": float(returns.mean(-1).min()),
                          "center_average": float(returns.mean())}
                 history.append(entry)
                 if on_log is not None:

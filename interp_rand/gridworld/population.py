@@ -138,14 +138,43 @@ def population_returns_loop(
     return torch.stack(out)
 
 
-def fitness(returns: Tensor, variant: str) -> Tensor:
+def tie_break_weight(m: int) -> float:
+    """Weight of the tie-break term of the worst-cell fitness with ``m`` seeds: ``1 / (2 m)``.
+    With integer per-run returns the worst cell's seed average moves in steps of ``1 / m``; the
+    tie-break term lies in [0, 1], so it changes the fitness by at most half such a step."""
+    return 1.0 / (2 * m)
+
+
+def fitness(returns: Tensor, variant: str, grid: GridConfig | None = None,
+            tie_break_q: float | None = None) -> Tensor:
     """``[P, C, m]`` returns -> ``[P]`` fitness: the seed average is taken first (it is what
     rewards randomization, the paper), then the worst cell (``worst``, q = inf) or the mean over
-    cells (``erm``)."""
+    cells (``erm``).
+
+    With ``tie_break_q`` (``worst`` only; needs ``grid``), ties of the worst cell are broken:
+    ``worst - tie_break_weight(m) * ||loss||_q``, where ``loss`` is each cell's seed-averaged
+    shortfall from the best return of a run (``2 * treasure_reward``: both episodes find the
+    treasure on their first step) divided by the range down to the floor, so in [0, 1], and
+    ``||.||_q`` is the power mean ``(mean_c loss_c^q)^(1/q)``, also in [0, 1]. A better worst
+    cell always wins (by at least ``1/m - 1/(2m)``); among equal worst cells the lower q-norm of
+    the losses wins. Computed in float64 (the term is small against the returns)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant={variant!r} is not allowed; choose from {VARIANTS}")
     per_cell = returns.mean(-1)  # [P, C]
-    return per_cell.min(-1).values if variant == "worst" else per_cell.mean(-1)
+    if variant == "erm":
+        return per_cell.mean(-1)
+    if tie_break_q is None:
+        return per_cell.min(-1).values
+    if grid is None:
+        raise ValueError("fitness with tie_break_q needs the grid (its floor and best return)")
+    if float(grid.treasure_reward) != int(grid.treasure_reward):
+        raise ValueError(f"tie_break_q needs an integer GridConfig.treasure_reward (returns in steps of 1); "
+                         f"got {grid.treasure_reward}")
+    per_cell = returns.double().mean(-1)
+    best = 2.0 * grid.treasure_reward
+    loss = ((best - per_cell) / (best - grid.floor)).clamp(0.0, 1.0)
+    soft_worst = loss.pow(tie_break_q).mean(-1).pow(1.0 / tie_break_q)  # [P] in [0, 1]
+    return per_cell.min(-1).values - tie_break_weight(returns.shape[-1]) * soft_worst
 
 
-__all__ = ["ParameterLayout", "fitness", "population_returns", "population_returns_loop"]
+__all__ = ["ParameterLayout", "fitness", "population_returns", "population_returns_loop", "tie_break_weight"]

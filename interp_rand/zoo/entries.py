@@ -95,10 +95,11 @@ def _randomized(task_name: str, task_config: dict[str, Any], setting: str) -> li
 
 
 def _agents() -> list[AgentEntry]:
-    m = GRIDWORLD_CPU.pgpe.m_seeds
+    m, q = GRIDWORLD_CPU.pgpe.m_seeds, GRIDWORLD_CPU.pgpe.tie_break_q
+    ties = "" if q is None else f", ties broken by the {q:g}-norm of the cells' losses"
     help_text = {"A^E_R": "ERM (average over treasure cells)",
-                 "A^q_R": f"worst treasure cell (q = inf), m = {m} seeds",
-                 "A^q_R (m=1)": "worst treasure cell, m = 1 seed"}
+                 "A^q_R": f"worst treasure cell (q = inf{ties}), m = {m} seeds",
+                 "A^q_R (m=1)": f"worst treasure cell{ties}, m = 1 seed"}
     entries = []
     for scale in compared_variants(GRIDWORLD_CPU):
         variant = variant_label(scale, m)

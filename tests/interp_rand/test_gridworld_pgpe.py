@@ -1,11 +1,13 @@
 """PGPE training, agent checkpoints, the Ray path and the CLI."""
 
+import argparse
 import json
 import time
 
 import pytest
 import torch
 
+from interp_rand.cli.gridworld import _scale, add_parser
 from interp_rand.cli.main import main
 from interp_rand.gridworld.agent import agent_model_config, sample_seeds
 from interp_rand.gridworld.checkpoint import load_agent, save_agent
@@ -43,6 +45,43 @@ def test_training_is_deterministic_and_moves_the_centre(tmp_path):
     for a, b in zip(first.model.parameters(), loaded.model.parameters()):
         assert torch.equal(a, b)
     assert loaded.metrics["history"] == first.history
+
+
+def test_tie_break_trains_where_the_exact_worst_cell_is_stuck_at_the_floor(tmp_path):
+    # a 3x3 grid with 5 steps: the initial agent (small weights, seed 0) misses some cell under
+    # both seeds, so every member scores the floor and the exact worst cell's PGPE update is 0
+    scale = GridworldScale(
+        grid=GridConfig(size=3, episode_steps=5),
+        agent=AgentConfig(d_model=8, n_layers=1, n_heads=2, d_head=4),
+        pgpe=PGPEConfig(popsize=6, generations=3, m_seeds=2, eval_seeds=5, ranking="raw"),
+    )
+    start = HookedTransformer(agent_model_config(scale.grid, scale.agent), seed=0)
+
+    def moved(trained):
+        return sum((a - b).abs().sum().item() for a, b in zip(trained.model.parameters(), start.parameters()))
+
+    exact = train_agent(scale, log_every=1)
+    assert [h["center_worst_cell"] for h in exact.history] == [scale.grid.floor] * 3
+    assert moved(exact) == 0.0
+    broken = train_agent(scale.replace(tie_break_q=4), log_every=1)
+    assert moved(broken) > 0
+    assert all(h["center_fitness"] < h["center_worst_cell"] for h in broken.history)
+    save_agent(tmp_path / "run", scale.replace(tie_break_q=4), broken)
+    assert load_agent(tmp_path / "run").scale.pgpe.tie_break_q == 4
+
+
+def test_tie_break_q_is_validated():
+    for bad in (0.5, 0, True, "4"):
+        with pytest.raises(ValueError, match="tie_break_q"):
+            PGPEConfig(tie_break_q=bad)
+    assert PGPEConfig().tie_break_q is None  # the exact worst cell by default (old checkpoints too)
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    for extra, expected in (([], 4), (["--tie-break-q", "none"], None), (["--tie-break-q", "2"], 2.0)):
+        assert _scale(parser.parse_args(["gridworld", "compare", *extra])).pgpe.tie_break_q == expected
+    assert _scale(parser.parse_args(["gridworld", "compare", "--scale", "paper"])).pgpe.tie_break_q is None
+    with pytest.raises(SystemExit):
+        parser.parse_args(["gridworld", "train", "--tie-break-q", "0.5"])
 
 
 def test_checkpoint_of_another_task_is_refused(tmp_path):

@@ -18,6 +18,7 @@ from interp_rand.gridworld.population import (
     fitness,
     population_returns,
     population_returns_loop,
+    tie_break_weight,
 )
 from interp_rand.gridworld.stacked import StackedAgents
 from interp_rand.model import HookedTransformer
@@ -72,6 +73,50 @@ def test_fitness_takes_seed_average_before_worst_cell():
     assert fitness(returns, "erm").tolist() == [-5.0, -4.5]
     with pytest.raises(ValueError, match="variant='q2'"):
         fitness(returns, "q2")
+
+
+def test_tie_break_separates_a_population_tied_at_the_floor():
+    # every member's worst cell is the floor (a cell no seed reaches), but they differ elsewhere
+    grid = GridConfig(size=3, episode_steps=5)
+    returns = torch.full((3, grid.n_cells, 4), grid.floor)
+    returns[1, 0] = -3.0                 # member 1 finds cell 0 under every seed
+    returns[2, 0, :1] = -3.0             # member 2 under one seed of four
+    assert fitness(returns, "worst").unique().tolist() == [grid.floor]  # the exact worst cell ties
+    for q in (1, 4, 50):
+        broken = fitness(returns, "worst", grid, tie_break_q=q)
+        assert broken[1] > broken[2] > broken[0]  # no longer constant, and in the right order
+        assert (broken <= grid.floor).all() and (broken >= grid.floor - tie_break_weight(4)).all()
+    with pytest.raises(ValueError, match="needs the grid"):
+        fitness(returns, "worst", tie_break_q=4)
+    with pytest.raises(ValueError, match="integer GridConfig.treasure_reward"):
+        fitness(returns, "worst", GridConfig(size=3, episode_steps=5, treasure_reward=0.5), tie_break_q=4)
+    # ERM ignores the tie-break
+    assert torch.equal(fitness(returns, "erm", grid, tie_break_q=4), fitness(returns, "erm"))
+
+
+@pytest.mark.parametrize("m", [1, 3, 10])
+@pytest.mark.parametrize("q", [1, 4, 50])
+def test_a_better_worst_cell_always_outweighs_the_tie_break(m, q):
+    grid = GridConfig(size=3, episode_steps=5)  # integer returns in [floor, 2 * treasure_reward]
+    best = 2 * grid.treasure_reward
+    # the extreme pair: one step better worst cell with every other cell as bad as that allows,
+    # against the floor worst cell with every other cell at the best return
+    better = torch.full((1, grid.n_cells, m), grid.floor)
+    better[0, :, 0] += 1.0  # each cell's seed average is floor + 1/m
+    worse = torch.full((1, grid.n_cells, m), best)
+    worse[0, 0] = grid.floor
+    pair = fitness(torch.cat([better, worse]), "worst", grid, tie_break_q=q)
+    assert pair[0] > pair[1]
+    assert pair[0] - pair[1] >= 1 / m - tie_break_weight(m) - 1e-9
+    # random integer returns: the order of the fitness agrees with the exact worst cell's
+    # wherever the worst cells differ
+    generator = torch.Generator().manual_seed(m * 100 + q)
+    returns = torch.randint(int(grid.floor), int(best) + 1, (64, grid.n_cells, m), generator=generator).float()
+    returns[::2, :2] = grid.floor  # half the members: ties at the floor
+    worst, broken = fitness(returns, "worst"), fitness(returns, "worst", grid, tie_break_q=q)
+    differ = worst[:, None] > worst[None, :]
+    assert differ.any() and (broken[:, None] > broken[None, :])[differ].all()
+    assert ((broken - worst).abs() <= tie_break_weight(m) + 1e-9).all()
 
 
 def test_rollout_replays_through_run_with_cache():
