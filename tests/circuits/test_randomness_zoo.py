@@ -1,12 +1,15 @@
 """The randomness-channel claims on the zoo's trained models: the randomized model (``A^q_R``)
-uses its seed and the ERM model (``A^E_R``) does not, with a random-init control in between;
-recall's randomized model spreads what it stores over the seeds; colouring's breaks symmetry
-by the noise.
+uses its seed and the ERM model (``A^E_R``) does not; recall's randomized model stores a
+different set of keys under each seed (mixing deterministic strategies) and colouring's breaks
+symmetry by the noise.
 
-Bounds, with what ``interp-rand randomness`` measured on these models (closing note of
-issue 7): whole-model usage (mean TV under a seed resample) colouring 0.29 vs 0.0004, recall
-0.060 vs 0.009, random-init 0.044 / 0.017; recall worst-position coverage 0.59 vs 0.008;
-MI(colour; noise rank) 0.13 bits vs 0.0002 shuffled.
+Bounds, with what ``interp-rand randomness`` measured on the rebuilt zoo (the paper's models):
+whole-model usage (mean TV under a seed resample) colouring 0.20 vs 0.0007 (random-init 0.037),
+recall 0.37 vs 0.015 (random-init 0.44: a random recall model's output moves with every input
+bit, the seed's included, so this control does not separate use from sensitivity there; the
+stored-set and bit-flip measures below do); recall seed-dependent stored cells 0.997 vs 0.089,
+set diversity 0.93 vs 0.11, bit-flip storage change 0.136 vs 0.006 (random-init 0.043);
+MI(colour; noise rank) 0.023 bits vs 0.00006 shuffled.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from probes.symmetry import colour_noise_information
 pytestmark = pytest.mark.slow
 
 # (task, randomized lower bound, ERM upper bound) on the whole-model usage
-BOUNDS = [("coloring", 0.1, 0.01), ("recall", 0.03, 0.015)]
+BOUNDS = [("coloring", 0.1, 0.01), ("recall", 0.2, 0.03)]
 
 
 def _usage(name: str, model=None):
@@ -42,23 +45,35 @@ def test_randomized_model_uses_its_seed_and_erm_does_not(task_name, above, below
     assert max(randomized.score.values()) > above
 
 
-@pytest.mark.parametrize("task_name, above, below", BOUNDS)
-def test_random_init_control_sits_between(task_name, above, below):
-    """A random-init model of the same architecture uses its seed by accident only: above the
-    trained ERM model (which learned to cancel it), below the randomized one."""
+@pytest.mark.parametrize("task_name", ["coloring", "recall"])
+def test_random_init_control_is_above_erm(task_name):
+    """A random-init model of the same architecture moves with its seed by accident; the trained
+    ERM model learned to cancel it. For colouring the randomized model is far above the control
+    too; for recall the control is as sensitive as the randomized model (module docstring)."""
     model = zoo.load(f"{task_name}-Aq_R").model()
     control = _usage(f"{task_name}-Aq_R", random_init_like(model)).reference
-    assert _usage(f"{task_name}-AE_R").reference < control < _usage(f"{task_name}-Aq_R").reference
+    assert _usage(f"{task_name}-AE_R").reference < control
+    if task_name == "coloring":
+        assert control < 0.5 * _usage(f"{task_name}-Aq_R").reference
 
 
-def test_recall_randomized_model_covers_every_position_under_some_seeds():
-    worst = {}
+def test_recall_randomized_model_stores_a_different_key_set_under_each_seed():
+    from circuits.seed_bits import bit_flip_effect
+    from probes.seed_mixing import mixing_strategies
+
+    stats, mixing, flips = {}, {}, {}
     for name in ("recall-Aq_R", "recall-AE_R"):
         ckpt = zoo.load(name)
-        stats, stored = stored_set_map(ckpt.model(), ckpt.spec.make_task(), 16, torch.Generator().manual_seed(1))
+        task = ckpt.spec.make_task()
+        stats[name], stored = stored_set_map(ckpt.model(), task, 16, torch.Generator().manual_seed(1))
         assert stored.shape[1] == 1024  # every seed of the 10-bit channel
-        worst[name] = stats.worst_position_coverage
-    assert worst["recall-Aq_R"] > 0.3 > 0.1 > worst["recall-AE_R"]
+        mixing[name] = mixing_strategies(stored)
+        flips[name] = bit_flip_effect(stored, task.all_seeds())
+    randomized, erm = "recall-Aq_R", "recall-AE_R"
+    assert stats[randomized].seed_dependent > 0.5 > 0.2 > stats[erm].seed_dependent
+    assert stats[randomized].worst_position_coverage > 0.4
+    assert mixing[randomized].set_diversity > 0.5 > mixing[erm].set_diversity
+    assert flips[randomized].mean_effect > 10 * flips[erm].mean_effect
 
 
 def test_colouring_randomized_model_breaks_symmetry_by_noise_rank():
@@ -69,8 +84,8 @@ def test_colouring_randomized_model_breaks_symmetry_by_noise_rank():
         generator = torch.Generator().manual_seed(2)
         mi[name] = colour_noise_information(ckpt.model(), task, task.sample(1024, generator), generator)
     randomized, erm = mi["coloring-Aq_R"], mi["coloring-AE_R"]
-    assert randomized.mi > 0.05 > 10 * randomized.mi_shuffled
-    assert erm.mi < 0.02
+    assert randomized.mi > 0.01 > 10 * randomized.mi_shuffled
+    assert erm.mi < 0.005
 
 
 def test_seed_circuits_exist_for_the_randomized_colouring_model_only(tmp_path, capsys):
