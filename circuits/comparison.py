@@ -164,6 +164,8 @@ def random_circuit(model: Any, clean: Any, k: int, like: Circuit, generator: tor
 
 # the shares and overlaps a comparison claim must beat its control by (and be twice it)
 SHARE_MARGIN = 0.1
+# a circuit "recovers" a behaviour only if it recovers at least half of it
+RECOVERY_FLOOR = 0.5
 OVERLAP_MARGIN = 0.1
 # a rank correlation that counts as "ranking alike"
 RANK_MARGIN = 0.5
@@ -186,8 +188,8 @@ def comparison_claims(result: CircuitComparison, gaps: tuple[float, float] | Non
         claim = exceeds(f"the circuit of {circuit} recovers the behaviour of {run} (recovered share on its model "
                         "and data)",
                         result.cross[key], result.random_cross.get(key),
-                        control_label="random circuits of its size",
-                        margin=SHARE_MARGIN, unavailable="no random circuits measured")
+                        control_label="random circuits of its size", margin=SHARE_MARGIN,
+                        floor=RECOVERY_FLOOR, unavailable="no random circuits measured")
         gap = None if gaps is None else gaps[0 if key[-1] == "a" else 1]
         if gap is not None and abs(gap) < min_gap:
             claim = inconclusive(claim, f"the corruption barely moves {run} ({gap:.2g}): its shares are noise")

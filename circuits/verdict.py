@@ -88,14 +88,20 @@ def _round(x: float | None) -> float | None:
 
 
 def exceeds(text: str, value: float | None, control: float | None, *, control_label: str,
-            margin: float = 0.05, ratio: float = 2.0, unavailable: str = "") -> Claim:
+            margin: float = 0.05, ratio: float = 2.0, floor: float | None = None,
+            unavailable: str = "") -> Claim:
     """``value`` against ``control``: holds when ``value >= control + margin`` and
-    ``value >= ratio * control``; fails below ``control + margin``; inconclusive in between,
-    or when either number is missing (``unavailable`` says why, if known)."""
-    rule = f"value >= control + {margin:g} and >= {ratio:g}x control"
+    ``value >= ratio * control`` (and ``value >= floor`` when a floor is given: a control
+    near or below 0, e.g. random circuits' recovered share, is beaten by almost anything);
+    fails below ``control + margin`` or below the floor; inconclusive in between, or when
+    either number is missing (``unavailable`` says why, if known)."""
+    rule = f"value >= control + {margin:g} and >= {ratio:g}x control" + (
+        f" and >= {floor:g}" if floor is not None else "")
     if _missing(value) or _missing(control):
         return Claim(text, value, control, control_label,
                      Verdict("inconclusive", rule, unavailable or "no measurement to compare"))
+    if floor is not None and value < floor:
+        return Claim(text, value, control, control_label, Verdict("fails", rule, f"below the floor {floor:g}"))
     if value < control + margin:
         why = ("below its control" if value < control else f"not above its control by {margin:g}")
         return Claim(text, value, control, control_label, Verdict("fails", rule, why))

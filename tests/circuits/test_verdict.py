@@ -113,3 +113,12 @@ def test_comparison_claims_against_random_circuits():
     disjoint = comparison_claims(compare_circuits(a, b))
     assert disjoint[0].verdict.outcome == "fails" and disjoint[-1].verdict.outcome == "inconclusive"
     assert torch.isfinite(torch.tensor(list(same.random_cross.values()))).all()
+
+
+def test_a_floor_refuses_a_claim_that_only_beats_a_negative_control():
+    from circuits.verdict import exceeds
+
+    # random circuits' recovered share can be far below 0: 0.08 beats it but recovers nothing
+    weak = exceeds("recovers", 0.08, -1.19, control_label="random circuits", margin=0.1, floor=0.5)
+    assert weak.verdict.outcome == "fails" and "floor" in weak.verdict.reason
+    assert exceeds("recovers", 0.88, 0.02, control_label="random circuits", margin=0.1, floor=0.5).verdict.outcome == "holds"

@@ -95,15 +95,16 @@ def test_deterministic_vs_randomized_recall(tmp_path):
     summary = written(tmp_path / "recall_comparison.json",
                       run_example("deterministic_vs_randomized_recall", ["--out", str(tmp_path)]))
     erm, qnorm = summary["zoo:recall-AE_R"], summary["zoo:recall-Aq_R"]
-    assert (erm["objective"], qnorm["objective"]) == ("erm", "qnorm")
+    # A^E_R is the q-norm at q = 1 (the mean over m shared seeds), A^q_R at q = 100
+    assert (erm["q"], qnorm["q"], erm["m_seeds"], qnorm["m_seeds"]) == (1.0, 100.0, 30, 30)
     for s in (erm, qnorm):
         assert 0 <= s["worst_5pct"] <= s["average"] <= 1 and s["seed_usage_per_node"]
-    # the randomized model uses its seed: whole-model seed-resample TV measured 0.054 vs 0.007
-    assert qnorm["seed_usage_reference"] > 3 * erm["seed_usage_reference"]
-    # ... to choose which keys it stores, so its least-stored key is stored under most seeds
-    # (measured 75%), while ERM's is stored under almost none (2%)
-    assert qnorm["worst_key_coverage"] > erm["worst_key_coverage"] + 0.3
-    assert qnorm["worst_5pct"] > erm["worst_5pct"]  # measured 0.125 vs 0.000
+    # the randomized model uses its seed: whole-model seed-resample TV measured 0.35 vs 0.018
+    assert qnorm["seed_usage_reference"] > 10 * erm["seed_usage_reference"]
+    # ... to choose which keys it stores: storage of almost every (input, key) cell depends on
+    # the seed (measured 0.97), for ERM only that of its one marginal key (0.04)
+    assert qnorm["stored_seed_dependent"] > 0.5 > 0.2 > erm["stored_seed_dependent"]
+    assert qnorm["worst_5pct"] > erm["worst_5pct"] + 0.3  # measured 0.547 vs 0.047
     assert offline_html(tmp_path / "recall_comparison.html").count("<div") >= 2
 
 
