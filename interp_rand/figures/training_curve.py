@@ -29,8 +29,12 @@ def training_curve_figure(records: list[dict[str, Any]], title: str) -> go.Figur
         fig.add_trace(go.Scatter(x=[s for s, _ in points], y=[v for _, v in points], name=name,
                                  mode="lines+markers" if len(points) < 30 else "lines",
                                  line={"color": colours[key]}), row=1, col=col)
-    # one label a decade: plotly draws the in-between labels of a log axis at 9 px
-    fig.update_yaxes(type="log", dtick=1, exponentformat="e", title_text="loss", row=1, col=1)
+    losses = [r[k] for r in records for k in ("train_loss", "loss") if r.get(k) is not None and r[k] > 0]
+    if losses and max(losses) / min(losses) >= 10:
+        # one label a decade: plotly draws the in-between labels of a log axis at 9 px
+        fig.update_yaxes(type="log", dtick=1, exponentformat="e", title_text="loss (log)", row=1, col=1)
+    else:  # less than a decade: a log axis with a label a decade would have no label at all
+        fig.update_yaxes(title_text="loss", row=1, col=1)
     fig.update_yaxes(range=[0, 1.02], title_text="exact match", row=1, col=2)
     fig.update_yaxes(title_text="lr", exponentformat="e", row=1, col=3)
     fig.update_xaxes(title_text="step")
