@@ -8,6 +8,8 @@ import argparse
 import json
 from pathlib import Path
 
+from interp_rand.cli.options import output_path
+
 CURVE_FILE = "training_curve.html"
 METRICS_FILE = "metrics.jsonl"  # interp_rand.training.trainer.METRICS_FILE, without importing torch
 
@@ -20,7 +22,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "held-out exact match and the learning rate against step.",
     )
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    parser.add_argument("--out", type=Path, default=None,
+    parser.add_argument("--out", type=output_path, default=None,
                         help=f"output file (default: RUN_DIR/{CURVE_FILE}; zoo-output/NAME/{CURVE_FILE} for zoo:NAME)")
     parser.set_defaults(uses_torch=False)
     return parser

@@ -109,7 +109,8 @@ def test_gridworld_progress_says_k_of_n(capsys):
 
     show = _printer(argparse.Namespace(quiet=False), 300)
     with progress.scope("gridworld compare"):
-        show({"generation": 220, "mean_eval": -7.0, "center_fitness": -9.0, "center_average": -6.5},
+        show({"generation": 220, "mean_eval": -7.0, "center_fitness": -9.0, "center_worst_cell": -9.0,
+              "center_average": -6.5},
              "agent 2 of 3 (A^q_R)")
     err = capsys.readouterr().err
     assert "gridworld compare: agent 2 of 3 (A^q_R): generation 220 of 300: population mean -7.00" in err
