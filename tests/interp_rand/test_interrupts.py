@@ -28,6 +28,17 @@ CLI_ARGS = ["train", "sort", "--length", "4", "--vocab", "8", "--d-model", "16",
             "--checkpoint-every", "1000", "--quiet"]
 
 
+@pytest.fixture(autouse=True)
+def _sigint_as_in_a_terminal():
+    """A test run started in the background (``make test &``, some CI launchers) inherits SIGINT
+    ignored, and training keeps an ignored signal ignored; these tests are about a terminal's
+    Ctrl-C, so SIGINT gets Python's default handler for each test."""
+    before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def run(run_dir, **overrides):
     cfg = dict(steps=40, batch_size=32, lr=3e-3, warmup_steps=5, eval_every=10, eval_size=64,
                checkpoint_every=20, keep_checkpoints=5, seed=0)
