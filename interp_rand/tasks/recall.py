@@ -188,6 +188,7 @@ class RecallTask:
         paper says "standard positional encodings"; the port has none, and the one-hot keys
         already tell the pairs apart).
         """
+        width = overrides.get("d_model", RECALL_WIDTH)
         defaults: dict[str, Any] = dict(
             d_model=RECALL_WIDTH,
             n_layers=2,
@@ -202,9 +203,8 @@ class RecallTask:
             attn_only=True,
             # the embedding is the input MLP's first layer, so the two widths are one; an
             # override with another input-MLP width gives that MLP a first matrix of its own
-            d_input_mlp=overrides.get("d_model", RECALL_WIDTH),
-            input_mlp_w_in=overrides.get("d_input_mlp", overrides.get("d_model", RECALL_WIDTH))
-            != overrides.get("d_model", RECALL_WIDTH),
+            d_input_mlp=width,
+            input_mlp_w_in=overrides.get("d_input_mlp", width) != width,
             normalization_type=None,
             d_seed=self.seed_bits,
             seed_mode="append",
