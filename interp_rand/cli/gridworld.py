@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from interp_rand import progress
-from interp_rand.cli.options import at_least, output_path
+from interp_rand.cli.options import at_least, number_or, output_path
 
 
 _FROM_SCALE = object()  # --tie-break-q not given (argparse would run a string default through its type)
@@ -36,16 +36,8 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
-def _tie_break_q(text: str) -> float | None:
-    if text.lower() == "none":
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is neither a number >= 1 nor 'none'") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1 (or 'none')")
-    return value
+# ``--tie-break-q``: the q of the worst cell's tie-break (>= 1), or ``none``: the exact worst cell
+_tie_break_q = number_or("none", float, 1, word_means=None)
 
 
 def add_parser(commands) -> argparse.ArgumentParser:

@@ -104,17 +104,31 @@ def collect(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 
-def top_k_option(text: str) -> int | str:
-    """``--top-k``: a number of edges (>= 1) or ``auto`` (the smallest faithful circuit)."""
-    if text == "auto":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of edges or 'auto', got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+_THE_WORD = object()
+
+
+def number_or(word: str, value_of: Any, minimum: float, *, what: str = "a number", word_means: Any = _THE_WORD):
+    """An argparse type: ``word`` (returned as ``word_means``, default the word itself) or a
+    number read by ``value_of`` (``int``, ``float``) that is at least ``minimum``; errors say
+    which of the two was expected."""
+    means = word if word_means is _THE_WORD else word_means
+
+    def parse(text: str):
+        if text.lower() == word:
+            return means
+        try:
+            value = value_of(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what} >= {minimum:g} or {word!r}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum:g} (or {word!r}), got {text!r}")
+        return value
+
+    return parse
+
+
+# ``--top-k``: a number of edges (>= 1) or ``auto`` (the smallest faithful circuit)
+top_k_option = number_or("auto", int, 1, what="a number of edges")
 
 
 def at_least(minimum: int):
