@@ -1,7 +1,7 @@
 """Circuits: position-aware computational graphs of TransformerLens-protocol models, ablations
 (including seed-only resampling), activation and path patching, EAP / EAP-IG / ACDC discovery
 with measured faithfulness. Works on ours and on a TransformerLens ``TransformerBridge``.
-Drawing lives in :mod:`circuits.layout` and :mod:`circuits.draw`.
+Drawing lives in :mod:`circuits.draw.layout` and :mod:`circuits.draw.circuit_figure`.
 
     >>> from circuits import discover, faithfulness
     >>> scores = discover(model, pairs.clean, pairs.corrupted, metric="logprob", method="eap")
@@ -9,31 +9,31 @@ Drawing lives in :mod:`circuits.layout` and :mod:`circuits.draw`.
     >>> faithfulness(model, circuit, pairs.clean, pairs.corrupted).recovered
 """
 
-from circuits.ablation import ABLATION_KINDS, Ablation, ablate_nodes, replaced_nodes
-from circuits.acdc import acdc_scores
-from circuits.attribution import eap_ig_scores, eap_scores
-from circuits.circuit import Circuit
-from circuits.compare import Agreement, agreement, spearman
-from circuits.comparison import CircuitComparison, compare_circuits
-from circuits.components import Architecture, architecture
-from circuits.discovery import (
+from circuits.interventions.ablation import ABLATION_KINDS, Ablation, ablate_nodes, replaced_nodes
+from circuits.methods.acdc import acdc_scores
+from circuits.methods.attribution import eap_ig_scores, eap_scores
+from circuits.graph.circuit import Circuit
+from circuits.analyses.agreement import Agreement, agreement, spearman
+from circuits.analyses.comparison import CircuitComparison, compare_circuits
+from circuits.graph.architecture import Architecture, architecture
+from circuits.methods.discovery import (
     PatchData,
     discover,
     method_names,
     patch_data,
     register_method,
 )
-from circuits.edge_patching import exact_edge_scores, patched_edges, run_with_edges
-from circuits.faithfulness import Faithfulness, faithfulness, smallest_faithful_circuit
-from circuits.graph import ModelGraph
-from circuits.metrics import get_metric, metric_names, register_metric
-from circuits.node_patching import ACTIVATIONS, patch_sweep
-from circuits.nodes import EDGE_INPUTS, NODE_KINDS, Edge, Node
-from circuits.randomness import RandomnessUsage, SeedEntry, randomness_usage, seed_entry, seed_pairs
-from circuits.seed_bits import BitFlipEffect, BitFlipRoutes, bit_flip_effect, bit_flip_routes
-from circuits.scores import EdgeScores
-from circuits.verdict import Claim, Verdict
-from circuits.writers import writer_values
+from circuits.interventions.edge_patching import exact_edge_scores, patched_edges, run_with_edges
+from circuits.analyses.faithfulness import Faithfulness, faithfulness, smallest_faithful_circuit
+from circuits.graph.model_graph import ModelGraph
+from circuits.interventions.metrics import get_metric, metric_names, register_metric
+from circuits.interventions.node_patching import ACTIVATIONS, patch_sweep
+from circuits.graph.nodes import EDGE_INPUTS, NODE_KINDS, Edge, Node
+from circuits.analyses.randomness import RandomnessUsage, SeedEntry, randomness_usage, seed_entry, seed_pairs
+from circuits.analyses.seed_bits import BitFlipEffect, BitFlipRoutes, bit_flip_effect, bit_flip_routes
+from circuits.graph.scores import EdgeScores
+from circuits.analyses.verdict import Claim, Verdict
+from circuits.graph.writers import writer_values
 
 __all__ = [
     "ABLATION_KINDS",

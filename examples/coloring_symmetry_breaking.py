@@ -20,7 +20,7 @@ import plotly.io as pio
 import torch
 
 from circuits import randomness_usage
-from circuits.randomness_draw import resample_distance_figure, usage_figure
+from circuits.draw.randomness_figure import resample_distance_figure, usage_figure
 from interp_rand.reproduce import evaluate_seeded
 from interp_rand.training.checkpoint import CheckpointError, load_checkpoint
 from probes import colour_noise_information, noise_resample_effect

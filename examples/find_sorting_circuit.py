@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from circuits import Ablation, discover, faithfulness
-from circuits.draw import write_circuit_html
+from circuits.draw.circuit_figure import write_circuit_html
 from interp_rand.seeded_evaluation import success_matrix, summarize
 from interp_rand.training.checkpoint import CheckpointError, load_checkpoint
 

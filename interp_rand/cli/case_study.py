@@ -36,10 +36,10 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from circuits.case_studies import CarryConfig, SortConfig, carry_study, sort_study
-    from circuits.case_studies.claims import carry_claims, carry_details, sort_claims, sort_details
-    from circuits.case_studies.draw import study_figures, write_case_study_html
-    from circuits.verdict import summary_line, verdict_counts
+    from interp_rand.reports.case_studies import CarryConfig, SortConfig, carry_study, sort_study
+    from interp_rand.reports.case_studies.claims import carry_claims, carry_details, sort_claims, sort_details
+    from interp_rand.reports.case_studies.draw import study_figures, write_case_study_html
+    from circuits.analyses.verdict import summary_line, verdict_counts
     from interp_rand.training.checkpoint import CheckpointError, load_checkpoint
     from interp_rand.zoo.location import run_label
 

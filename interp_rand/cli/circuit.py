@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from circuits import Ablation, Circuit, discover, faithfulness
-    from circuits.draw import write_circuit_html
+    from circuits.draw.circuit_figure import write_circuit_html
     from interp_rand.training.checkpoint import load_checkpoint
     from interp_rand.training.objectives import fixed_seeds_if_asked
 
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     method = str(args.circuit) if args.circuit else args.method
     summary = {"method": method, "discovery_seconds": round(seconds, 3), **result.to_dict()}
     (args.out / "faithfulness.json").write_text(json.dumps(summary, indent=2))
-    from circuits.flow import mean_attention
+    from circuits.analyses.flow import mean_attention
     from interp_rand.zoo.location import run_label
 
     write_circuit_html(circuit, args.out / "circuit.html",
@@ -129,7 +129,7 @@ def add_pairs_option(parser: argparse.ArgumentParser) -> None:
 def make_pairs(kind: str, model, task, batch, generator):
     """Clean/corrupted pairs of ``kind`` (:data:`PAIRS`)."""
     if kind == "seed":
-        from circuits.randomness import seed_pairs
+        from circuits.analyses.randomness import seed_pairs
 
         return seed_pairs(model, task, batch, generator)
     return task.corrupt(batch, generator)
@@ -163,7 +163,7 @@ def check_size_options(args: argparse.Namespace) -> None:
 def check_top_k(top_k: int | str | None, model, pairs, by_position: bool) -> None:
     """Refuse a ``--top-k`` larger than the model's number of edges, before edges are scored
     (the graph is built from the architecture alone, which costs nothing)."""
-    from circuits.graph import ModelGraph
+    from circuits.graph.model_graph import ModelGraph
 
     if not isinstance(top_k, int):
         return

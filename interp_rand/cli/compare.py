@@ -65,7 +65,7 @@ def behaviour_gap(model, pairs, metric: str) -> float:
     import torch
 
     from circuits import get_metric
-    from circuits.components import run_model
+    from circuits.graph.architecture import run_model
 
     fn = get_metric(metric)
     with torch.no_grad():
@@ -95,9 +95,9 @@ def _load(run_dir: Path, args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from circuits import Ablation, architecture, discover
-    from circuits.comparison import compare_circuits, comparison_claims
-    from circuits.comparison_draw import write_comparison_html
-    from circuits.verdict import summary_line, verdict_counts
+    from circuits.analyses.comparison import compare_circuits, comparison_claims
+    from circuits.draw.comparison_figure import write_comparison_html
+    from circuits.analyses.verdict import summary_line, verdict_counts
 
     check_size_options(args)
     ckpt_a, model_a, pairs_a = _load(args.run_a, args)
@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
                "edges": [len(circuits[0]), len(circuits[1])], "n": args.n,
                "claims": [c.to_dict() for c in claims], "verdicts": verdict_counts(claims), **result.to_dict()}
     (args.out / "comparison.json").write_text(json.dumps(summary, indent=2))
-    from circuits.flow import mean_attention
+    from circuits.analyses.flow import mean_attention
 
     attention = None if args.no_positions else (mean_attention(model_a, pairs_a.clean), mean_attention(model_b, pairs_b.clean))
     _with_claims(write_comparison_html(*circuits, result, args.out / "comparison.html", attention=attention,

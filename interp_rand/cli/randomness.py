@@ -51,7 +51,7 @@ def analyse(run_dir: Path, n: int, stored_inputs: int, seed: int, show: bool = F
     name each stage on stderr."""
     import torch
 
-    from circuits.randomness import randomness_usage, seed_entry
+    from circuits.analyses.randomness import randomness_usage, seed_entry
 
     ckpt = load_seeded(run_dir)
     task = ckpt.spec.make_task()
@@ -72,7 +72,7 @@ def analyse(run_dir: Path, n: int, stored_inputs: int, seed: int, show: bool = F
     out["entry"] = seed_entry(model, task, inputs, seeds, probe_batch=probe_batch, generator=generator).to_dict()
     # control: the same architecture with fresh random weights uses its seed by accident only,
     # and a probe reads the seed bits from its residual stream as well as the embedding allows
-    from circuits.randomness import residual_stream_hooks, seed_probe
+    from circuits.analyses.randomness import residual_stream_hooks, seed_probe
     from probes.controls import random_init_like
 
     progress.note(f"{run_dir}: random-init control", show)
@@ -144,7 +144,7 @@ def _fmt(value: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from circuits.randomness_draw import write_randomness_html
+    from circuits.draw.randomness_figure import write_randomness_html
 
     # both runs are checked before either is analysed
     first = load_seeded(args.run_dir)

@@ -1,6 +1,6 @@
 """The mechanism lines of ``interp-rand randomness``: recall's per-seed stored sets against the
 deterministic capacity, which seed bits decide storage and through which nodes
-(:mod:`probes.seed_mixing`, :mod:`circuits.seed_bits`), and colouring's learned rule against
+(:mod:`probes.seed_mixing`, :mod:`circuits.analyses.seed_bits`), and colouring's learned rule against
 the classical one (:mod:`probes.symmetry_rule`). Each function returns JSON-ready dicts; the
 printed rows come from :func:`mechanism_numbers`."""
 
@@ -18,7 +18,7 @@ ROUTE_BITS = 2
 def recall_mechanism(model: Any, task: Any, seed_source: str, inputs: Any, stored: torch.Tensor,
                      seed: int) -> dict[str, Any]:
     """``stored [n_inputs, 2**bits, N]`` over ``task.all_seeds()`` for the key/value ``inputs``."""
-    from circuits.seed_bits import bit_flip_effect, bit_flip_routes
+    from circuits.analyses.seed_bits import bit_flip_effect, bit_flip_routes
     from probes.controls import random_init_like
     from probes.seed_mixing import deterministic_capacity, mixing_strategies
     from probes.stored_set import stored_matrix

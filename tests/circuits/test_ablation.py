@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from circuits import Ablation, ModelGraph, Node, ablate_nodes
-from circuits.components import run_model
+from circuits.graph.architecture import run_model
 
 
 def test_scoped_node_ablation_leaves_nothing_behind(model, pairs):

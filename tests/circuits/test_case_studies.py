@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from circuits.case_studies import CarryConfig, SortConfig, carry_study, sort_study
-from circuits.case_studies.claims import carry_claims, carry_details, sort_claims, sort_details
-from circuits.case_studies.draw import study_figures, write_case_study_html
+from interp_rand.reports.case_studies import CarryConfig, SortConfig, carry_study, sort_study
+from interp_rand.reports.case_studies.claims import carry_claims, carry_details, sort_claims, sort_details
+from interp_rand.reports.case_studies.draw import study_figures, write_case_study_html
 from interp_rand.cli.main import main
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer

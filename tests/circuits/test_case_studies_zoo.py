@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from circuits.case_studies import CarryConfig, SortConfig, carry_study, sort_study
+from interp_rand.reports.case_studies import CarryConfig, SortConfig, carry_study, sort_study
 from interp_rand import zoo
 
 pytestmark = pytest.mark.slow

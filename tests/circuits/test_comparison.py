@@ -6,9 +6,9 @@ import pytest
 from circuit_models import make_model, token_pairs
 
 from circuits import Circuit, Edge, Node, discover
-from circuits.comparison import compare_circuits
-from circuits.comparison_draw import comparison_figure, write_comparison_html
-from circuits.graph import ModelGraph
+from circuits.analyses.comparison import compare_circuits
+from circuits.draw.comparison_figure import comparison_figure, write_comparison_html
+from circuits.graph.model_graph import ModelGraph
 from interp_rand.cli.main import main
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks import make_task
@@ -158,7 +158,7 @@ def test_cli_compare_picks_each_runs_smallest_faithful_circuit_by_default(tmp_pa
 
 def test_comparison_in_a_browser_labels_axes_and_cuts_nothing(model, pairs, circuit, tmp_path):
     import browser
-    from circuits.flow import mean_attention
+    from circuits.analyses.flow import mean_attention
 
     circuit_b = Circuit(dict(list(circuit.edges.items())[:8]), circuit.arch, circuit.settings, circuit.total_edges)
     result = compare_circuits(circuit, circuit_b, labels=("zoo:erm", "zoo:randomized"))

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from circuits import Circuit, Edge, Node, discover
-from circuits.draw import circuit_figure, write_circuit_html
-from circuits.layout import layered_layout
+from circuits.draw.circuit_figure import circuit_figure, write_circuit_html
+from circuits.draw.layout import layered_layout
 from interp_rand.cli.main import main
 from interp_rand.tasks import make_task
 from interp_rand.training import TrainConfig, train
@@ -47,7 +47,7 @@ def test_figure_encodes_sign_width_and_hover(model):
 def test_key_value_edges_are_drawn_to_the_query_positions_that_attend(model):
     import torch
 
-    from circuits.flow import attention_flow
+    from circuits.analyses.flow import attention_flow
 
     arch = discover.__globals__["ModelGraph"].of(model, 6).arch
     into_k = Edge(Node("embed", position=1), Node("head", 1, 0, position=1), "k")
@@ -71,7 +71,7 @@ def test_key_value_edges_are_drawn_to_the_query_positions_that_attend(model):
 
 def test_circuit_drawing_in_a_browser_labels_axes_and_cuts_nothing(model, pairs, tmp_path):
     import browser
-    from circuits.flow import mean_attention
+    from circuits.analyses.flow import mean_attention
 
     clean, corrupted = pairs
     circuit = discover(model, clean, corrupted, method="eap").circuit(top_k=40)

@@ -20,7 +20,7 @@ def test_full_and_empty_circuits(model, pairs, scores):
     empty = faithfulness(model, scores.circuit(top_k=0), clean, corrupted)
     assert empty.recovered == pytest.approx(0.0, abs=1e-6)
     with torch.no_grad():
-        from circuits.metrics import logprob
+        from circuits.interventions.metrics import logprob
 
         assert empty.empty_metric == pytest.approx(float(logprob(model(corrupted.inputs), clean)), abs=1e-5)
         assert empty.full_metric == pytest.approx(float(logprob(model(clean.inputs), clean)), abs=1e-6)

@@ -17,7 +17,7 @@ from circuits import (
     run_with_edges,
     writer_values,
 )
-from circuits.components import run_model
+from circuits.graph.architecture import run_model
 
 
 def test_graph_counts_and_round_trip(model):
@@ -94,7 +94,7 @@ def test_exact_scores_are_single_edge_patches(model, pairs):
     slot, w, r = graph.mask.nonzero()[11].tolist()
     keep = graph.mask.clone()
     keep[slot, w, r] = False
-    from circuits.metrics import logprob
+    from circuits.interventions.metrics import logprob
 
     patched = run_with_edges(model, graph, corrupted, keep, writer_values(model, graph, clean))
     with torch.no_grad():

@@ -22,8 +22,8 @@ from circuits import (
     randomness_usage,
     run_with_edges,
 )
-from circuits.components import run_model
-from circuits.randomness import answer_distribution, answers, total_variation
+from circuits.graph.architecture import run_model
+from circuits.analyses.randomness import answer_distribution, answers, total_variation
 
 
 def _recall_pairs(task, n=16, seed=0):
@@ -192,7 +192,7 @@ def test_randomness_usage_of_the_known_paths():
 
 
 def _direct_usage(model, batch, loss_kind, sites, n_pos, n_resamples=2, seed=0):
-    """The randomness-usage score computed directly, as circuits.randomness did before it went
+    """The randomness-usage score computed directly, as circuits.analyses.randomness did before it went
     through the ablation machinery: run the seed-resampled batch, then patch each hook (one
     head / one position) with its value there."""
     with torch.no_grad():
@@ -260,7 +260,7 @@ def test_randomness_usage_equals_the_direct_computation(which):
 
 
 def test_metrics_read_float_targets_as_bits():
-    from circuits.metrics import logit_diff, logprob, prob
+    from circuits.interventions.metrics import logit_diff, logprob, prob
 
     task, _ = recall_path_model()
     batch = task.sample(8, torch.Generator().manual_seed(0))

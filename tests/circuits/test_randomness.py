@@ -8,7 +8,7 @@ import pytest
 import torch
 from seeded_models import recall_model, seed_path_model
 
-from circuits.randomness import (
+from circuits.analyses.randomness import (
     answer_distribution,
     randomness_usage,
     seed_entry,
@@ -132,7 +132,7 @@ def test_cli_writes_json_and_html_and_compares(tmp_path, capsys):
 @pytest.mark.parametrize("build", [seed_path_model, recall_model], ids=["coloring", "recall"])
 def test_seed_pairs_target_the_models_own_answers_and_move_only_the_seed(build):
     from circuits import get_metric, seed_pairs
-    from circuits.components import run_model
+    from circuits.graph.architecture import run_model
 
     task, model = build(zero_seed=False)
     batch = task.sample(64, torch.Generator().manual_seed(0))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from circuits.randomness import randomness_usage
+from circuits.analyses.randomness import randomness_usage
 from interp_rand import zoo
 from probes.controls import random_init_like
 from probes.stored_set import stored_set_map
@@ -58,7 +58,7 @@ def test_random_init_control_is_above_erm(task_name):
 
 
 def test_recall_randomized_model_stores_a_different_key_set_under_each_seed():
-    from circuits.seed_bits import bit_flip_effect
+    from circuits.analyses.seed_bits import bit_flip_effect
     from probes.seed_mixing import mixing_strategies
 
     stats, mixing, flips = {}, {}, {}

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from circuits.seed_bits import bit_flip_effect, bit_flip_routes, entry_nodes, flip_partners
+from circuits.analyses.seed_bits import bit_flip_effect, bit_flip_routes, entry_nodes, flip_partners
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.recall import RecallTask
 from probes.stored_set import stored_matrix

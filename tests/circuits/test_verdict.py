@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from circuits import Circuit, Edge, Node
-from circuits.case_studies import SortConfig, sort_study
-from circuits.case_studies.claims import sort_claims
-from circuits.comparison import compare_circuits, comparison_claims
-from circuits.graph import ModelGraph
-from circuits.verdict import Verdict, exceeds, keeps, summary_line
+from interp_rand.reports.case_studies import SortConfig, sort_study
+from interp_rand.reports.case_studies.claims import sort_claims
+from circuits.analyses.comparison import compare_circuits, comparison_claims
+from circuits.graph.model_graph import ModelGraph
+from circuits.analyses.verdict import Verdict, exceeds, keeps, summary_line
 
 
 def test_the_reported_under_trained_sort_model_fails_its_claim():
@@ -79,8 +79,8 @@ def test_sort_claims_hold_on_the_zoo_model_and_fail_when_random_heads_matter_mor
 def test_carry_claims_hold_on_the_zoo_model():
     """The carry claims about ablations hold on zoo:addition; the per-place probe claims are
     reported whatever they say (place 3's selectivity is below the random-init model's)."""
-    from circuits.case_studies import CarryConfig, carry_study
-    from circuits.case_studies.claims import carry_claims
+    from interp_rand.reports.case_studies import CarryConfig, carry_study
+    from interp_rand.reports.case_studies.claims import carry_claims
     from interp_rand import zoo
 
     ckpt = zoo.load("addition")
@@ -116,7 +116,7 @@ def test_comparison_claims_against_random_circuits():
 
 
 def test_a_floor_refuses_a_claim_that_only_beats_a_negative_control():
-    from circuits.verdict import exceeds
+    from circuits.analyses.verdict import exceeds
 
     # random circuits' recovered share can be far below 0: 0.08 beats it but recovers nothing
     weak = exceeds("recovers", 0.08, -1.19, control_label="random circuits", margin=0.1, floor=0.5)

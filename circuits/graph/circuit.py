@@ -1,0 +1,124 @@
+"""A circuit: a set of scored edges of one architecture, kept as a ``networkx.DiGraph``, with
+the settings it was found with. Save/load JSON (architecture checked on load); export GraphML
+and Graphviz DOT.
+
+Graph layout: nodes are keyed by :attr:`Node.name` (``a1.2@5``) with ``kind``, ``layer``,
+``head``, ``position`` attributes; one DiGraph edge per (source, destination) pair carries
+``score`` (summed over inputs), ``inputs`` (``"q,k"``) and one ``score_<input>`` per input.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from circuits.graph.architecture import Architecture, architecture
+from circuits.graph.nodes import Edge, Node
+
+FORMAT = "interp-rand-circuit/1"
+
+
+@dataclass(frozen=True)
+class Circuit:
+    """Scored edges of one model architecture.
+
+    Attributes:
+        edges: edge → score (the method's score, positive = helps the clean metric).
+        arch: the architecture the circuit belongs to.
+        settings: how it was found (method, metric, ablation, data, selection ...).
+        total_edges: number of edges in the model's full graph.
+    """
+
+    edges: dict[Edge, float]
+    arch: Architecture
+    settings: dict[str, Any] = field(default_factory=dict)
+    total_edges: int = 0
+
+    def __len__(self) -> int:
+        return len(self.edges)
+
+    @property
+    def nodes(self) -> set[Node]:
+        return {e.source for e in self.edges} | {e.dest for e in self.edges}
+
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        g = nx.DiGraph(**{k: json.dumps(v) for k, v in self.settings.items()})
+        for node in sorted(self.nodes, key=_node_key):
+            g.add_node(node.name, **{k: (-1 if v is None else v) for k, v in node.to_dict().items()})
+        for edge, score in sorted(self.edges.items(), key=lambda kv: _node_key(kv[0].source)):
+            u, v = edge.source.name, edge.dest.name
+            if not g.has_edge(u, v):
+                g.add_edge(u, v, score=0.0, inputs="")
+            data = g.edges[u, v]
+            data["score"] += score
+            data["inputs"] = ",".join(filter(None, [data["inputs"], edge.input]))
+            data[f"score_{edge.input}"] = score
+        return g
+
+    # ------------------------------------------------------------------ files
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "architecture": self.arch.to_dict(),
+            "settings": self.settings,
+            "total_edges": self.total_edges,
+            "edges": [{**e.to_dict(), "score": s} for e, s in self.edges.items()],
+        }
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict(), indent=1))
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, model: Any = None) -> Circuit:
+        """Read a circuit JSON; with ``model``, refuse a circuit of another architecture."""
+        data = json.loads(Path(path).read_text())
+        if data.get("format") != FORMAT:
+            raise ValueError(f"{path}: not a circuit file (format {data.get('format')!r}, expected {FORMAT!r})")
+        arch = Architecture(**data["architecture"])
+        if model is not None:
+            mismatch = architecture(model).mismatch(arch)
+            if mismatch:
+                raise ValueError(
+                    f"{path}: the circuit is for another architecture (model vs circuit): " + "; ".join(mismatch)
+                )
+        edges = {Edge.from_dict(e): float(e["score"]) for e in data["edges"]}
+        return cls(edges, arch, data.get("settings", {}), int(data.get("total_edges", 0)))
+
+    def write_graphml(self, path: str | Path) -> Path:
+        nx.write_graphml(self.graph, str(path))
+        return Path(path)
+
+    def to_dot(self) -> str:
+        """Graphviz DOT text: blue edges help the metric, red hurt; width by |score|."""
+        top = max((abs(s) for s in self.edges.values()), default=1.0) or 1.0
+        lines = ["digraph circuit {", "  rankdir=BT;"]
+        for name in self.graph.nodes:
+            lines.append(f'  "{name}";')
+        for u, v, data in self.graph.edges(data=True):
+            colour = "blue" if data["score"] >= 0 else "red"
+            width = 0.5 + 4 * abs(data["score"]) / top
+            label = data["inputs"] if self.graph.nodes[v]["kind"] == "head" else ""
+            lines.append(f'  "{u}" -> "{v}" [color={colour}, penwidth={width:.2f}, label="{label}"];')
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+    def write_dot(self, path: str | Path) -> Path:
+        Path(path).write_text(self.to_dot())
+        return Path(path)
+
+
+def _node_key(node: Node) -> tuple:
+    order = {"embed": -3, "seed": -2, "input_mlp": -1}
+    layer = order.get(node.kind, 10**6 if node.kind == "logits" else node.layer)
+    return (layer, node.kind == "mlp", node.head or 0, -1 if node.position is None else node.position)
+
+
+__all__ = ["FORMAT", "Circuit"]

@@ -1,0 +1,148 @@
+"""Circuit discovery: one signature, a registry, and :func:`discover`.
+
+A method is ``method(model, graph, data, metric, **options) -> scores [n_slots, n_writers,
+n_readers]``; register one with ``@register_method("name")``. Built in: ``exact`` (one exact
+path-patching run per edge: the slow reference), ``eap``, ``eap-ig`` (option ``steps``) and
+``acdc`` (option ``threshold``).
+
+    >>> scores = discover(model, pairs.clean, pairs.corrupted, metric="logprob", method="eap")
+    >>> circuit = scores.circuit(top_k=20)
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from circuits.interventions.ablation import Ablation
+from circuits.methods.acdc import acdc_scores
+from circuits.methods.attribution import eap_ig_scores, eap_scores
+from circuits.interventions.edge_patching import exact_edge_scores
+from circuits.graph.model_graph import ModelGraph
+from circuits.interventions.metrics import Metric, get_metric
+from circuits.graph.scores import EdgeScores
+from circuits.graph.writers import stack_writers, writer_values
+from interp_rand.progress import stage
+
+
+@dataclass(frozen=True)
+class PatchData:
+    """What a discovery method patches with.
+
+    Attributes:
+        clean: the clean batch.
+        source: the batch ablated values come from (resampling ablations), else ``None``.
+        replacement: ``[batch or 1, P, n_writers, d_model]`` writer values on ablated edges.
+        baseline_values: the raw hook values behind ``replacement`` (EAP-IG's path start).
+    """
+
+    clean: Any
+    source: Any
+    replacement: Tensor
+    baseline_values: dict[str, Tensor]
+
+
+DiscoveryMethod = Callable[..., Tensor]
+_METHODS: dict[str, DiscoveryMethod] = {}
+
+
+def register_method(name: str) -> Callable[[DiscoveryMethod], DiscoveryMethod]:
+    def add(fn: DiscoveryMethod) -> DiscoveryMethod:
+        _METHODS[name] = fn
+        return fn
+
+    return add
+
+
+def method_names() -> list[str]:
+    return sorted(_METHODS)
+
+
+@register_method("exact")
+def _exact(model: Any, graph: ModelGraph, data: PatchData, metric: Metric, progress: bool = False) -> Tensor:
+    if data.source is not None:  # denoising: corrupted run, one edge given its clean value
+        return exact_edge_scores(model, graph, data.source, writer_values(model, graph, data.clean), metric, data.clean,
+                                 progress=progress)
+    # noising: clean run, one edge ablated; the sign makes "helps the metric" positive
+    return -exact_edge_scores(model, graph, data.clean, data.replacement, metric, progress=progress)
+
+
+@register_method("eap")
+def _eap(model: Any, graph: ModelGraph, data: PatchData, metric: Metric) -> Tensor:
+    return eap_scores(model, graph, data.clean, data.source, metric, data.replacement)
+
+
+@register_method("eap-ig")
+def _eap_ig(model: Any, graph: ModelGraph, data: PatchData, metric: Metric, steps: int = 5,
+            progress: bool = False) -> Tensor:
+    return eap_ig_scores(model, graph, data.clean, data.source, metric, steps, data.baseline_values, progress=progress)
+
+
+@register_method("acdc")
+def _acdc(model: Any, graph: ModelGraph, data: PatchData, metric: Metric, threshold: float = 0.01,
+          progress: bool = False) -> Tensor:
+    return acdc_scores(model, graph, data.clean, data.replacement, metric, threshold, progress=progress)
+
+
+def patch_data(model: Any, graph: ModelGraph, clean: Any, corrupted: Any, ablation: Ablation, reference: Any = None) -> PatchData:
+    source = ablation.source_batch(clean, corrupted)
+    values = ablation.source_values(model, graph, clean, corrupted, reference)
+    with torch.no_grad():
+        replacement = stack_writers(model, graph, values)
+    return PatchData(clean, source, replacement, values)
+
+
+def discover(
+    model: Any,
+    clean: Any,
+    corrupted: Any = None,
+    *,
+    metric: str | Metric = "logprob",
+    method: str = "eap",
+    ablation: Ablation | None = None,
+    by_position: bool = True,
+    reference: Any = None,
+    progress: bool = False,
+    **options: Any,
+) -> EdgeScores:
+    """Score every edge of ``model``'s graph with ``method``.
+
+    Args:
+        clean: a :class:`~interp_rand.tasks.Batch` (or ``[batch, pos]`` tokens).
+        corrupted: the corrupted batch (needed by ``resample`` ablation).
+        metric: a registered metric name or ``metric(logits, batch) -> scalar``.
+        ablation: what ablated edges carry (default ``Ablation("resample")``, which uses
+            ``corrupted``).
+        by_position: position-resolved edges (else each edge spans all positions).
+        reference: the reference set for ``mean`` ablation (default: ``clean``).
+        options: method options (``steps`` for eap-ig, ``threshold`` for acdc).
+        progress: report progress on stderr (:mod:`interp_rand.progress`); methods whose
+            signature takes ``progress`` also report their loop.
+    """
+    if method not in _METHODS:
+        raise ValueError(f"unknown discovery method {method!r}; registered: {method_names()}")
+    ablation = Ablation("resample") if ablation is None else ablation
+    metric_fn = get_metric(metric)
+    n_pos = (clean if isinstance(clean, Tensor) else clean.inputs).shape[1]
+    graph = ModelGraph.of(model, n_pos, by_position)
+    data = patch_data(model, graph, clean, corrupted, ablation, reference)
+    fn = _METHODS[method]
+    loud = {"progress": True} if progress and "progress" in inspect.signature(fn).parameters else {}
+    with stage(f"scoring {graph.n_edges} edges ({method}, {len(clean)} pairs)", enabled=progress):
+        scores = fn(model, graph, data, metric_fn, **options, **loud)
+    settings = {
+        "method": method,
+        "metric": metric if isinstance(metric, str) else getattr(metric, "__name__", "custom"),
+        "ablation": ablation.to_dict(),
+        "options": options,
+        "n_examples": len(clean),
+    }
+    return EdgeScores(graph, scores.detach().float(), settings)
+
+
+__all__ = ["DiscoveryMethod", "PatchData", "discover", "method_names", "patch_data", "register_method"]
