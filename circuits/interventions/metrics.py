@@ -16,29 +16,33 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from interp_rand.registry import Registry
+
 Metric = Callable[[Tensor, Any], Tensor]
-_METRICS: dict[str, Metric] = {}
+METRICS: Registry[Metric] = Registry("metric", sort=True)
 
 
-def register_metric(name: str) -> Callable[[Metric], Metric]:
+def register_metric(name: str, description: str | None = None) -> Callable[[Metric], Metric]:
+    """Decorator adding ``metric(logits, batch) -> scalar`` to :data:`METRICS` under ``name``
+    (described by ``description``, else its docstring's first paragraph); a taken name is refused."""
+
     def add(fn: Metric) -> Metric:
-        _METRICS[name] = fn
-        return fn
+        doc = description if description is not None else " ".join((fn.__doc__ or "").split("\n\n")[0].split())
+        return METRICS.register(name, fn, description=doc)
 
     return add
 
 
 def metric_names() -> list[str]:
-    return sorted(_METRICS)
+    return METRICS.names()
 
 
 def get_metric(name_or_fn: str | Metric) -> Metric:
+    """``name_or_fn`` itself if callable, else the registered metric of that name (an unknown
+    name lists the registered ones)."""
     if callable(name_or_fn):
         return name_or_fn
-    try:
-        return _METRICS[name_or_fn]
-    except KeyError:
-        raise ValueError(f"unknown metric {name_or_fn!r}; registered: {metric_names()}") from None
+    return METRICS.get(name_or_fn)
 
 
 def _answer_logits(logits: Tensor, batch: Any) -> tuple[Tensor, Tensor]:
@@ -98,4 +102,4 @@ def evaluate_metric(metric: Metric, logits: Tensor, batch: Any) -> Tensor:
     return value
 
 
-__all__ = ["Metric", "evaluate_metric", "get_metric", "logit_diff", "logprob", "metric_names", "prob", "register_metric"]
+__all__ = ["METRICS", "Metric", "evaluate_metric", "get_metric", "logit_diff", "logprob", "metric_names", "prob", "register_metric"]

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
+from interp_rand.registry import Registry
+
 if TYPE_CHECKING:
     from interp_rand.model.config import ModelConfig
 
@@ -170,30 +172,23 @@ def model_config_from(defaults: dict[str, Any], overrides: dict[str, Any]) -> "M
     return ModelConfig(**{**defaults, **overrides})
 
 
-_REGISTRY: dict[str, type] = {}
+TASKS: Registry[type] = Registry("task", sort=True)
 
 
 def register_task(cls: type) -> type:
-    """Class decorator: add a task class to the registry under ``cls.name``."""
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise ValueError(f"task name {cls.name!r} is already registered by {_REGISTRY[cls.name]}")
-    _REGISTRY[cls.name] = cls
-    return cls
+    """Class decorator: add a task class to :data:`TASKS` under ``cls.name`` (a second class
+    under a taken name is refused)."""
+    return TASKS.register(cls.name, cls, description=getattr(cls, "description", ""))
 
 
 def task_names() -> list[str]:
     """Registered task names, sorted."""
-    return sorted(_REGISTRY)
+    return TASKS.names()
 
 
 def task_class(name: str) -> type:
     """The task class registered under ``name``; unknown names list what exists."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown task {name!r}; registered tasks: {', '.join(task_names()) or '(none)'}"
-        ) from None
+    return TASKS.get(name)
 
 
 def make_task(name: str, **config: Any) -> Task:
