@@ -27,7 +27,7 @@ def register_metric(name: str, description: str | None = None) -> Callable[[Metr
     (described by ``description``, else its docstring's first paragraph); a taken name is refused."""
 
     def add(fn: Metric) -> Metric:
-        doc = description if description is not None else " ".join((fn.__doc__ or "").split("\n\n")[0].split())
+        doc = description if description is not None else " ".join((fn.__doc__ or "").split("\n\n")[0].replace("``", "").split())
         return METRICS.register(name, fn, description=doc)
 
     return add
@@ -64,13 +64,13 @@ def _answer_logprob(answer: Tensor, target: Tensor) -> Tensor:
     return F.log_softmax(answer, -1).gather(-1, target[..., None])[..., 0]
 
 
-@register_metric("logprob")
+@register_metric("logprob", "mean log-probability of the correct answer at the answer positions")
 def logprob(logits: Tensor, batch: Any) -> Tensor:
     """Mean log-probability of the correct answer over answer positions (higher is better)."""
     return _answer_logprob(*_answer_logits(logits, batch)).mean()
 
 
-@register_metric("logit_diff")
+@register_metric("logit_diff", "mean correct logit minus the mean other logit at the answer positions")
 def logit_diff(logits: Tensor, batch: Any) -> Tensor:
     """Mean of (correct logit − mean of the other logits) over answer positions; for bits, the
     mean over bits of (logit of the correct value − logit of the other), ``±logit``."""
@@ -82,7 +82,7 @@ def logit_diff(logits: Tensor, batch: Any) -> Tensor:
     return (correct - others).mean()
 
 
-@register_metric("prob")
+@register_metric("prob", "mean probability of the correct answer at the answer positions")
 def prob(logits: Tensor, batch: Any) -> Tensor:
     """Mean probability of the correct answer over answer positions."""
     answer, target = _answer_logits(logits, batch)

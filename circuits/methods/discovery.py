@@ -111,7 +111,7 @@ def _eap_ig(model: Any, graph: ModelGraph, data: PatchData, metric: Metric, step
     return eap_ig_scores(model, graph, data.clean, data.source, metric, steps, data.baseline_values, progress=progress)
 
 
-@register_method("acdc", description="ACDC: prune edges whose removal moves the metric by less than a threshold",
+@register_method("acdc", description="prune edges whose removal moves the metric by less than a threshold (ACDC)",
                  options=(Option("threshold", "float", help="ACDC's search threshold", minimum=0),))
 def _acdc(model: Any, graph: ModelGraph, data: PatchData, metric: Metric, threshold: float = 0.01,
           progress: bool = False) -> Tensor:
