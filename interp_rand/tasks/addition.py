@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor
 
-from interp_rand.tasks.base import Batch, PairBatch, model_config_from, register_task
+from interp_rand.tasks.base import CARRIES, Batch, PairBatch, model_config_from, register_task
 
 if TYPE_CHECKING:
     from interp_rand.model.config import ModelConfig
@@ -130,6 +130,7 @@ class AdditionTask:
     name: ClassVar[str] = "addition"
     description: ClassVar[str] = "add two multi-digit numbers (carry cascades enriched)"
     loss_kind: ClassVar[str] = "ce"
+    capabilities: ClassVar[frozenset[str]] = frozenset({CARRIES})
 
     n_digits: int = 5
     cascade_fraction: float = 0.5

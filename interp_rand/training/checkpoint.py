@@ -229,9 +229,12 @@ def load_checkpoint(path: str | Path, task: str | None = None) -> Checkpoint:
     task_meta = meta.get("task")
     task_name = task_meta.get("name") if isinstance(task_meta, dict) else None
     if task_name not in task_names():
+        # a run of another trainer says so in its training config: the grid world's PGPE agents
+        # (``AgentRunSpec``) record ``train: {"agent", "pgpe"}``
+        agent = isinstance(meta.get("train"), dict) and "pgpe" in meta["train"]
         raise CheckpointError(
             f"{meta_path} holds a {task_name!r} run, not one of the trainer's tasks ({', '.join(task_names())})"
-            + ("; read grid-world agents with `interp-rand gridworld eval`" if task_name == "gridworld" else "")
+            + ("; read grid-world agents with `interp-rand gridworld eval`" if agent else "")
         )
     try:
         spec = RunSpec.from_dict(meta)

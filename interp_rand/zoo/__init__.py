@@ -52,7 +52,9 @@ def headline(card: dict[str, Any]) -> str:
 def load(name: str):
     """The zoo model ``name``: a :class:`~interp_rand.training.checkpoint.Checkpoint`, or an
     :class:`~interp_rand.gridworld.checkpoint.AgentCheckpoint` for the grid-world agents."""
-    if card(name)["task"] == "gridworld":
+    from interp_rand.tasks import task_names
+
+    if card(name)["task"] not in task_names():  # not the trainer's: a PGPE agent
         from interp_rand.gridworld.checkpoint import load_agent
 
         return load_agent(PREFIX + name)

@@ -9,6 +9,7 @@ import json
 import pytest
 import torch
 
+from interp_rand import reproduce as repro
 from interp_rand import zoo
 from interp_rand.cli.main import main
 from interp_rand.evaluation import evaluate
@@ -165,7 +166,7 @@ def tiny_recipes(monkeypatch):
     recipes = {e.name: e for e in (erm, qnorm, agent)}
     monkeypatch.setattr(zoo_entries, "ENTRIES", recipes)
     monkeypatch.setattr(zoo_build, "ENTRIES", recipes)
-    monkeypatch.setattr("interp_rand.reproduce.EVAL_INPUTS", {"recall": 16})
+    monkeypatch.setitem(repro.EXPERIMENTS, "recall", dataclasses.replace(repro.EXPERIMENTS["recall"], eval_inputs=16))
     return recipes
 
 
