@@ -215,7 +215,7 @@ def require_capability(task: Any, capability: str, analysis: str) -> None:
 
 def tasks_with(capability: str) -> list[str]:
     """The registered task names whose task declares ``capability``, sorted."""
-    return [name for name in task_names() if has_capability(_REGISTRY[name], capability)]
+    return [name for name in task_names() if has_capability(TASKS.get(name), capability)]
 
 
 def model_config_from(defaults: dict[str, Any], overrides: dict[str, Any]) -> "ModelConfig":
