@@ -8,7 +8,7 @@ import pytest
 import torch
 from circuit_models import make_model, token_pairs
 
-from circuits import Circuit, Edge, ModelGraph, Node
+from circuits import Circuit, ModelGraph, Node
 from circuits.draw.circuit_figure import circuit_figure
 from circuits.draw.layout import layered_layout
 from circuits.graph.architecture import attention_input, input_mlp_input, mlp_input
