@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from circuits.graph.architecture import Architecture
 from circuits.graph.circuit import Circuit
 from circuits.graph.model_graph import ModelGraph
+from circuits.graph.nodes import Node
 from circuits.analyses.flow import FlowEdge, attention_flow
 from circuits.draw.layout import layered_layout, position_centre
 
@@ -143,7 +144,7 @@ def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None
     add_legend(fig, [("score > 0: helps the metric", POSITIVE), ("score < 0: hurts it", NEGATIVE)],
                split=attention is not None)
     settings = circuit.settings
-    n_cols = 2 * circuit.arch.n_layers + 2
+    n_cols = int(ModelGraph.structure(circuit.arch).column(Node("logits"))) + 1  # the logits' column is the last
     fig.update_layout(
         title=title or f"{settings.get('method', 'circuit')}: {len(circuit)} of {circuit.total_edges} edges",
         plot_bgcolor="white", hovermode="closest", font={"size": FONT}, height=figure_height(pos),
