@@ -12,6 +12,7 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
+from interp_rand.model.hook_names import hook_name
 from interp_rand.registry import Registry
 from interp_rand.tasks.base import Batch
 from probes.activations import model_args, seed_offset
@@ -41,7 +42,7 @@ def conditions(task) -> list[tuple[str, Callable]]:
 def attention_patterns(model: nn.Module, batch: Batch, *, batch_size: int = 1024) -> Tensor:
     """``[batch, layer, head, query, key]`` attention patterns of every head, at the model's
     own positions (a seed token, if any, is position 0; see :func:`task_slice`)."""
-    names = [f"blocks.{layer}.attn.hook_pattern" for layer in range(int(model.cfg.n_layers))]
+    names = [hook_name(layer, "attn.hook_pattern") for layer in range(int(model.cfg.n_layers))]
     missing = [n for n in names if n not in model.hook_dict]
     if missing:
         raise ValueError(f"the model has no hook point(s) {missing}")

@@ -36,6 +36,7 @@ from circuits.interventions.ablation import Ablation, replaced_nodes
 from circuits.graph.architecture import run_model
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Node
+from interp_rand.model.hook_names import residual_hooks, seed_offset
 
 # Exact output distributions of multi-bit (BCE) answers are enumerated up to this many bits.
 MAX_ENUMERATED_BITS = 12
@@ -222,13 +223,7 @@ def randomness_usage(
 # ---------------------------------------------------------------------- where seeds enter
 
 
-def residual_stream_hooks(model: Any) -> list[str]:
-    """``blocks.0.hook_resid_pre``, then each block's ``hook_resid_mid`` (if any) and
-    ``hook_resid_post``: the residual stream in forward order."""
-    names = ["blocks.0.hook_resid_pre"]
-    for layer in range(int(model.cfg.n_layers)):
-        names += [f"blocks.{layer}.hook_resid_mid", f"blocks.{layer}.hook_resid_post"]
-    return [n for n in names if n in model.hook_dict]
+residual_stream_hooks = residual_hooks  # the residual stream in forward order (the core's)
 
 
 @dataclass(frozen=True)
@@ -301,7 +296,7 @@ def seed_entry(
     hooks = residual_stream_hooks(model)
     grid = _seed_grid(task, inputs, seeds)
     logits, cache = _run_capturing(model, grid, hooks)
-    offset = int(getattr(model.cfg, "seed_offset", 0) or 0)
+    offset = seed_offset(model)
     X, S = len(inputs), len(seeds)
     fractions, by_pos = [], []
     for h in hooks:
@@ -334,7 +329,7 @@ def seed_probe(model: Any, batch: Any, hooks: list[str], generator: torch.Genera
     from probes.linear_probe import probe_accuracy
 
     _, cache = _run_capturing(model, batch, hooks)
-    offset = int(getattr(model.cfg, "seed_offset", 0) or 0)
+    offset = seed_offset(model)
     n = len(batch)
     train = torch.rand(n, generator=generator) < 0.75
     labels = seed_labels(batch.seeds)  # [n, d_seed] shared or [n, P, d_seed] per position

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from interp_rand.model.config import ModelConfig
+from interp_rand.model.hook_names import hook_name
 
 _ACT = {"gelu": F.gelu, "gelu_new": lambda x: F.gelu(x, approximate="tanh"), "relu": F.relu}
 
@@ -47,9 +48,9 @@ class StackedAgents:
         self.n_runs = seeds.shape[0] // self.n_members
         h, e = cfg.n_heads, cfg.d_head
         # [P, d_model, 3 * h * e]: one batched matmul for q, k and v per layer
-        self.w_qkv = [torch.cat([params[f"blocks.{l}.attn.W_{n}"].permute(0, 2, 1, 3).flatten(2) for n in "QKV"], -1)
+        self.w_qkv = [torch.cat([params[hook_name(l, f"attn.W_{n}")].permute(0, 2, 1, 3).flatten(2) for n in "QKV"], -1)
                       for l in range(cfg.n_layers)]
-        self.b_qkv = [torch.cat([params[f"blocks.{l}.attn.b_{n}"].flatten(1) for n in "QKV"], -1)[:, None]
+        self.b_qkv = [torch.cat([params[hook_name(l, f"attn.b_{n}")].flatten(1) for n in "QKV"], -1)[:, None]
                       for l in range(cfg.n_layers)]
         # [layer, P, R, head, pos, d_head]: a step's slice [..., : t + 1, :] stays contiguous
         # per (member, run, head), so attention needs no copy of the cache
@@ -81,7 +82,7 @@ class StackedAgents:
         x = x + p["pos_embed.W_pos"][:, t][:, None]
         n_members, n_runs, h, e = self.n_members, self.n_runs, cfg.n_heads, cfg.d_head
         for l in range(cfg.n_layers):
-            qkv = (self._norm(x, f"blocks.{l}.ln1") @ self.w_qkv[l] + self.b_qkv[l]).view(n_members, n_runs, 3, h, e)
+            qkv = (self._norm(x, hook_name(l, "ln1")) @ self.w_qkv[l] + self.b_qkv[l]).view(n_members, n_runs, 3, h, e)
             self.keys[l, :, :, :, t] = qkv[:, :, 1]
             self.values[l, :, :, :, t] = qkv[:, :, 2]
             keys, values = self.keys[l, ..., : t + 1, :], self.values[l, ..., : t + 1, :]  # [P, R, h, t+1, e]
@@ -90,11 +91,11 @@ class StackedAgents:
             scores = (qkv[:, :, 0, :, None] * keys).sum(-1) / e**0.5
             pattern = torch.softmax(scores, dim=-1)
             z = (pattern[..., None] * values).sum(-2).flatten(2)  # [P, R, h, e] -> [P, R, h * e]
-            w_o = p[f"blocks.{l}.attn.W_O"].flatten(1, 2)  # [P, h * e, d_model]
-            x = x + z @ w_o + p[f"blocks.{l}.attn.b_O"][:, None]
+            w_o = p[hook_name(l, "attn.W_O")].flatten(1, 2)  # [P, h * e, d_model]
+            x = x + z @ w_o + p[hook_name(l, "attn.b_O")][:, None]
             if not cfg.attn_only:
-                pre = self._norm(x, f"blocks.{l}.ln2") @ p[f"blocks.{l}.mlp.W_in"] + p[f"blocks.{l}.mlp.b_in"][:, None]
-                x = x + _ACT[cfg.act_fn](pre) @ p[f"blocks.{l}.mlp.W_out"] + p[f"blocks.{l}.mlp.b_out"][:, None]
+                pre = self._norm(x, hook_name(l, "ln2")) @ p[hook_name(l, "mlp.W_in")] + p[hook_name(l, "mlp.b_in")][:, None]
+                x = x + _ACT[cfg.act_fn](pre) @ p[hook_name(l, "mlp.W_out")] + p[hook_name(l, "mlp.b_out")][:, None]
         self.pos += 1
         return self._norm(x, "ln_final") @ p["unembed.W_U"] + p["unembed.b_U"][:, None]
 
