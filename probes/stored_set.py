@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from interp_rand.distances import total_variation
 from probes.activations import logits_of
 
 
@@ -100,7 +101,7 @@ def stored_set_stats(stored: Tensor, seeds: Tensor | None = None) -> StoredSetSt
     histogram = torch.bincount(sizes.flatten(), minlength=N + 1).double() / sizes.numel()
     total = coverage.sum()
     profile = coverage / total if total > 0 else torch.full_like(coverage, 1.0 / N)
-    coverage_tv = float(0.5 * (profile - 1.0 / N).abs().sum())
+    coverage_tv = float(total_variation(profile, 1.0 / N))
     joint = torch.einsum("isp,isq->pq", s, s) / (n_inputs * n_seeds)  # [N, N]
     upper = torch.triu(torch.ones(N, N, dtype=torch.bool), diagonal=1)
     c = mean_size / N

@@ -13,6 +13,7 @@ from torch import Tensor
 
 from circuits.graph.architecture import head_results, input_mlp_output, run_model
 from circuits.graph.model_graph import ModelGraph
+from interp_rand.model.capture import capture_into
 
 
 def writer_hook_names(graph: ModelGraph) -> list[str]:
@@ -58,14 +59,7 @@ def stack_writers(
 
 def capture_hooks(graph: ModelGraph, sink: dict[str, Tensor], detach: bool = True) -> list:
     """Forward hooks that store every writer's hook value in ``sink``."""
-
-    def make(name: str):
-        def hook(value: Tensor, hook: Any) -> None:
-            sink[name] = value.detach() if detach else value
-
-        return hook
-
-    return [(name, make(name)) for name in writer_hook_names(graph)]
+    return capture_into(sink, writer_hook_names(graph), detach=detach)
 
 
 @torch.no_grad()

@@ -22,6 +22,7 @@ from circuits.graph.architecture import attention_input, input_mlp_input, mlp_in
 from circuits.graph.model_graph import ModelGraph
 from circuits.interventions.metrics import Metric, evaluate_metric
 from circuits.graph.writers import capture_hooks, stack_writers
+from interp_rand.model.capture import capture_into
 from interp_rand.progress import bar
 
 
@@ -71,12 +72,6 @@ def patched_edges(model: Any, graph: ModelGraph, keep: Tensor, replacement: Tens
 
     def reader_span(layer: int, which: str) -> list[int]:
         return [i for i, (n, w) in enumerate(readers) if w == which and n.layer == layer]
-
-    def save_resid(name: str):
-        def hook(value: Tensor, hook: Any) -> None:
-            resid[name] = value
-
-        return hook
 
     # Each reader hook rebuilds its input only at the positions where it has an ablated edge.
     def rebuilt_delta(span: list[int]) -> tuple[Tensor, Tensor]:
@@ -144,14 +139,14 @@ def patched_edges(model: Any, graph: ModelGraph, keep: Tensor, replacement: Tens
     if arch.has_input_mlp and hit[:, 0].any():
         hooks.append(("input_mlp.hook_pre", input_mlp_hook))
     for layer in range(arch.n_layers):
-        hooks.append((f"blocks.{layer}.hook_resid_pre", save_resid(f"blocks.{layer}.hook_resid_pre")))
+        hooks += capture_into(resid, [f"blocks.{layer}.hook_resid_pre"], detach=False)
         first = True
         for which in "qkv":
             if hit[:, reader_span(layer, which)].any():
                 hooks.append((f"blocks.{layer}.attn.hook_{which}", attn_hook(layer, which, first)))
                 first = False
         if not arch.attn_only:
-            hooks.append((f"blocks.{layer}.hook_resid_mid", save_resid(f"blocks.{layer}.hook_resid_mid")))
+            hooks += capture_into(resid, [f"blocks.{layer}.hook_resid_mid"], detach=False)
             if hit[:, reader_span(layer, "mlp")].any():
                 hooks.append((f"blocks.{layer}.mlp.hook_pre", mlp_hook(layer)))
     if hit[:, -1].any():

@@ -24,6 +24,7 @@ from circuits.graph.architecture import attention_input, input_mlp_input, mlp_in
 from circuits.graph.model_graph import ModelGraph
 from circuits.interventions.metrics import Metric, evaluate_metric
 from circuits.graph.writers import capture_hooks, stack_writers
+from interp_rand.model.capture import capture_into
 from interp_rand.progress import bar
 
 _INPUT_HOOKS = ("hook_embed", "hook_seed_embed")
@@ -83,17 +84,11 @@ def reader_gradients(
 
         return hook
 
-    def save(name: str, sink: dict[str, Tensor]):
-        def hook(value: Tensor, hook: Any) -> None:
-            sink[name] = value.detach()
-
-        return hook
-
     present = [n for n in _INPUT_HOOKS if n in model.hook_dict]
     fwd = [(n, input_hook(n)) for n in present]
-    fwd += [(n, save(n, acts)) for n in _resid_hook_names(graph)]
+    fwd += capture_into(acts, _resid_hook_names(graph))
     fwd += [h for h in capture_hooks(graph, acts) if h[0] not in present]
-    bwd = [(n, save(n, grads)) for n in _reader_hook_names(graph)]
+    bwd = capture_into(grads, _reader_hook_names(graph))
     with torch.enable_grad(), model.hooks(fwd_hooks=fwd, bwd_hooks=bwd):
         value = evaluate_metric(metric, run_model(model, batch), batch if metric_batch is None else metric_batch)
         torch.autograd.grad(value, leaves, allow_unused=True)

@@ -24,7 +24,7 @@ from interp_rand.cli.circuit import (
 )
 from interp_rand.cli.options import at_least, output_path
 
-DEFAULT_SEED = 20_261_130
+from interp_rand.defaults import DEFAULT_SEED
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
