@@ -9,7 +9,7 @@ run directory also takes ``zoo:NAME``::
 
     from interp_rand import zoo
     model = zoo.load("addition").model()              # a training Checkpoint
-    agent = zoo.load("gridworld-Aq_R").model()        # grid-world entries: an AgentCheckpoint
+    agent = zoo.load("gridworld-Aq_R").model()        # grid-world entries load as an AgentCheckpoint
 
 The models are produced by one command from this repository, ``interp-rand --threads 1 zoo
 build`` (``make zoo``), following the recipes in :mod:`interp_rand.zoo.entries`; each holds its
