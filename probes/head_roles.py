@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from interp_rand.registry import Registry
+from interp_rand.distances import total_variation
 from interp_rand.tasks.base import Batch
 from probes.activations import seed_offset
 from probes.attention import attention_patterns, task_slice
@@ -124,7 +125,7 @@ def _seed_reader(model, task, batch, patterns, generator) -> tuple[Tensor, str]:
         p = p.abs()
         return p / p.sum(-1, keepdim=True).clamp_min(1e-12)
 
-    tv = 0.5 * (normalised(patterns) - normalised(other)).abs().sum(-1)  # [b, L, H, q]
+    tv = total_variation(normalised(patterns), normalised(other))  # [b, L, H, q]
     return tv.mean((0, 3)), "total variation between patterns for the same input with a redrawn seed"
 
 

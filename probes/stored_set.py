@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from interp_rand.tasks.base import KEY_VALUE_RECALL, has_capability, require_capability
+from interp_rand.distances import total_variation
 from probes.activations import logits_of
 
 # The tasks this analysis fits: those whose task declares this capability (recall).
@@ -112,7 +113,7 @@ def stored_set_stats(stored: Tensor, seeds: Tensor | None = None) -> StoredSetSt
     histogram = torch.bincount(sizes.flatten(), minlength=N + 1).double() / sizes.numel()
     total = coverage.sum()
     profile = coverage / total if total > 0 else torch.full_like(coverage, 1.0 / N)
-    coverage_tv = float(0.5 * (profile - 1.0 / N).abs().sum())
+    coverage_tv = float(total_variation(profile, 1.0 / N))
     joint = torch.einsum("isp,isq->pq", s, s) / (n_inputs * n_seeds)  # [N, N]
     upper = torch.triu(torch.ones(N, N, dtype=torch.bool), diagonal=1)
     c = mean_size / N

@@ -37,6 +37,9 @@ from circuits.graph.architecture import run_model
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Node
 from interp_rand.model.hook_names import residual_hooks, seed_offset
+from interp_rand.distances import total_variation
+from interp_rand.model.capture import capture_into
+from interp_rand.seeded_evaluation.run import expand_over_seeds
 
 # Exact output distributions of multi-bit (BCE) answers are enumerated up to this many bits.
 MAX_ENUMERATED_BITS = 12
@@ -94,19 +97,10 @@ def seed_pairs(model: Any, task: Any, batch: Any, generator: torch.Generator) ->
     return PairBatch(clean=clean, corrupted=corrupted, changed=torch.full((len(batch),), -1, dtype=torch.long))
 
 
-def total_variation(p: Tensor, q: Tensor) -> Tensor:
-    """``[...]``: ``0.5 * sum |p - q|`` over the last axis."""
-    return 0.5 * (p - q).abs().sum(-1)
-
-
 def _run_capturing(model: Any, batch: Any, hooks: list[str] | set[str]) -> tuple[Tensor, dict[str, Tensor]]:
     """Logits of ``batch`` and ``{hook: activation}`` (detached) for ``hooks``."""
     cache: dict[str, Tensor] = {}
-
-    def keep(value: Tensor, hook: Any) -> None:
-        cache[hook.name] = value.detach()
-
-    with model.hooks(fwd_hooks=[(h, keep) for h in hooks]):
+    with model.hooks(fwd_hooks=capture_into(cache, hooks)):
         logits = run_model(model, batch)
     return logits, cache
 
@@ -259,11 +253,10 @@ class SeedEntry:
 
 
 def _seed_grid(task: Any, inputs: Any, seeds: Tensor) -> Any:
-    """Every input under every seed: ``[n_inputs * n_seeds]`` rows, input-major."""
-    n, s = len(inputs), len(seeds)
-    rows = torch.arange(n).repeat_interleave(s)
-    grid = inputs[rows]
-    return task.with_seeds(grid, seeds.repeat(n, *([1] * (seeds.dim() - 1))))
+    """Every input under every seed: ``[n_inputs * n_seeds]`` rows, input-major (the core's
+    grid, :func:`~interp_rand.seeded_evaluation.run.expand_over_seeds`), seeds as the task keeps them."""
+    grid = expand_over_seeds(inputs, seeds)
+    return task.with_seeds(grid, grid.seeds)
 
 
 def _variance_split(act: Tensor) -> tuple[Tensor, Tensor]:

@@ -12,6 +12,7 @@ from torch import Tensor
 
 from circuits.graph.architecture import head_results, input_mlp_output, run_model
 from circuits.graph.model_graph import ModelGraph, ReaderSite
+from interp_rand.model.capture import capture_into
 
 
 def writer_hook_names(graph: ModelGraph) -> list[str]:
@@ -60,14 +61,7 @@ def reader_input(
 
 def capture_hooks(graph: ModelGraph, sink: dict[str, Tensor], detach: bool = True) -> list:
     """Forward hooks that store every writer's hook value in ``sink``."""
-
-    def make(name: str):
-        def hook(value: Tensor, hook: Any) -> None:
-            sink[name] = value.detach() if detach else value
-
-        return hook
-
-    return [(name, make(name)) for name in graph.writer_hooks]
+    return capture_into(sink, graph.writer_hooks, detach=detach)
 
 
 @torch.no_grad()

@@ -23,6 +23,7 @@ from circuits.graph.architecture import run_model
 from circuits.graph.model_graph import ModelGraph, ReaderSite
 from circuits.interventions.metrics import Metric, evaluate_metric
 from circuits.graph.writers import capture_hooks, reader_input, stack_writers
+from interp_rand.model.capture import capture_into
 from interp_rand.progress import bar
 
 
@@ -79,9 +80,6 @@ def patched_edges(model: Any, graph: ModelGraph, keep: Tensor, replacement: Tens
         live_here = stack_writers(model, graph, acts, n_w, positions)
         return positions, _delta(ablated[:, :n_w, span], live_here, replacement, positions)
 
-    def save(value: Tensor, hook: Any, name: str) -> None:
-        acts[name] = value
-
     def new_forward(value: Tensor, hook: Any) -> None:
         shared.clear()
 
@@ -117,7 +115,7 @@ def patched_edges(model: Any, graph: ModelGraph, keep: Tensor, replacement: Tens
     hooks = capture_hooks(graph, acts, detach=False) + [(graph.writer_hooks[0], new_forward)]
     patched = [site for site in graph.reader_sites if hit[:, site.readers].any()]
     sources = dict.fromkeys(s.source for s in patched if s.source not in (None, s.hook))
-    hooks += [(name, partial(save, name=name)) for name in sources]
+    hooks += capture_into(acts, sources, detach=False)
     hooks += [(site.hook, site_hook(site)) for site in patched]
     with model.hooks(fwd_hooks=hooks):
         yield

@@ -23,6 +23,7 @@ from circuits.graph.architecture import run_model
 from circuits.graph.model_graph import ModelGraph
 from circuits.interventions.metrics import Metric, evaluate_metric
 from circuits.graph.writers import capture_hooks, reader_input, stack_writers
+from interp_rand.model.capture import capture_into
 from interp_rand.progress import bar
 
 def reader_gradients(
@@ -62,18 +63,12 @@ def reader_gradients(
 
         return hook
 
-    def save(name: str, sink: dict[str, Tensor]):
-        def hook(value: Tensor, hook: Any) -> None:
-            sink[name] = value.detach()
-
-        return hook
-
     sites = graph.reader_sites
     present = graph.input_hooks
     fwd = [(n, input_hook(n)) for n in present]
-    fwd += [(n, save(n, acts)) for n in dict.fromkeys(s.source for s in sites if s.source is not None)]
+    fwd += capture_into(acts, list(dict.fromkeys(s.source for s in sites if s.source is not None)))
     fwd += [h for h in capture_hooks(graph, acts) if h[0] not in present]
-    bwd = [(s.hook, save(s.hook, grads)) for s in sites]
+    bwd = capture_into(grads, [s.hook for s in sites])
     with torch.enable_grad(), model.hooks(fwd_hooks=fwd, bwd_hooks=bwd):
         value = evaluate_metric(metric, run_model(model, batch), batch if metric_batch is None else metric_batch)
         torch.autograd.grad(value, leaves, allow_unused=True)

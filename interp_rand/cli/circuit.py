@@ -21,7 +21,7 @@ from interp_rand.cli.options import (
     top_k_option,
 )
 
-DEFAULT_SEED = 20_261_130
+from interp_rand.defaults import DEFAULT_SEED
 
 
 def add_parser(commands) -> argparse.ArgumentParser:

@@ -63,8 +63,7 @@ INT64_MAX_DIGITS = 18
 _GENERATING_PAIRS = torch.tensor([(a, b) for a in range(10) for b in range(10) if a + b >= 10])
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+from interp_rand.validation import is_int as _is_int
 
 
 def carries(a_digits: Tensor, b_digits: Tensor) -> tuple[Tensor, Tensor]:

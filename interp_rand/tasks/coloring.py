@@ -40,8 +40,7 @@ VOTE_RULES = ("majority_whole", "majority_per_vertex", "las_vegas")
 EXHAUSTIVE_MAX_VERTICES = 11
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+from interp_rand.validation import is_int as _is_int
 
 
 # ---------------------------------------------------------------------- the cycle graph

@@ -38,8 +38,7 @@ RECALL_WIDTH = 40
 MAX_ENUMERABLE_SEED_BITS = 16
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+from interp_rand.validation import is_int as _is_int
 
 
 def _is_integer(t: Tensor) -> bool:

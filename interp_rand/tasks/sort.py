@@ -25,8 +25,7 @@ if TYPE_CHECKING:
     from interp_rand.model.config import ModelConfig
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+from interp_rand.validation import is_int as _is_int
 
 
 @register_task
