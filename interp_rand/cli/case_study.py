@@ -11,8 +11,7 @@ from pathlib import Path
 
 from interp_rand import progress
 from interp_rand.cli.options import at_least, output_path
-
-STUDIES = ("carry", "sort")
+from interp_rand.reports.case_study import STUDIES
 
 
 def add_parser(commands) -> argparse.ArgumentParser:

@@ -14,6 +14,11 @@ from pathlib import Path
 from typing import Any
 
 
+# the case studies and the task of the runs each reads (light: the command line's choices)
+STUDY_TASKS = {"carry": "addition", "sort": "sort"}
+STUDIES = tuple(STUDY_TASKS)
+
+
 @dataclass(frozen=True)
 class Study:
     """What a case study needs: the task of the runs it reads, its config class, the study and
@@ -31,8 +36,8 @@ def studies() -> dict[str, Study]:
     from interp_rand.reports.case_studies import CarryConfig, SortConfig, carry_study, sort_study
     from interp_rand.reports.case_studies.claims import carry_claims, carry_details, sort_claims, sort_details
 
-    return {"carry": Study("addition", CarryConfig, carry_study, carry_claims, carry_details),
-            "sort": Study("sort", SortConfig, sort_study, sort_claims, sort_details)}
+    return {"carry": Study(STUDY_TASKS["carry"], CarryConfig, carry_study, carry_claims, carry_details),
+            "sort": Study(STUDY_TASKS["sort"], SortConfig, sort_study, sort_claims, sort_details)}
 
 
 @dataclass
@@ -98,4 +103,4 @@ def case_study_report(study: str, run: str | Path, *, seed: int = 0, n_controls:
                            title=f"{study} case study: {run_label(run)}")
 
 
-__all__ = ["CaseStudyReport", "Study", "case_study_report", "studies"]
+__all__ = ["STUDIES", "STUDY_TASKS", "CaseStudyReport", "Study", "case_study_report", "studies"]

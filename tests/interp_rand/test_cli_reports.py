@@ -180,7 +180,7 @@ def test_evaluation_report_is_what_the_command_writes_and_prints(runs, tmp_path,
 
 
 def test_case_study_report_is_what_the_command_writes_and_prints(runs, tmp_path, capsys):
-    from interp_rand.reports.case_study import case_study_report, studies
+    from interp_rand.reports.case_study import STUDIES, case_study_report, studies
 
     out = tmp_path / "cli"
     # an untrained model has no sorting heads to study: the zoo's trained sort model
@@ -189,6 +189,7 @@ def test_case_study_report_is_what_the_command_writes_and_prints(runs, tmp_path,
     assert json.loads(report.to_json()) == json.loads((out / "case_study.json").read_text())
     assert stdout.startswith(report.text() + "\n") and report.data["verdicts"]
     assert {name: s.task for name, s in studies().items()} == {"carry": "addition", "sort": "sort"}
+    assert tuple(studies()) == STUDIES
     with pytest.raises(ValueError, match="needs a addition run"):
         case_study_report("carry", runs["sort"])
     with pytest.raises(ValueError, match="unknown case study"):
