@@ -39,8 +39,7 @@ import torch
 
 from interp_rand.figures.reproduction import reproduction_figure
 from interp_rand.job_runner import LOCAL, print_line, run_jobs
-from interp_rand.losses import output_judge
-from interp_rand.seeded_evaluation import save_summary, success_matrix, summarize
+from interp_rand.seeded_evaluation import evaluate_seeded, save_summary
 from interp_rand.tasks import make_task
 from interp_rand.tasks.randomized import Experiment, ExperimentScale, experiments
 from interp_rand.training import TrainConfig, train
@@ -232,27 +231,6 @@ def evaluate_variant(task, model, scale, config: TrainConfig, n_inputs: int | No
     batch = task.sample(experiment(task.name).eval_inputs if n_inputs is None else n_inputs, generator)
     return evaluate_seeded(task, model, batch, scale.eval_seeds, generator,
                            fixed=config.seed_source == "fixed")
-
-
-def evaluate_seeded(task, model, batch, n_seeds: int | str, generator: torch.Generator, *,
-                    fixed: bool = False) -> dict[str, Any]:
-    """The paper's metrics of ``model`` on ``batch`` under ``n_seeds`` seeds drawn with
-    ``generator``, or under every seed with ``n_seeds="all"`` (recall's 1,024: exact over the
-    seed distribution); a fixed-seed model (``fixed``) is run on its one seed r0, and its
-    sampled baseline still draws as many samples per input."""
-    if n_seeds == "all":
-        seeds = task.all_seeds()
-    elif isinstance(n_seeds, int) and not isinstance(n_seeds, bool) and n_seeds >= 1:
-        seeds = task.sample_seeds(n_seeds, generator)
-    else:
-        raise ValueError(f"n_seeds={n_seeds!r} must be an integer >= 1 or 'all'")
-    n_samples = len(seeds)
-    if fixed:
-        seeds = task.fixed_seed()[None]
-    run = success_matrix(model, task, batch, seeds)
-    # a kind without a single right answer (colouring) judges sampled outputs itself
-    return summarize(run, majority_ks=(5, 30), generator=generator,
-                     correct_fn=output_judge(task.loss_kind, batch), n_samples=n_samples)
 
 
 def write_outputs(task_name: str, scale_name: str, rows: list[dict[str, Any]], out: Path) -> None:

@@ -19,7 +19,7 @@ import torch
 from circuits.interventions.ablation import Ablation
 from circuits.graph.circuit import Circuit
 from circuits.analyses.agreement import spearman
-from circuits.analyses.faithfulness import faithfulness
+from circuits.analyses.faithfulness import TINY_GAP, faithfulness
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Edge
 from circuits.analyses.verdict import Claim, exceeds, inconclusive
@@ -172,11 +172,12 @@ RANK_MARGIN = 0.5
 
 
 def comparison_claims(result: CircuitComparison, gaps: tuple[float, float] | None = None,
-                      min_gap: float = 1e-2) -> list[Claim]:
+                      min_gap: float = TINY_GAP) -> list[Claim]:
     """The comparison's claims with their verdicts: the circuits overlap beyond random circuits
     of their sizes; each circuit recovers each run's behaviour beyond random circuits of its
     size; the shared edges' scores rank alike. ``gaps``: how much the corruption moves each
-    run's metric; a claim about a run whose gap is below ``min_gap`` is inconclusive."""
+    run's metric (:func:`~circuits.analyses.faithfulness.behaviour_gap` of each run's model on
+    its data); a claim about a run whose gap is below ``min_gap`` is inconclusive."""
     la, lb = (f"A ({result.labels[0]})", f"B ({result.labels[1]})")
     claims = [exceeds(f"the circuits of {la} and {lb} share their edges (Jaccard over edges)", result.jaccard,
                       result.random_jaccard, control_label="random circuits of the same sizes",

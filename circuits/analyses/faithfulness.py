@@ -17,7 +17,7 @@ from torch import Tensor
 
 from circuits.interventions.ablation import Ablation
 from circuits.graph.circuit import Circuit
-from circuits.graph.architecture import architecture
+from circuits.graph.architecture import architecture, run_model
 from circuits.methods.discovery import patch_data
 from circuits.interventions.edge_patching import run_with_edges
 from circuits.graph.model_graph import ModelGraph
@@ -51,6 +51,20 @@ class Faithfulness:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "spread_std": self.spread_std}
+
+
+# Below this clean-vs-corrupted difference of the metric a model's circuit is noise.
+TINY_GAP = 1e-2
+
+
+def behaviour_gap(model: Any, clean: Any, corrupted: Any, metric: str | Metric = "logprob") -> float:
+    """The metric on the clean run minus on the corrupted run (both against the clean answers):
+    how much the corruption moves the model, the denominator of every faithfulness share (with
+    ``resample`` ablation it is :class:`Faithfulness`'s ``full_metric - empty_metric``)."""
+    fn = get_metric(metric)
+    with torch.no_grad():
+        value = fn(run_model(model, clean), clean)
+        return float(value - fn(run_model(model, corrupted), clean))
 
 
 def _metric_of(model: Any, graph: ModelGraph, batch: Any, keep: Tensor, replacement: Tensor, metric: Metric) -> float:
@@ -163,4 +177,4 @@ def smallest_faithful_circuit(
     return replace(circuit, settings={**circuit.settings, "selection": "smallest faithful", "target": target}), curve
 
 
-__all__ = ["CANDIDATE_SIZES", "Faithfulness", "faithfulness", "smallest_faithful_circuit"]
+__all__ = ["CANDIDATE_SIZES", "TINY_GAP", "Faithfulness", "behaviour_gap", "faithfulness", "smallest_faithful_circuit"]

@@ -1,10 +1,12 @@
-"""Figures of the randomness-channel analyses, drawn from their ``to_dict()`` results (so this
-module computes nothing): usage score per node, seed fraction of the residual stream per
+"""Figures of the randomness report (:class:`interp_rand.reports.randomness.RandomnessReport`,
+or its JSON ``{"runs": [...], "summary": {...}}``), drawn from its results (so this module
+computes nothing): usage score per node, seed fraction of the residual stream per
 layer, the recall stored-set map and coverage, the colouring noise-resample effect by ring
 distance. :func:`write_randomness_html` writes one self-contained, offline HTML page (plotly.js
 inlined once).
 
-    >>> write_randomness_html({"runs": [entry_a, entry_b]}, "randomness.html")
+    >>> write_randomness_html(randomness_report("zoo:recall-Aq_R"), "randomness.html")
+    >>> write_randomness_html(json.loads(Path("randomness.json").read_text()), "randomness.html")
 """
 
 from __future__ import annotations
@@ -105,9 +107,14 @@ def resample_distance_figure(runs: list[dict[str, Any]]) -> go.Figure:
     return fig
 
 
-def randomness_figures(report: dict[str, Any]) -> list[go.Figure]:
-    """Every figure that fits the runs of ``report`` (``{"runs": [...]}``)."""
-    runs = report["runs"]
+def _as_dict(report: Any) -> dict[str, Any]:
+    """The report's JSON form: a ``RandomnessReport`` (its ``to_dict()``) or that dict itself."""
+    return report.to_dict() if hasattr(report, "to_dict") else report
+
+
+def randomness_figures(report: Any) -> list[go.Figure]:
+    """Every figure that fits the runs of ``report`` (a ``RandomnessReport`` or ``{"runs": [...]}``)."""
+    runs = _as_dict(report)["runs"]
     figs = [usage_figure(runs), entry_figure(runs)]
     per_position = [r for r in runs if r["usage"].get("per_position")]
     # one colour scale for the compared runs' heatmaps (ERM vs randomized read alike)
@@ -143,9 +150,10 @@ def _summary_table(summary: dict[str, dict[str, Any]]) -> str:
     return f"<table><tr><th></th>{head}</tr>{body}</table>"
 
 
-def write_randomness_html(report: dict[str, Any], path: str | Path) -> Path:
-    """One self-contained HTML page with the figures and the report's key numbers."""
-    path = Path(path)
+def write_randomness_html(report: Any, path: str | Path) -> Path:
+    """One self-contained HTML page with the figures and the report's key numbers (``report``: a
+    ``RandomnessReport`` or its JSON dict)."""
+    path, report = Path(path), _as_dict(report)
     divs = "".join(f.to_html(full_html=False, include_plotlyjs=False, div_id=f"fig{i}", config=_CONFIG)
                    for i, f in enumerate(randomness_figures(report)))
     summary = _summary_table(report.get("summary", {}))

@@ -1,19 +1,17 @@
 """``interp-rand case-study carry|sort RUN_DIR --out DIR``: run a case study on a trained run,
 print each claim with its verdict against its control (HOLDS / FAILS / INCONCLUSIVE), then the
 numbers behind them, and write ``case_study.json`` and ``case_study.html``
-(the circuit drawing and the ablation figures, offline)."""
+(the circuit drawing and the ablation figures, offline). The report is
+:func:`interp_rand.reports.case_study.case_study_report`."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 from pathlib import Path
 
 from interp_rand import progress
 from interp_rand.cli.options import at_least, output_path
-
-STUDIES = ("carry", "sort")
+from interp_rand.reports.case_study import STUDIES
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
@@ -36,38 +34,13 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from interp_rand.reports.case_studies import CarryConfig, SortConfig, carry_study, sort_study
-    from interp_rand.reports.case_studies.claims import carry_claims, carry_details, sort_claims, sort_details
-    from interp_rand.reports.case_studies.draw import study_figures, write_case_study_html
-    from circuits.analyses.verdict import summary_line, verdict_counts
-    from interp_rand.training.checkpoint import CheckpointError, load_checkpoint
-    from interp_rand.zoo.location import run_label
+    from interp_rand.reports.case_study import case_study_report
 
-    # the config first: a bad option is refused before the checkpoint is even read
-    config = (CarryConfig if args.study == "carry" else SortConfig)(seed=args.seed, n_controls=args.controls)
-    config = dataclasses.replace(config, n_eval=args.n) if args.n else config
-    expected = "addition" if args.study == "carry" else "sort"
-    try:
-        ckpt = load_checkpoint(args.run_dir, task=expected)
-    except CheckpointError as err:
-        raise CheckpointError(f"case study {args.study!r} needs a {expected} run: {err}") from None
-    task = ckpt.spec.make_task()
-    model = ckpt.model().eval()
-    study_fn, claims_of, details_of = ((carry_study, carry_claims, carry_details) if args.study == "carry"
-                                       else (sort_study, sort_claims, sort_details))
     with progress.scope(f"case-study {args.study}"):
-        study = study_fn(model, task, config, progress=True)
+        report = case_study_report(args.study, args.run_dir, seed=args.seed, n_controls=args.controls, n=args.n,
+                                   progress=True)
         progress.note("writing case_study.json, circuit.json, case_study.html")
-    claims, details = claims_of(study), details_of(study)
-    lines = [c.line() for c in claims] + [summary_line(claims)] + details
-    args.out.mkdir(parents=True, exist_ok=True)
-    data = {"study": args.study, "run": str(ckpt.path), "claims": [c.to_dict() for c in claims],
-            "verdicts": verdict_counts(claims), "details": details, **study.to_dict()}
-    (args.out / "case_study.json").write_text(json.dumps(data, indent=1))
-    study.circuit.save(args.out / "circuit.json")
-    write_case_study_html(args.out / "case_study.html", f"{args.study} case study: {run_label(args.run_dir)}", lines,
-                          study_figures(study))
-    print("\n".join(lines))
+    report.write(args.out)
+    print(report.text())
     print(f"wrote {args.out}/case_study.json, circuit.json, case_study.html")
     return 0
-

@@ -42,6 +42,7 @@ from interp_rand.seeded_evaluation.metrics import (
     summarize,
     worst_case_success,
 )
+from interp_rand.seeded_evaluation.paper_metrics import evaluate_seeded
 from interp_rand.seeded_evaluation.run import (
     BIT_LOSS_KINDS,
     SeedRun,
@@ -57,6 +58,7 @@ __all__ = [
     "SeedRun",
     "average_success",
     "draw_seed_groups",
+    "evaluate_seeded",
     "expand_over_seeds",
     "group_success",
     "las_vegas_exact",

@@ -1,8 +1,8 @@
-"""The mechanism lines of ``interp-rand randomness``: recall's per-seed stored sets against the
-deterministic capacity, which seed bits decide storage and through which nodes
-(:mod:`probes.seed_mixing`, :mod:`circuits.analyses.seed_bits`), and colouring's learned rule against
-the classical one (:mod:`probes.symmetry_rule`). Each function returns JSON-ready dicts; the
-printed rows come from :func:`mechanism_numbers`."""
+"""The mechanism lines of the randomness report (:mod:`interp_rand.reports.randomness`):
+recall's per-seed stored sets against the deterministic capacity, which seed bits decide
+storage and through which nodes (:mod:`probes.seed_mixing`, :mod:`circuits.analyses.seed_bits`),
+and colouring's learned rule against the classical one (:mod:`probes.symmetry_rule`). Each
+function returns JSON-ready dicts; the printed rows come from :func:`mechanism_numbers`."""
 
 from __future__ import annotations
 

@@ -1,0 +1,152 @@
+"""The circuit comparison of two runs of one task in one call (what ``interp-rand compare``
+prints and writes): a circuit per run, aligned, each measured on the other run (cross-
+faithfulness), with one claim per finding judged against random circuits of the same sizes.
+
+    >>> report = compare_report("zoo:recall-AE_R", "zoo:recall-Aq_R", n=128)
+    >>> print("\\n".join(report.lines))        # one line per claim with its verdict
+    >>> report.write("out/cmp")                # comparison.json/.html, circuit_a.json, circuit_b.json
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from interp_rand import progress as _progress
+from interp_rand.reports.circuit import DEFAULT_SEED, check_top_k, position_names, top_k_circuit
+from interp_rand.reports.inputs import load_run_inputs
+
+# the summary keys the CLI prints
+KEY_NUMBERS = ("task", "pairs", "behaviour_gap", "method", "top_k", "edges", "n_shared", "n_only_a", "n_only_b",
+               "jaccard", "node_jaccard", "spearman_shared", "cross_faithfulness", "random_cross_faithfulness")
+
+
+@dataclass
+class ComparisonReport:
+    """Attributes:
+    circuits: the two :class:`~circuits.Circuit` s (A, B); result: their
+        :class:`~circuits.analyses.comparison.CircuitComparison`.
+    claims: the comparison's claims with verdicts; lines: one line per claim and the summary line.
+    gaps: each run's :func:`~circuits.analyses.faithfulness.behaviour_gap`; labels: the runs' labels.
+    summary: what comparison.json holds; metric: the metric of the gaps.
+    attention: per run the mean attention for the drawing (None over all positions);
+    position_names: the models' position names.
+    """
+
+    circuits: tuple[Any, Any]
+    result: Any
+    claims: list[Any]
+    lines: list[str]
+    gaps: list[float]
+    labels: tuple[str, str]
+    summary: dict[str, Any]
+    metric: str
+    attention: Any
+    position_names: list[str]
+
+    def to_json(self) -> str:
+        return json.dumps(self.summary, indent=2)
+
+    def key_numbers(self) -> dict[str, Any]:
+        return {k: self.summary[k] for k in KEY_NUMBERS}
+
+    def notes(self) -> list[str]:
+        """A warning per run whose corruption barely moves its model."""
+        from circuits.analyses.faithfulness import TINY_GAP
+
+        return [f"note: on {label} the clean and corrupted runs differ by {gap:.2g} in {self.metric}: the "
+                "corruption barely moves this model, so its circuit and faithfulness shares are noise"
+                for label, gap in zip(self.labels, self.gaps) if abs(gap) < TINY_GAP]
+
+    def text(self) -> str:
+        """What the CLI prints: the key numbers (JSON), the claim lines and the notes."""
+        return "\n".join([json.dumps(self.key_numbers(), indent=2), "\n".join(self.lines), *self.notes()])
+
+    def write(self, out: str | Path) -> Path:
+        """circuit_a.json, circuit_b.json, comparison.json and comparison.html (the claim lines at
+        the top of its body) in ``out``."""
+        from circuits.draw.comparison_figure import write_comparison_html
+
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        self.circuits[0].save(out / "circuit_a.json")
+        self.circuits[1].save(out / "circuit_b.json")
+        (out / "comparison.json").write_text(self.to_json())
+        page = write_comparison_html(*self.circuits, self.result, out / "comparison.html", attention=self.attention,
+                                     position_names=self.position_names)
+        block = "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in self.lines) + "</ul>"
+        page.write_text(page.read_text().replace("<body>", "<body>\n" + block, 1))
+        return out
+
+
+def check_same_task(ckpt_a: Any, ckpt_b: Any, model_a: Any, model_b: Any) -> None:
+    """Refuse two runs of different tasks, task configs or architectures."""
+    from circuits import architecture
+
+    if ckpt_a.spec.task_name != ckpt_b.spec.task_name:
+        raise ValueError(f"the runs are of different tasks: {ckpt_a.spec.task_name!r} vs {ckpt_b.spec.task_name!r}")
+    if ckpt_a.spec.task_config != ckpt_b.spec.task_config:
+        diff = sorted(k for k in ckpt_a.spec.task_config.keys() | ckpt_b.spec.task_config.keys()
+                      if ckpt_a.spec.task_config.get(k) != ckpt_b.spec.task_config.get(k))
+        raise ValueError(f"the runs have different task configs ({', '.join(diff)})")
+    mismatch = architecture(model_a).mismatch(architecture(model_b))
+    if mismatch:
+        raise ValueError("the runs have different architectures (A vs B): " + "; ".join(mismatch))
+
+
+def compare_report(run_a: str | Path, run_b: str | Path, *, method: str = "eap-ig", metric: str = "logprob",
+                   ablation: str = "resample", top_k: int | str | None = "auto", target: float = 0.8, n: int = 128,
+                   pairs: str = "task", seed: int = DEFAULT_SEED, options: dict[str, Any] | None = None,
+                   by_position: bool = True,
+                   n_controls: int = 3, progress: bool = False) -> ComparisonReport:
+    """Discover a circuit in ``run_a`` and in ``run_b`` (same task and architecture) on ``n``
+    ``pairs`` each drawn with ``seed``, compare them and judge each claim against random
+    circuits of the same sizes (``n_controls`` per cross-faithfulness measurement)."""
+    from circuits import Ablation, discover
+    from circuits.analyses.comparison import compare_circuits, comparison_claims
+    from circuits.analyses.faithfulness import TINY_GAP, behaviour_gap
+    from circuits.analyses.flow import mean_attention
+    from circuits.analyses.verdict import summary_line, verdict_counts
+    from interp_rand.zoo.location import run_label
+
+    a = load_run_inputs(run_a, n, seed, pairs, check_architecture=True)
+    b = load_run_inputs(run_b, n, seed, pairs, check_architecture=True)
+    check_same_task(a.ckpt, b.ckpt, a.model, b.model)
+    check_top_k(top_k, a.model, a.pairs, by_position=by_position)
+    abl = Ablation(ablation, seed=seed)
+    options = dict(options or {})
+    found = []
+    for k, (run, inputs) in enumerate(((run_a, a), (run_b, b)), 1):
+        _progress.note(f"run {k} of 2 ({run}): discovering its circuit", progress)
+        scores = discover(inputs.model, inputs.pairs.clean, inputs.pairs.corrupted, metric=metric, method=method,
+                          ablation=abl, by_position=by_position, progress=progress, **options)
+        circuit = top_k_circuit(scores, top_k, inputs.model, inputs.pairs, abl, metric=metric, target=target,
+                                progress=progress)
+        found.append(dataclasses.replace(circuit, settings={
+            **circuit.settings, "by_position": by_position, "run": str(inputs.ckpt.path),
+            "task": inputs.ckpt.spec.task_name, "data_seed": seed}))
+    labels = (run_label(run_a), run_label(run_b))
+    _progress.note("aligning the circuits and measuring each on the other run (cross-faithfulness)", progress)
+    result = compare_circuits(*found, models=(a.model, b.model),
+                              data=((a.pairs.clean, a.pairs.corrupted), (b.pairs.clean, b.pairs.corrupted)),
+                              metric=metric, ablation=abl, labels=labels, n_random=n_controls, seed=seed)
+    gaps = [behaviour_gap(x.model, x.pairs.clean, x.pairs.corrupted, metric) for x in (a, b)]
+    claims = comparison_claims(result, tuple(gaps), min_gap=TINY_GAP)
+    lines = [c.line() for c in claims] + [summary_line(claims)]
+    summary = {"run_a": str(run_a), "run_b": str(run_b), "task": a.ckpt.spec.task_name,
+               "pairs": pairs, "behaviour_gap": gaps,
+               "method": method, "top_k": top_k,
+               "edges": [len(found[0]), len(found[1])], "n": n,
+               "claims": [c.to_dict() for c in claims], "verdicts": verdict_counts(claims), **result.to_dict()}
+    attention = None if not by_position else (mean_attention(a.model, a.pairs.clean),
+                                             mean_attention(b.model, b.pairs.clean))
+    return ComparisonReport(circuits=(found[0], found[1]), result=result, claims=claims, lines=lines, gaps=gaps,
+                            labels=labels, summary=summary, metric=metric, attention=attention,
+                            position_names=position_names(a.model, a.task))
+
+
+__all__ = ["ComparisonReport", "KEY_NUMBERS", "check_same_task", "compare_report"]

@@ -1,0 +1,92 @@
+"""The evaluation of a trained run in one call (what ``interp-rand eval`` prints and writes):
+fresh examples of its task, and for a seeded task with ``seeds`` also the paper's metrics
+over that many seeds per input (:func:`interp_rand.seeded_evaluation.evaluate_seeded`).
+
+    >>> report = evaluation_report("zoo:recall-Aq_R", n=10_000, seeds=100)
+    >>> report.result["exact_match"], report.seeded["worst_5pct"]
+    >>> report.write("out/recall")   # eval.json and seeded_eval.json
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from interp_rand import progress as _progress
+from interp_rand.reports.inputs import load_run_inputs
+
+DEFAULT_EVAL_SEED = 20_261_130
+# the seeded metrics the CLI prints
+SEEDED_KEY_NUMBERS = ("n_inputs", "n_seeds", "average", "worst_5pct", "predictive_variance")
+
+
+def seeded_task_names() -> list[str]:
+    """The registered tasks with a seed channel."""
+    from interp_rand.tasks import task_class, task_names
+
+    return [name for name in task_names() if hasattr(task_class(name), "sample_seeds")]
+
+
+@dataclass
+class EvaluationReport:
+    """Attributes:
+    result: what eval.json holds (checkpoint, step, task, eval seed, the evaluation figures).
+    seeded: what seeded_eval.json holds (None without ``seeds``).
+    run_dir: the run's folder (where results go by default).
+    """
+
+    result: dict[str, Any]
+    seeded: dict[str, Any] | None
+    run_dir: Path
+
+    def key_numbers(self) -> dict[str, Any]:
+        return {k: v for k, v in self.result.items() if k != "breakdown"}
+
+    def seeded_key_numbers(self) -> dict[str, Any]:
+        return {k: self.seeded[k] for k in SEEDED_KEY_NUMBERS}
+
+    def write(self, out: str | Path) -> tuple[Path, Path | None]:
+        """eval.json (and seeded_eval.json) in ``out``; returns their paths."""
+        from interp_rand.seeded_evaluation import save_summary
+
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "eval.json").write_text(json.dumps(self.result, indent=2))
+        if self.seeded is None:
+            return out / "eval.json", None
+        save_summary(self.seeded, out / "seeded_eval.json")
+        return out / "eval.json", out / "seeded_eval.json"
+
+
+def evaluation_report(run: str | Path, *, task: str | None = None, n: int = 10_000, seed: int = DEFAULT_EVAL_SEED,
+                      seeds: int | None = None, progress: bool = False) -> EvaluationReport:
+    """Evaluate ``run``'s newest checkpoint on ``n`` fresh examples drawn with ``seed`` (a model
+    trained on the fixed seed r0 on r0, as in training); ``task``: the expected task (an error
+    otherwise); ``seeds``: also run every example under that many random seeds (a fixed-seed run:
+    its r0) for the paper's metrics, refused before any work for a task without a seed channel."""
+    import torch
+
+    from interp_rand.evaluation import evaluate
+    from interp_rand.seeded_evaluation import evaluate_seeded
+
+    inputs = load_run_inputs(run, n, seed, pairs=None, task=task)
+    ckpt, batch = inputs.ckpt, inputs.batch
+    if seeds is not None and not hasattr(inputs.task, "sample_seeds"):  # before any evaluation
+        raise ValueError(f"--seeds: task {inputs.task.name!r} has no seed channel; --seeds is for the randomized "
+                         f"tasks ({', '.join(seeded_task_names())})")
+    result = evaluate(inputs.model, inputs.task, batch, progress=progress)
+    report = {"checkpoint": str(ckpt.path), "step": ckpt.step, "task": ckpt.spec.task_name,
+              "eval_seed": seed, **result.to_dict()}
+    seeded = None
+    if seeds is not None:
+        fixed = ckpt.spec.train_config.seed_source == "fixed"
+        with _progress.stage(f"{len(batch)} inputs x {1 if fixed else seeds} seeds", progress):
+            summary = evaluate_seeded(inputs.task, ckpt.model(), batch, seeds, torch.Generator().manual_seed(seed),
+                                      fixed=fixed)
+        seeded = {"checkpoint": str(ckpt.path), "step": ckpt.step, "eval_seed": seed, **summary}
+    return EvaluationReport(report, seeded, ckpt.path.parent.parent)
+
+
+__all__ = ["DEFAULT_EVAL_SEED", "EvaluationReport", "evaluation_report", "seeded_task_names"]

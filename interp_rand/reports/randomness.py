@@ -1,0 +1,235 @@
+"""The randomness report in one call (what ``interp-rand randomness`` prints and writes): how a
+seeded model uses its randomness channel. Per run: the usage score per node (seed-resample
+patching), where seed information enters (seed vs input variance, seed-bit probes per layer),
+a random-init control, and the analyses registered for its task (recall: the stored-set map
+over all seeds and the per-seed mechanism; colouring: symmetry breaking and the learned rule).
+
+    >>> report = randomness_report("zoo:recall-Aq_R", compare="zoo:recall-AE_R", n=2048)
+    >>> report.summary["recall-Aq_R"]["usage whole model (reference)"]
+    >>> print(report.text()); report.write("out/rand")   # randomness.json and randomness.html
+
+For a model of your own, :func:`analyse_model` gives one run's entry.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from interp_rand import progress as _progress
+
+DEFAULT_SEED = 20_261_130
+
+
+def load_seeded(run: str | Path) -> Any:
+    """The checkpoint of ``run``, refused unless its model and task have a seed channel."""
+    from interp_rand.training.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(run)
+    task = ckpt.spec.make_task()
+    if not getattr(ckpt.spec.model_config, "has_seed", False) or not hasattr(task, "sample_seeds"):
+        raise ValueError(f"{run}: task {task.name!r} / this model has no seed channel")
+    return ckpt
+
+
+# ------------------------------------------------------------------ per-task analyses
+
+# ``analysis(model, task, out, *, batch, generator, seed_source, stored_inputs, seed, label, progress)``
+# adds its entries to the run's dict ``out``; registered per task name.
+TaskAnalysis = Callable[..., None]
+_TASK_ANALYSES: dict[str, TaskAnalysis] = {}
+
+
+def register_randomness_analysis(task_name: str) -> Callable[[TaskAnalysis], TaskAnalysis]:
+    """Decorator: run ``fn`` in the randomness report of every run of task ``task_name``."""
+    def add(fn: TaskAnalysis) -> TaskAnalysis:
+        _TASK_ANALYSES[task_name] = fn
+        return fn
+
+    return add
+
+
+@register_randomness_analysis("recall")
+def _recall(model, task, out, *, batch, generator, seed_source, stored_inputs, seed, label, progress) -> None:
+    import torch
+
+    from interp_rand.reports.randomness_mechanism import recall_mechanism
+    from probes.stored_set import stored_set_map
+
+    _progress.note(f"{label}: stored-set map ({stored_inputs} inputs x every seed)", progress)
+    # the key/value inputs stored_set_map draws next, for the per-seed mechanism lines
+    inputs = task.sample(stored_inputs, torch.Generator().set_state(generator.get_state()))
+    stats, stored = stored_set_map(model, task, stored_inputs, generator)
+    out["stored_set"] = stats.to_dict()
+    out["mechanism"] = recall_mechanism(model, task, seed_source, inputs, stored, seed)
+
+
+@register_randomness_analysis("coloring")
+def _coloring(model, task, out, *, batch, generator, seed_source, stored_inputs, seed, label, progress) -> None:
+    from interp_rand.reports.randomness_mechanism import coloring_mechanism
+    from probes.symmetry import colour_noise_information, noise_resample_effect
+
+    _progress.note(f"{label}: symmetry breaking (colour vs noise rank, noise resampling)", progress)
+    out["symmetry"] = {
+        "information": colour_noise_information(model, task, batch, generator).to_dict(),
+        "resample": noise_resample_effect(model, task, batch, generator).to_dict(),
+    }
+    out["mechanism"] = coloring_mechanism(model, task, batch, seed)
+
+
+# ------------------------------------------------------------------ one run
+
+
+def analyse_model(model: Any, task: Any, *, seed_source: str = "fresh", n: int = 2048, stored_inputs: int = 32,
+                  seed: int = DEFAULT_SEED, label: str = "model", progress: bool = False) -> dict[str, Any]:
+    """Every randomness analysis that fits ``task``, for ``model``, as one JSON-ready dict
+    (``usage``, ``entry``, ``random_init`` and the task's own entries); ``seed_source``: how the
+    model was trained (``"fixed"``: on r0 only); ``label`` names it in the progress lines."""
+    import torch
+
+    from circuits.analyses.randomness import randomness_usage, residual_stream_hooks, seed_entry, seed_probe
+    from probes.controls import random_init_like
+
+    generator = torch.Generator().manual_seed(seed)
+    batch = task.sample(n, generator)
+    _progress.note(f"{label}: randomness-usage score per node ({n} examples)", progress)
+    out: dict[str, Any] = {"usage": randomness_usage(model, batch, task.loss_kind, per_position=True, seed=seed,
+                                                     progress=progress).to_dict()}
+    inputs, seeds = task.sample(64, generator), task.sample_seeds(64, generator)
+    probe_batch = task.sample(n, generator)
+    _progress.note(f"{label}: where seed information enters (variance, seed-bit probes)", progress)
+    out["entry"] = seed_entry(model, task, inputs, seeds, probe_batch=probe_batch, generator=generator).to_dict()
+    # control: the same architecture with fresh random weights uses its seed by accident only,
+    # and a probe reads the seed bits from its residual stream as well as the embedding allows
+    _progress.note(f"{label}: random-init control", progress)
+    random_model = random_init_like(model)
+    control = randomness_usage(random_model, batch, task.loss_kind, seed=seed, progress=progress)
+    out["random_init"] = {"reference": control.reference, "reference_flip": control.reference_flip,
+                          "score": control.score,
+                          "seed_probe": seed_probe(random_model, probe_batch, residual_stream_hooks(random_model),
+                                                   torch.Generator().manual_seed(seed))[0]}
+    analysis = _TASK_ANALYSES.get(task.name)
+    if analysis is not None:
+        analysis(model, task, out, batch=batch, generator=generator, seed_source=seed_source,
+                 stored_inputs=stored_inputs, seed=seed, label=label, progress=progress)
+    return out
+
+
+def analyse_run(run: str | Path, n: int = 2048, stored_inputs: int = 32, seed: int = DEFAULT_SEED,
+                progress: bool = False) -> dict[str, Any]:
+    """:func:`analyse_model` of ``run``'s model, with what the run is (name, task, step, objective)."""
+    ckpt = load_seeded(run)
+    train = ckpt.spec.train_config
+    head = {"name": Path(run).name, "run": str(run), "task": ckpt.spec.make_task().name, "step": ckpt.step,
+            "objective": train.objective, "q": train.q, "seed_source": train.seed_source}
+    return {**head, **analyse_model(ckpt.model(), ckpt.spec.make_task(), seed_source=train.seed_source, n=n,
+                                    stored_inputs=stored_inputs, seed=seed, label=str(run), progress=progress)}
+
+
+def key_numbers(run: dict[str, Any]) -> dict[str, Any]:
+    """The numbers printed per run (and stored as the report's summary)."""
+    from interp_rand.reports.randomness_mechanism import mechanism_numbers
+
+    usage, entry = run["usage"], run["entry"]
+    row: dict[str, Any] = {f"usage {k}": v for k, v in usage["score"].items()}
+    row["usage whole model (reference)"] = usage["reference"]
+    row["answer flip, whole model"] = usage["reference_flip"]
+    row["usage whole model, random-init control"] = run["random_init"]["reference"]
+    row.update({f"seed fraction {h}": f for h, f in zip(entry["hooks"], entry["seed_fraction"])})
+    row["seed enters at"] = entry["entry"]
+    row.update({f"seed probe {h}": a for h, a in zip(entry["hooks"], entry["probe_accuracy"])})
+    row.update({f"seed probe {h}, random-init control": a
+                for h, a in zip(entry["hooks"], run["random_init"]["seed_probe"])})
+    row["seed probe chance"] = entry["probe_chance"]
+    if "stored_set" in run:
+        s = run["stored_set"]
+        row.update({"stored: mean size": s["mean_size"], "stored: coverage TV from uniform": s["coverage_tv"],
+                    "stored: co-storage gap": s["costorage_gap"], "stored: seed-dependent cells": s["seed_dependent"],
+                    "stored: worst-position coverage": s["worst_position_coverage"],
+                    "stored: min coverage": min(s["coverage"])})
+    if "symmetry" in run:
+        info, effect = run["symmetry"]["information"], run["symmetry"]["resample"]
+        row.update({"MI(colour; noise rank) bits": info["mi"], "MI shuffled control": info["mi_shuffled"],
+                    "MI given vertex id": info["mi_given_id"], "colour from rank accuracy": info["rank_accuracy"],
+                    "majority colour accuracy": info["majority_accuracy"]})
+        row.update({f"colour change, noise at distance {d}": r for d, r in zip(effect["distance"], effect["change_rate"])})
+    row.update(mechanism_numbers(run))
+    return row
+
+
+# ------------------------------------------------------------------ the report
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "-" if value is None else str(value)
+
+
+@dataclass
+class RandomnessReport:
+    """Attributes:
+    runs: one JSON-ready dict per analysed run (:func:`analyse_run`), in the order given.
+    rows: per run its key numbers (:func:`key_numbers`), what the CLI prints; ``summary`` has
+        them by run name.
+    """
+
+    runs: list[dict[str, Any]]
+    rows: list[dict[str, Any]]
+
+    @property
+    def summary(self) -> dict[str, dict[str, Any]]:
+        return {r["name"]: row for r, row in zip(self.runs, self.rows)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"runs": [...], "summary": {...}}``: randomness.json, and what the drawing reads."""
+        return {"runs": self.runs, "summary": self.summary}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+    def text(self) -> str:
+        """The key numbers as a table, one row each, one column per run."""
+        rows = self.rows
+        names = [r["name"] for r in self.runs]
+        width = max(len(k) for k in rows[0])
+        lines = [f"{'':{width}}  " + "  ".join(f"{n[:28]:>28}" for n in names)]
+        lines += [f"{key:{width}}  " + "  ".join(f"{_fmt(row.get(key)):>28}" for row in rows) for key in rows[0]]
+        return "\n".join(lines)
+
+    def write(self, out: str | Path) -> tuple[Path, Path]:
+        """randomness.json and randomness.html in ``out``; returns their paths."""
+        from circuits.draw.randomness_figure import write_randomness_html
+
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "randomness.json").write_text(self.to_json())
+        write_randomness_html(self, out / "randomness.html")
+        return out / "randomness.json", out / "randomness.html"
+
+
+def randomness_report(run: str | Path, compare: str | Path | None = None, *, n: int = 2048, stored_inputs: int = 32,
+                      seed: int = DEFAULT_SEED, progress: bool = False) -> RandomnessReport:
+    """The randomness report of ``run`` (a run folder or ``zoo:NAME``), side by side with
+    ``compare`` (a second run of the same task, e.g. the ERM twin) if given; both runs are
+    checked before either is analysed. ``n``: examples for the usage score and probes;
+    ``stored_inputs``: recall's key/value inputs of the stored-set map; ``seed``: of the draws."""
+    from interp_rand.reports.randomness_mechanism import compare_capacity
+
+    first = load_seeded(run)
+    if compare is not None:
+        second = load_seeded(compare)
+        if first.spec.task_name != second.spec.task_name:
+            raise ValueError(f"--compare: {compare} is a {second.spec.task_name!r} run, "
+                             f"not {first.spec.task_name!r}")
+    runs = [analyse_run(path, n, stored_inputs, seed, progress=progress) for path in (run, compare) if path is not None]
+    if len(runs) == 2:
+        compare_capacity(runs)  # the first run's per-seed sets against the second's capacity
+    return RandomnessReport(runs, [key_numbers(r) for r in runs])
+
+
+__all__ = ["DEFAULT_SEED", "RandomnessReport", "analyse_model", "analyse_run", "key_numbers", "load_seeded",
+           "randomness_report", "register_randomness_analysis"]

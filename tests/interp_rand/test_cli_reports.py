@@ -1,0 +1,196 @@
+"""Every report the CLI prints is one library call in :mod:`interp_rand.reports`: the Python
+call returns what the command writes and prints, and the pieces the commands share (the run's
+inputs, the behaviour gap, the seeded evaluation) have one owner each."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from interp_rand.cli.main import main
+from interp_rand.model.transformer import HookedTransformer
+from interp_rand.tasks.coloring import ColoringTask
+from interp_rand.tasks.recall import RecallTask
+from interp_rand.tasks.sort import SortTask
+from interp_rand.training.checkpoint import RunSpec, save_checkpoint
+from interp_rand.training.config import TrainConfig
+
+
+def save(path, task, model, **train):
+    spec = RunSpec(task.name, task.config_dict(), model.cfg, TrainConfig(**train))
+    save_checkpoint(path, 1, spec, model.state_dict(), {}, {}, keep=1)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Tiny untrained runs: sort, a seeded and a fixed-seed recall pair, and a colouring run."""
+    root = tmp_path_factory.mktemp("report-runs")
+    sort = SortTask(length=4, vocab=8)
+    recall = RecallTask(n_pairs=4, value_bits=2, seed_bits=3)
+    coloring = ColoringTask(n_vertices=6)
+    return {
+        "sort": save(root / "sort", sort, HookedTransformer(sort.model_config(d_model=16, n_heads=2, n_layers=1),
+                                                            seed=0)),
+        "recall": save(root / "recall", recall, HookedTransformer(recall.model_config(d_model=16, init_range=1.0),
+                                                                  seed=1)),
+        "recall-r0": save(root / "recall-r0", recall,
+                          HookedTransformer(recall.model_config(d_model=16, init_range=1.0), seed=2),
+                          seed_source="fixed"),
+        "coloring": save(root / "coloring", coloring, HookedTransformer(coloring.model_config(), seed=0)),
+    }
+
+
+def cli(argv, capsys) -> str:
+    assert main(argv) == 0
+    return capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ shared pieces
+
+
+def test_load_run_inputs_is_load_sample_fix_seeds_corrupt(runs):
+    from interp_rand.reports.inputs import load_run_inputs
+    from interp_rand.training.checkpoint import load_checkpoint
+
+    got = load_run_inputs(runs["recall-r0"], 16, seed=5, pairs="task")
+    task = load_checkpoint(runs["recall-r0"]).spec.make_task()
+    generator = torch.Generator().manual_seed(5)
+    batch = task.sample(16, generator)
+    assert torch.equal(got.batch.inputs, batch.inputs)
+    # a fixed-seed run is given its r0, as in training; a fresh-seed run keeps the drawn seeds
+    assert not torch.equal(batch.seeds, got.batch.seeds)
+    assert (got.batch.seeds == task.fixed_seed()).all()
+    assert torch.equal(load_run_inputs(runs["recall"], 16, seed=5, pairs=None).batch.seeds, batch.seeds)
+    pairs = task.corrupt(got.batch, generator)
+    assert torch.equal(got.pairs.corrupted.inputs, pairs.corrupted.inputs)
+    assert load_run_inputs(runs["recall"], 4, seed=5, pairs=None).pairs is None
+    with pytest.raises(ValueError, match="pairs='bogus'"):
+        load_run_inputs(runs["recall"], 4, seed=5, pairs="bogus")
+
+
+def test_behaviour_gap_is_the_full_minus_empty_metric_of_resample_faithfulness(runs):
+    from circuits import Ablation, discover, faithfulness
+    from circuits.analyses.faithfulness import behaviour_gap
+    from interp_rand.reports.inputs import load_run_inputs
+
+    inputs = load_run_inputs(runs["sort"], 32, seed=0)
+    clean, corrupted = inputs.pairs.clean, inputs.pairs.corrupted
+    gap = behaviour_gap(inputs.model, clean, corrupted, "logprob")
+    assert gap != 0
+    circuit = discover(inputs.model, clean, corrupted, method="eap").circuit(top_k=3)
+    result = faithfulness(inputs.model, circuit, clean, corrupted, ablation=Ablation("resample"))
+    assert result.full_metric - result.empty_metric == pytest.approx(gap, abs=1e-5)
+    # no corruption, no gap
+    assert behaviour_gap(inputs.model, clean, clean, "logprob") == 0.0
+
+
+def test_evaluate_seeded_has_one_owner():
+    import interp_rand.reproduce as reproduce
+    from interp_rand.seeded_evaluation import evaluate_seeded
+    from interp_rand.seeded_evaluation.paper_metrics import evaluate_seeded as owner
+
+    assert reproduce.evaluate_seeded is owner is evaluate_seeded
+    assert owner.__module__ == "interp_rand.seeded_evaluation.paper_metrics"
+
+
+# ------------------------------------------------------------------ one call per command
+
+
+def test_randomness_report_is_what_the_command_writes_and_prints(runs, tmp_path, capsys):
+    from circuits.draw.randomness_figure import write_randomness_html
+    from interp_rand.reports.randomness import RandomnessReport, randomness_report
+
+    out = tmp_path / "cli"
+    stdout = cli(["randomness", runs["recall"], "--compare", runs["recall-r0"], "--out", str(out), "--n", "32",
+                  "--stored-inputs", "3", "--seed", "4"], capsys)
+    report = randomness_report(runs["recall"], runs["recall-r0"], n=32, stored_inputs=3, seed=4)
+    assert isinstance(report, RandomnessReport) and [r["name"] for r in report.runs] == ["recall", "recall-r0"]
+    assert json.loads(report.to_json()) == json.loads((out / "randomness.json").read_text())
+    assert stdout.startswith(report.text() + "\n") and "per seed: deterministic capacity" in report.text()
+    assert report.runs[0]["mechanism"]["mixing"]["capacity_source"] == "recall-r0"  # judged against --compare
+    # the drawing reads the report or its JSON alike
+    a, b = write_randomness_html(report, tmp_path / "a.html"), tmp_path / "b.html"
+    write_randomness_html(json.loads(report.to_json()), b)
+    assert a.read_text() == b.read_text() == (out / "randomness.html").read_text()
+
+
+def test_randomness_report_runs_the_tasks_own_analyses(runs):
+    from interp_rand.reports.randomness import analyse_model
+    from interp_rand.training.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(runs["coloring"])
+    got = analyse_model(ckpt.model(), ckpt.spec.make_task(), n=16, seed=1)
+    assert {"usage", "entry", "random_init", "symmetry", "mechanism"} <= set(got) and "stored_set" not in got
+    assert "rule" in got["mechanism"]
+
+
+def test_randomness_report_refuses_before_work(runs):
+    from interp_rand.reports.randomness import randomness_report
+
+    with pytest.raises(ValueError, match="no seed channel"):
+        randomness_report(runs["sort"])
+    with pytest.raises(ValueError, match="is a 'coloring' run, not 'recall'"):
+        randomness_report(runs["recall"], runs["coloring"])
+
+
+def test_circuit_report_is_what_the_command_writes_and_prints(runs, tmp_path, capsys):
+    from interp_rand.reports.circuit import circuit_report
+
+    out = tmp_path / "cli"
+    stdout = cli(["circuit", runs["sort"], "--n", "16", "--top-k", "6", "--resamples", "1", "--out", str(out)], capsys)
+    report = circuit_report(runs["sort"], n=16, top_k=6, n_resamples=1)
+    written = json.loads((out / "faithfulness.json").read_text())
+    drop = lambda d: {k: v for k, v in json.loads(json.dumps(d)).items() if k != "discovery_seconds"}  # noqa: E731
+    assert drop(report.summary) == drop(written) and len(report.circuit) == 6
+    assert drop(json.loads(stdout.split("\nwrote ")[0])) == drop(report.key_numbers())
+    report.write(tmp_path / "py")
+    assert (tmp_path / "py" / "circuit.json").read_text() == (out / "circuit.json").read_text()
+    with pytest.raises(ValueError, match="give --top-k or --threshold, not both"):
+        circuit_report(runs["sort"], top_k=3, threshold=0.1)
+
+
+def test_compare_report_is_what_the_command_writes_and_prints(runs, tmp_path, capsys):
+    from interp_rand.reports.compare import compare_report
+
+    out = tmp_path / "cli"
+    stdout = cli(["compare", runs["recall"], runs["recall-r0"], "--n", "8", "--method", "eap", "--top-k", "5",
+                  "--controls", "1", "--out", str(out)], capsys)
+    report = compare_report(runs["recall"], runs["recall-r0"], n=8, method="eap", top_k=5, n_controls=1)
+    assert json.loads(report.to_json()) == json.loads((out / "comparison.json").read_text())
+    assert stdout.startswith(report.text() + "\n")
+    assert report.summary["behaviour_gap"] == report.gaps and len(report.lines) == len(report.claims) + 1
+    with pytest.raises(ValueError, match="different tasks"):
+        compare_report(runs["recall"], runs["coloring"], n=8, method="eap", top_k=5)
+
+
+def test_evaluation_report_is_what_the_command_writes_and_prints(runs, tmp_path, capsys):
+    from interp_rand.reports.evaluation import evaluation_report
+
+    out = tmp_path / "cli"
+    stdout = cli(["eval", runs["recall-r0"], "--n", "20", "--seeds", "3", "--out", str(out)], capsys)
+    report = evaluation_report(runs["recall-r0"], n=20, seeds=3)
+    assert report.result == json.loads((out / "eval.json").read_text())
+    assert report.seeded == json.loads((out / "seeded_eval.json").read_text())
+    assert report.seeded["n_inputs"] == 20 and json.dumps(report.seeded_key_numbers(), indent=2) in stdout
+    with pytest.raises(ValueError, match="has no seed channel"):
+        evaluation_report(runs["sort"], n=4, seeds=3)
+
+
+def test_case_study_report_is_what_the_command_writes_and_prints(runs, tmp_path, capsys):
+    from interp_rand.reports.case_study import STUDIES, case_study_report, studies
+
+    out = tmp_path / "cli"
+    # an untrained model has no sorting heads to study: the zoo's trained sort model
+    stdout = cli(["case-study", "sort", "zoo:sort", "--n", "100", "--controls", "2", "--out", str(out)], capsys)
+    report = case_study_report("sort", "zoo:sort", n=100, n_controls=2)
+    assert json.loads(report.to_json()) == json.loads((out / "case_study.json").read_text())
+    assert stdout.startswith(report.text() + "\n") and report.data["verdicts"]
+    assert {name: s.task for name, s in studies().items()} == {"carry": "addition", "sort": "sort"}
+    assert tuple(studies()) == STUDIES
+    with pytest.raises(ValueError, match="needs a addition run"):
+        case_study_report("carry", runs["sort"])
+    with pytest.raises(ValueError, match="unknown case study"):
+        case_study_report("bogus", runs["sort"])
