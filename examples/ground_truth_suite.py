@@ -5,7 +5,7 @@ AUROC of the method's scores against the known edge set, MIB's CPR and CMD (and 
 CMD) of the circuits chosen from them, and the method's seconds. Prints the method x model
 table and writes it as JSON and HTML.
 
-    # every method on every planted model: about 15 s on one CPU thread
+    # every method on every planted model: about 15 s of one CPU thread (longer on a busy machine)
     python examples/ground_truth_suite.py --out /tmp/ground-truth
     python examples/ground_truth_suite.py --out /tmp/ground-truth --methods exact eap --models sort recall
 """

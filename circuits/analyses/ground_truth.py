@@ -75,10 +75,12 @@ class GroundTruthRow:
         cpr, cmd, necessity_cmd: MIB's integrals (:mod:`circuits.analyses.mib`).
         seconds: the method's wall time (scoring only, not the integrals).
         n_edges, n_known: edges of the position-free graph, and of them known.
-        known_cpr, known_cmd: the integrals of the known ranking itself (known edges first),
-            the best a method can do on this model: on a small graph MIB's smallest sizes
-            (``floor(fraction * n_edges)``) hold fewer edges than the circuit, so even a perfect
-            ranking has ``CPR < 1``.
+        known_cpr, known_cmd: the integrals of the known ranking itself (score 1 on the known
+            edges, 0 elsewhere; ties in graph order), a reference for the method's: on a small
+            graph MIB's smallest sizes (``floor(fraction * n_edges)``) hold fewer edges than the
+            circuit, so even a perfect ranking has ``CPR < 1``. Not a bound: below the circuit's
+            size the order *among* the known edges matters too, and a method that puts the
+            larger effects first can do better (exact patching on ``addition``).
     """
 
     method: str
