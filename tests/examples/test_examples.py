@@ -43,7 +43,7 @@ def offline_html(path: Path) -> str:
 
 def test_every_example_is_tested():
     tested = {"train_and_probe_addition", "find_sorting_circuit", "deterministic_vs_randomized_recall",
-              "coloring_symmetry_breaking", "gridworld_exploration_maps"}
+              "coloring_symmetry_breaking", "gridworld_exploration_maps", "ground_truth_suite"}
     assert {p.stem for p in EXAMPLES.glob("*.py")} == tested
 
 
@@ -157,6 +157,19 @@ def test_gridworld_exploration_maps(tmp_path):
     assert worst["average"] < erm["average"]
     assert worst["worst_cell"] > erm["worst_cell"] - 2
     assert offline_html(tmp_path / "exploration_maps.html").count("heatmap") >= 2
+
+
+def test_ground_truth_suite(tmp_path):
+    # two methods on two planted models keep it to a few seconds (the default runs all of them)
+    summary = written(tmp_path / "ground_truth.json", run_example(
+        "ground_truth_suite", ["--out", str(tmp_path), "--methods", "exact", "eap", "--models", "sort", "seed-reader"]))
+    rows = {(r["model"], r["method"]): r for r in summary["rows"]}
+    assert set(rows) == {(m, x) for m in ("sort", "seed-reader") for x in ("exact", "eap")}
+    # exact patching ranks every known edge first (measured AUROC 1.000, CPR at the known ranking's)
+    assert all(rows[m, "exact"]["auroc"] == 1.0 for m in ("sort", "seed-reader"))
+    assert rows["sort", "exact"]["cpr"] == pytest.approx(rows["sort", "exact"]["known_cpr"])
+    html = (tmp_path / "ground_truth.html").read_text()
+    assert html.count("<tr>") == 4 + 1 + 2 + 1 and "<script" not in html
 
 
 @pytest.mark.parametrize("name, option, other", [
