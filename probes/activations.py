@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from interp_rand.model.transformer import HookedTransformer
+from interp_rand.seeded_evaluation.forward import logits_of, model_args  # the core's one forward on a batch
 from interp_rand.tasks.base import Batch
 
 
@@ -70,27 +70,6 @@ def residual_hooks(model: nn.Module) -> list[str]:
     for layer in range(n_layers(model)):
         names += [f"blocks.{layer}.hook_resid_mid", f"blocks.{layer}.hook_resid_post"]
     return [n for n in names if n in model.hook_dict]
-
-
-def model_args(model: nn.Module, batch: Batch) -> tuple[tuple, dict]:
-    """Positional and keyword arguments of ``model``'s forward for ``batch``: ours takes seeds
-    and attention masks; a ``TransformerBridge`` takes token ids only."""
-    if isinstance(model, HookedTransformer):
-        return (batch.inputs,), batch.model_kwargs()
-    if batch.seeds is not None or batch.attention_mask is not None:
-        raise ValueError(
-            f"{type(model).__name__} takes token ids only; this batch has seeds or an attention "
-            "mask (use the toolkit's HookedTransformer)"
-        )
-    return (batch.inputs,), {}
-
-
-def logits_of(model: nn.Module, batch: Batch, fwd_hooks: list | None = None) -> Tensor:
-    """``[batch, pos, d_vocab_out]`` task-position logits, with optional scoped forward hooks."""
-    args, kwargs = model_args(model, batch)
-    with model.hooks(fwd_hooks=fwd_hooks or []):
-        out = model(*args, **kwargs)
-    return out.logits if hasattr(out, "logits") else out
 
 
 @torch.no_grad()

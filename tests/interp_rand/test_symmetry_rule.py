@@ -9,8 +9,8 @@ from torch import nn
 
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.coloring import ColoringTask
-from probes.symmetry import neighbours
-from probes.symmetry_rule import best_relabelling, classical_coloring, rank_patterns, rule_comparison, valid_on
+from interp_rand.tasks.coloring import neighbours
+from interp_rand.seeded_evaluation.symmetry_rule import best_relabelling, classical_coloring, rank_patterns, rule_comparison, valid_on
 
 TASK = ColoringTask(n_vertices=8)
 
