@@ -2,7 +2,8 @@
 randomness channel, circuit and comparison drawings, the reproduction, the demo's index): the
 shared style, plotly.js inlined once in the head (only when the page has a figure), every figure a
 ``div`` that uses it, so a page opens offline and stays small (plotly.js is ~4.7 MB; a figure
-adds little).
+adds little). A figure wider than the window scrolls sideways in its own box, as tables do, so
+the page itself is never wider than the window.
 
 A page is a title and a list of sections, each an HTML string (already escaped), a plotly
 figure, or ``(div id, figure)`` to name the figure's ``div`` (other figures get ``fig{i}``):
@@ -30,7 +31,7 @@ table { border-collapse: collapse; font-size: 0.85em; margin: 1em 0; }
 th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; }
 th { background: #f3f3f3; } td.l { text-align: left; }
 .note { color: #555; font-size: 0.9em; max-width: 60em; }
-.scroll { overflow-x: auto; max-width: 100%; }
+.scroll, .figure { overflow-x: auto; max-width: 100%; }
 pre { white-space: pre-wrap; word-break: break-all; }
 """
 
@@ -38,8 +39,11 @@ Section = Union[str, go.Figure, tuple[str, go.Figure]]
 
 
 def figure_div(fig: go.Figure, div_id: str) -> str:
-    """``fig`` as a ``div`` (and its drawing script) that uses the page's plotly.js."""
-    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=PLOTLY_CONFIG)
+    """``fig`` as a ``div`` (and its drawing script) that uses the page's plotly.js, in a wrapper
+    that scrolls sideways when the figure is wider than the window (the page never does, so
+    nothing beside the figure is pushed out of view)."""
+    div = fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=PLOTLY_CONFIG)
+    return f"<div class='figure'>{div}</div>"
 
 
 def page_html(title: str, sections: Iterable[Section], *, heading: bool = True, style: str = "") -> str:
