@@ -17,9 +17,7 @@ from probes.linear_probe import LinearProbe, fit_ridge, probe_accuracy
 from probes.suite import ProbeConfig, ProbeResult, probe_task
 from probes.stored_set import StoredSetStats, stored_set_map, stored_set_stats
 from probes.route_seed import RouteSeedDependence, route_seed_dependence
-from probes.seed_mixing import MixingStrategies, mixing_strategies
 from probes.symmetry import ColourNoiseInformation, NoiseResampleEffect, colour_noise_information, noise_resample_effect
-from probes.symmetry_rule import RuleComparison, classical_coloring, rule_comparison
 from probes.variables import (
     ProbeVariable,
     VariableLabels,
@@ -77,13 +75,8 @@ __all__ = [
     "seed_attribution",
     "stored_set_map",
     "stored_set_stats",
-    "MixingStrategies",
-    "mixing_strategies",
     "RouteSeedDependence",
     "route_seed_dependence",
-    "RuleComparison",
-    "classical_coloring",
-    "rule_comparison",
     "variable_labels",
     "variable_names",
 ]
