@@ -10,7 +10,8 @@ Two measurements on any seeded model of the toolkit (the paper's ``A(x, r)``):
   seed information to the output (exactly 0 when the node's activation does not depend on the
   seed); the whole-model seed resample (the same input under the other seed) is the reference,
   and ``share = score / reference`` says how much of the model's seed use flows through the
-  node. The fraction of answers whose argmax changes (``flip``) is reported alongside.
+  node. The fraction of answers whose decoded answer (argmax class, or bit pattern) changes
+  (``flip``) is reported alongside.
 - :func:`seed_entry`: for a grid of inputs x seeds, the variance of each residual-stream hook
   across seeds (same input) relative to the variance across inputs (same seed), per layer:
   the earliest hook whose seed fraction exceeds a threshold is where seed information enters
@@ -103,7 +104,7 @@ class RandomnessUsage:
 
     Attributes:
         score: ``{node name: mean TV}`` between clean and node-patched output distributions.
-        flip: ``{node name: fraction of answers whose argmax changes}``.
+        flip: ``{node name: fraction of answers whose decoded answer changes}``.
         reference: mean TV of the whole-model seed resample (same input, the other seed).
         reference_flip: answer-change fraction of the whole-model seed resample.
         share: ``{node name: score / reference}`` (``None`` where the reference is 0).

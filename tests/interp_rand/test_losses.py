@@ -159,3 +159,14 @@ def test_bce_correct_agrees_with_its_ids():
     batch = _bit_batch(targets)
     kind = get_loss_kind("bce")
     assert torch.equal(losses.answer_correct(logits, batch, "bce"), kind.predict(logits) == kind.target_ids(batch))
+
+
+def test_seed_run_in_the_one_order_when_asked(monkeypatch):
+    """With LSB_FIRST_OUTPUTS off, SeedRun's outputs and targets are the loss kind's own ids."""
+    monkeypatch.setattr(seed_run, "LSB_FIRST_OUTPUTS", False)
+    kind = get_loss_kind("bce")
+    logits = torch.randn(20, 2, 4, generator=torch.Generator().manual_seed(6))
+    out, _ = seed_run._discrete(logits, kind)
+    assert torch.equal(out, kind.predict(logits))
+    targets = (logits > 0.3).float()
+    assert torch.equal(seed_run._target_outputs(_bit_batch(targets), kind), pack_bits(targets > 0.5))
