@@ -38,7 +38,7 @@ def main(argv=None) -> dict:
         except CheckpointError as err:
             parser.error(f"--runs {run}: {err}")
         pgpe = agent.scale.pgpe
-        s = evaluate_agent(agent.model, agent.scale.grid, args.n_seeds, seed=1).summary(max_routes=3)
+        s = evaluate_agent(agent.model(), agent.scale.grid, args.n_seeds, seed=1).summary(max_routes=3)
         summary[run] = {"variant": pgpe.variant, "m_seeds": pgpe.m_seeds, "generations": pgpe.generations,
                         "size": agent.scale.grid.size, "episode_steps": agent.scale.grid.episode_steps,
                         **{k: s[k] for k in ("average", "worst_cell", "worst_5pct", "n_distinct_routes",

@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from interp_rand.registry import Registry
 from interp_rand.tasks.base import Batch
 
 
@@ -261,36 +262,34 @@ def _bce_correct(picked: Tensor, batch: Batch) -> Tensor:
     return BITS.correct(picked, batch.answer_targets())
 
 
-_KINDS: dict[str, LossKind] = {
-    # cross-entropy against class targets [batch, pos]
-    "ce": LossKind(_ce_loss, _ce_correct),
-    # binary cross-entropy of every output unit against float targets [batch, pos, d_vocab_out]
-    # (e.g. recall's value bits); an answer position is right when every bit is
-    "bce": LossKind(_bce_loss, _bce_correct, vote_rules=("majority_whole", "majority_per_bit"), decoding=BITS),
-}
+LOSS_KINDS: Registry[LossKind] = Registry("loss kind", sort=True)
+# cross-entropy against class targets [batch, pos]
+LOSS_KINDS.register("ce", LossKind(_ce_loss, _ce_correct))
+# binary cross-entropy of every output unit against float targets [batch, pos, d_vocab_out]
+# (e.g. recall's value bits); an answer position is right when every bit is; its outputs are bits
+LOSS_KINDS.register("bce", LossKind(_bce_loss, _bce_correct, vote_rules=("majority_whole", "majority_per_bit"),
+                                    decoding=BITS))
 
 
 def register_loss_kind(name: str, loss: Callable[[Tensor, Batch], Tensor],
                        correct: Callable[[Tensor, Batch], Tensor],
                        judge: Callable[[Tensor, Batch], Tensor] | None = None,
                        vote_rules: tuple[str, ...] = ("majority_whole",)) -> None:
-    """Add a loss kind: ``loss(picked, batch) -> [batch]``, ``correct(picked, batch) ->
-    [batch, n_answer]`` where ``picked`` is the answer-position logits; and, for kinds whose
-    right answer is not one target, ``judge(outputs [batch, k, n_answer], batch) -> [batch, k]``
-    (whole outputs fully right); ``vote_rules``: how outputs of several seeds combine (see the
-    module doc)."""
-    _KINDS[name] = LossKind(loss, correct, judge, tuple(vote_rules))
+    """Add a loss kind to :data:`LOSS_KINDS`: ``loss(picked, batch) -> [batch]``,
+    ``correct(picked, batch) -> [batch, n_answer]`` where ``picked`` is the answer-position
+    logits; and, for kinds whose right answer is not one target, ``judge(outputs [batch, k,
+    n_answer], batch) -> [batch, k]`` (whole outputs fully right); ``vote_rules``: how outputs
+    of several seeds combine (see the module doc). Registering the same functions again is a
+    no-op; other functions under a taken name are refused."""
+    LOSS_KINDS.register(name, LossKind(loss, correct, judge, tuple(vote_rules)))
 
 
 def loss_kinds() -> list[str]:
-    return sorted(_KINDS)
+    return LOSS_KINDS.names()
 
 
 def _kind(kind: str) -> LossKind:
-    try:
-        return _KINDS[kind]
-    except KeyError:
-        raise ValueError(f"loss kind {kind!r} is not one of {loss_kinds()}") from None
+    return LOSS_KINDS.get(kind)
 
 
 def get_loss_kind(kind: str) -> LossKind:
@@ -326,7 +325,7 @@ def vote_rules(kind: str) -> tuple[str, ...]:
     return _kind(kind).vote_rules
 
 
-__all__ = ["BITS", "CLASSES", "MAX_ENUMERATED_BITS", "MAX_PACKED_BITS", "BitDecoding", "ClassDecoding", "Decoding",
-           "LossKind", "answer_correct", "answer_logits", "answer_loss", "bit_patterns", "decoding_for_targets",
-           "get_loss_kind", "loss_kinds", "output_judge", "pack_bits", "register_loss_kind", "unpack_bits",
-           "vote_rules"]
+__all__ = ["BITS", "CLASSES", "LOSS_KINDS", "MAX_ENUMERATED_BITS", "MAX_PACKED_BITS", "BitDecoding", "ClassDecoding",
+           "Decoding", "LossKind", "answer_correct", "answer_logits", "answer_loss", "bit_patterns",
+           "decoding_for_targets", "get_loss_kind", "loss_kinds", "output_judge", "pack_bits", "register_loss_kind",
+           "unpack_bits", "vote_rules"]

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,76 +42,16 @@ from interp_rand.job_runner import LOCAL, print_line, run_jobs
 from interp_rand.losses import output_judge
 from interp_rand.seeded_evaluation import save_summary, success_matrix, summarize
 from interp_rand.tasks import make_task
-from interp_rand.tasks.coloring import COLORING_CPU, COLORING_PAPER
-from interp_rand.tasks.randomized import ExperimentScale
-from interp_rand.tasks.recall import RECALL_CPU, RECALL_PAPER
+from interp_rand.tasks.randomized import Experiment, ExperimentScale, experiments
 from interp_rand.training import TrainConfig, train
 
-SCALES = {
-    "recall": {"cpu": RECALL_CPU, "paper": RECALL_PAPER},
-    "coloring": {"cpu": COLORING_CPU, "paper": COLORING_PAPER},
-}
-EVAL_INPUTS = {"recall": 1000, "coloring": 5000}
+# Every randomized task's experiment (its scales, sweep, evaluation size and the paper's
+# values), each held by its task (``RecallTask.experiment``): adding one is an entry there.
+EXPERIMENTS: dict[str, Experiment] = experiments()
 # Seeds are drawn from generators offset from the training seed so no stream is reused.
 EVAL_SEED = 99_991
 # the variants whose "-sampled" baseline the table shows: the deterministic ones
 SAMPLED_VARIANTS = ("A^E_r0", "A^q_r0", "A^E_R")
-
-# Read off the paper (values marked ≈ there were read off the paper's plots). ``metric`` is a
-# column of the table (``_metrics``); ``bound: "≤"`` marks an upper bound, not a value.
-_RECALL_NS = (8, 10, 11, 12, 14, 16, 20)
-PAPER_POINTS: dict[str, list[dict[str, Any]]] = {
-    "recall": (
-        [{"variant": v, "N": n, "metric": "worst_5pct", "value": 1.0 if n <= 11 else 0.0}
-         for v in ("A^E_r0", "A^q_r0", "A^E_R") for n in _RECALL_NS]
-        + [{"variant": "A^q_R", "N": n, "metric": "worst_5pct", "value": v}
-           for n, v in ((12, 0.67), (14, 0.42), (16, 0.29), (20, 0.20))]
-        + [{"variant": "A^q_R", "N": n, "metric": "majority_30_worst", "value": 1.0} for n in _RECALL_NS]
-        + [{"variant": "A^q_R", "N": 20, "metric": "majority_5_worst", "value": 0.50},
-           {"variant": "A^q_R", "N": 20, "metric": "average", "value": 0.40},
-           {"variant": "A^E_R", "N": 20, "metric": "average", "value": 0.57}]
-    ),
-    "coloring": [
-        {"variant": "A^E_R", "q": 1.0, "metric": "average", "value": 0.89},
-        {"variant": "A^E_R", "q": 1.0, "metric": "worst_5pct", "value": 0.0},
-        {"variant": "A^q_R", "q": 10.0, "metric": "average", "value": 0.86},
-        {"variant": "A^q_R", "q": 10.0, "metric": "worst_5pct", "value": 0.70},
-        {"variant": "A^q_R", "q": 10.0, "metric": "majority_30_worst", "value": 1.0},
-        {"variant": "A^E_R-sampled", "q": 1.0, "metric": "worst_5pct", "value": 0.07, "bound": "≤"},
-    ],
-}
-PAPER_NOTES = {
-    "recall": "paper: majority-30 of A^q_R ≈ 100% worst-case at every N; majority-5 ≈ 50% at N = 20",
-    "coloring": "paper: majority vote ≈ 100% (shown under majority-30; the paper does not give k); "
-                "deterministic-sampled ≤ 7% worst-case",
-}
-
-
-@dataclass(frozen=True)
-class Experiment:
-    """What ``reproduce`` sweeps for one task.
-
-    Attributes:
-        sweep_key: the table's and figure's x column (``"N"``, ``"q"``).
-        settings: the task configs trained at a scale (recall: one per ``N`` of
-            ``scale.n_pairs``; colouring: the one cycle size).
-        sweep_value: a run's x value from its task config and training config.
-        extra_q: exponents below the scale's ``q`` at which ``A^q_R`` also trains (colouring's
-            sweep over q; its q = 1 point is ``A^E_R``).
-    """
-
-    sweep_key: str
-    settings: Callable[[ExperimentScale], list[dict[str, Any]]]
-    sweep_value: Callable[[dict[str, Any], TrainConfig], float]
-    extra_q: tuple[float, ...] = ()
-
-
-EXPERIMENTS = {
-    "recall": Experiment("N", lambda scale: [{"n_pairs": n} for n in scale.n_pairs],
-                         lambda task_config, config: task_config["n_pairs"]),
-    "coloring": Experiment("q", lambda scale: [{"n_vertices": scale.n_vertices}],
-                           lambda task_config, config: config.q, extra_q=(2.0, 3.0, 4.0)),
-}
 
 
 def variants(task_name: str, scale) -> list[tuple[str, dict[str, Any]]]:
@@ -132,6 +72,7 @@ def variants(task_name: str, scale) -> list[tuple[str, dict[str, Any]]]:
 
 
 def experiment(task_name: str) -> Experiment:
+    """The experiment of ``task_name`` (:data:`EXPERIMENTS`); other names list those that exist."""
     if task_name not in EXPERIMENTS:
         raise ValueError(f"reproduce: task must be one of {sorted(EXPERIMENTS)}, got {task_name!r}")
     return EXPERIMENTS[task_name]
@@ -209,7 +150,7 @@ def plan(task_name: str, scale, out: str | Path, train_seeds: Sequence[int], *, 
          eval_inputs: int | None = None) -> list[RunJob]:
     """Every run of the reproduction, numbered from 1, each ERM twin before the runs it starts."""
     exp, out = experiment(task_name), Path(out)
-    eval_inputs = EVAL_INPUTS[task_name] if eval_inputs is None else eval_inputs
+    eval_inputs = exp.eval_inputs if eval_inputs is None else eval_inputs
     jobs: list[RunJob] = []
     for task_config in exp.settings(scale):
         for train_seed in train_seeds:
@@ -278,18 +219,17 @@ def reproduce(task_name: str, scale_name: str = "cpu", out: str | Path = "reprod
 
 def scale_for(task_name: str, scale_name: str):
     """The named scale (``"cpu"`` or ``"paper"``) of a randomized task's experiment."""
-    if task_name not in SCALES:
-        raise ValueError(f"reproduce: task must be one of {sorted(SCALES)}, got {task_name!r}")
-    if scale_name not in SCALES[task_name]:
-        raise ValueError(f"reproduce: scale must be one of {sorted(SCALES[task_name])}, got {scale_name!r}")
-    return SCALES[task_name][scale_name]
+    scales = experiment(task_name).scales
+    if scale_name not in scales:
+        raise ValueError(f"reproduce: scale must be one of {sorted(scales)}, got {scale_name!r}")
+    return scales[scale_name]
 
 
 def evaluate_variant(task, model, scale, config: TrainConfig, n_inputs: int | None = None) -> dict[str, Any]:
     """Seeded evaluation of one trained variant on ``n_inputs`` fresh inputs (default
-    ``EVAL_INPUTS``) and ``scale.eval_seeds`` seeds (see :func:`evaluate_seeded`)."""
+    the experiment's ``eval_inputs``) and ``scale.eval_seeds`` seeds (see :func:`evaluate_seeded`)."""
     generator = torch.Generator().manual_seed(EVAL_SEED)
-    batch = task.sample(EVAL_INPUTS[task.name] if n_inputs is None else n_inputs, generator)
+    batch = task.sample(experiment(task.name).eval_inputs if n_inputs is None else n_inputs, generator)
     return evaluate_seeded(task, model, batch, scale.eval_seeds, generator,
                            fixed=config.seed_source == "fixed")
 
@@ -317,13 +257,14 @@ def evaluate_seeded(task, model, batch, n_seeds: int | str, generator: torch.Gen
 
 def write_outputs(task_name: str, scale_name: str, rows: list[dict[str, Any]], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    x_key = experiment(task_name).sweep_key
+    exp = experiment(task_name)
+    x_key = exp.sweep_key
     (out / "reproduction.json").write_text(json.dumps(
-        {"task": task_name, "scale": scale_name, "rows": rows, "paper": PAPER_POINTS[task_name],
-         "paper_note": PAPER_NOTES[task_name]}, indent=2))
+        {"task": task_name, "scale": scale_name, "rows": rows, "paper": list(exp.paper_points),
+         "paper_note": exp.paper_note}, indent=2))
     (out / "reproduction.md").write_text(table(task_name, rows))
     title = f"{task_name}: ours ({scale_name} scale) and the paper's values"
-    drawn = [p for p in PAPER_POINTS[task_name] if "bound" not in p]  # a bound is not a point
+    drawn = [p for p in exp.paper_points if "bound" not in p]  # a bound is not a point
     reproduction_figure(aggregate(task_name, rows), drawn, x_key, title).write_html(
         out / "reproduction.html", include_plotlyjs=True)
 
@@ -331,9 +272,9 @@ def write_outputs(task_name: str, scale_name: str, rows: list[dict[str, Any]], o
 def paper_value(task_name: str, row: dict[str, Any], metric: str) -> str | None:
     """The paper's value of ``metric`` for ``row``'s variant and sweep value (``"≤0.07"`` for a
     bound), or ``None`` where it gives none."""
-    x_key = experiment(task_name).sweep_key
-    for p in PAPER_POINTS[task_name]:
-        if p["variant"] == row["variant"] and p["metric"] == metric and p[x_key] == row[x_key]:
+    exp = experiment(task_name)
+    for p in exp.paper_points:
+        if p["variant"] == row["variant"] and p["metric"] == metric and p[exp.sweep_key] == row[exp.sweep_key]:
             return p.get("bound", "") + f"{p['value']:.2f}"
     return None
 
@@ -409,9 +350,9 @@ def table(task_name: str, rows: list[dict[str, Any]]) -> str:
     lines.append("")
     lines.append("Mean over training seeds; [min–max] over seeds where there are several; (the paper's value). "
                  "X-sampled: variant X with outputs drawn from its output distribution instead of argmaxed.")
-    lines.append(PAPER_NOTES[task_name])
+    lines.append(experiment(task_name).paper_note)
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["EXPERIMENTS", "PAPER_POINTS", "SCALES", "Experiment", "RunJob", "aggregate", "evaluate_seeded",
+__all__ = ["EXPERIMENTS", "Experiment", "RunJob", "aggregate", "evaluate_seeded",
            "paper_value", "plan", "reproduce", "run_variant", "table", "variants"]

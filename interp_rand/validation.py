@@ -7,9 +7,14 @@ from collections.abc import Iterable
 from typing import Any
 
 
+def is_int(value: Any) -> bool:
+    """Is ``value`` a Python int that is not a bool (``True`` is an ``int`` to ``isinstance``)?"""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def check_int(owner: str, name: str, value: Any, minimum: int) -> None:
     """``ValueError`` unless ``value`` is an int (not a bool) of at least ``minimum``."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+    if not is_int(value) or value < minimum:
         raise ValueError(f"{owner}.{name}={value!r} must be an integer >= {minimum}")
 
 

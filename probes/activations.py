@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from interp_rand.model.hook_names import residual_hooks, seed_offset  # re-exported: probes' API
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Batch
 
@@ -56,20 +57,6 @@ def check_hooks(model: nn.Module, names: list[str]) -> None:
 
 def n_layers(model: nn.Module) -> int:
     return int(model.cfg.n_layers)
-
-
-def seed_offset(model: nn.Module) -> int:
-    """Positions a seed token takes before the task's positions in the residual stream."""
-    return int(getattr(model.cfg, "seed_offset", 0))
-
-
-def residual_hooks(model: nn.Module) -> list[str]:
-    """The residual stream at every layer: ``blocks.0.hook_resid_pre``, then
-    ``hook_resid_mid`` and ``hook_resid_post`` of each block (2 layers: 5 hooks)."""
-    names = ["blocks.0.hook_resid_pre"]
-    for layer in range(n_layers(model)):
-        names += [f"blocks.{layer}.hook_resid_mid", f"blocks.{layer}.hook_resid_post"]
-    return [n for n in names if n in model.hook_dict]
 
 
 def model_args(model: nn.Module, batch: Batch) -> tuple[tuple, dict]:

@@ -12,18 +12,22 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
+from interp_rand.model.hook_names import hook_name
+from interp_rand.registry import Registry
 from interp_rand.tasks.base import Batch
 from probes.activations import model_args, seed_offset
 
-_CONDITIONS: dict[str, list[tuple[str, Callable[[object, Batch], Tensor]]]] = {}
+# keyed by (task name, condition name), in registration order: fn(task, batch) -> [batch] bool
+ATTENTION_CONDITIONS: Registry[Callable[[object, Batch], Tensor]] = Registry("attention condition")
 
 
 def register_condition(task: str, name: str):
     """Decorator: ``fn(task, batch) -> [batch] bool``, a metadata condition of ``task``
-    (used for conditional average patterns and for choosing example patterns)."""
+    (used for conditional average patterns and for choosing example patterns), in
+    :data:`ATTENTION_CONDITIONS` (a taken name is refused)."""
 
     def add(fn):
-        _CONDITIONS.setdefault(task, []).append((name, fn))
+        ATTENTION_CONDITIONS.register((task, name), fn)
         return fn
 
     return add
@@ -31,14 +35,14 @@ def register_condition(task: str, name: str):
 
 def conditions(task) -> list[tuple[str, Callable]]:
     """The registered ``(name, fn)`` conditions of a task (possibly none)."""
-    return list(_CONDITIONS.get(task.name, []))
+    return [(entry.name[1], entry.value) for entry in ATTENTION_CONDITIONS.entries() if entry.name[0] == task.name]
 
 
 @torch.no_grad()
 def attention_patterns(model: nn.Module, batch: Batch, *, batch_size: int = 1024) -> Tensor:
     """``[batch, layer, head, query, key]`` attention patterns of every head, at the model's
     own positions (a seed token, if any, is position 0; see :func:`task_slice`)."""
-    names = [f"blocks.{layer}.attn.hook_pattern" for layer in range(int(model.cfg.n_layers))]
+    names = [hook_name(layer, "attn.hook_pattern") for layer in range(int(model.cfg.n_layers))]
     missing = [n for n in names if n not in model.hook_dict]
     if missing:
         raise ValueError(f"the model has no hook point(s) {missing}")
@@ -113,6 +117,7 @@ def _distant(task, batch: Batch) -> Tensor:
 
 
 __all__ = [
+    "ATTENTION_CONDITIONS",
     "attention_patterns",
     "conditional_patterns",
     "conditions",

@@ -20,6 +20,7 @@ from captum.attr import IntegratedGradients, LayerConductance, LayerIntegratedGr
 from torch import Tensor, nn
 
 from interp_rand.losses import get_loss_kind
+from interp_rand.model.capture import capture_into
 from interp_rand.tasks.base import Batch
 from probes.activations import check_hooks, logits_of
 
@@ -100,16 +101,8 @@ def input_channels(model: nn.Module) -> list[str]:
 
 def _channel_values(model: nn.Module, batch: Batch, channels: list[str]) -> tuple[Tensor, ...]:
     store: dict[str, Tensor] = {}
-
-    def keeper(name: str):
-        # keyed by the name we asked for: a bridge's hook.name is the aliased module's
-        def keep(act, hook):
-            store[name] = act.detach().clone()
-
-        return keep
-
     with torch.no_grad():
-        logits_of(model, batch, [(c, keeper(c)) for c in channels])
+        logits_of(model, batch, capture_into(store, channels, clone=True))
     return tuple(store[c] for c in channels)
 
 

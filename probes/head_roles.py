@@ -20,6 +20,8 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
+from interp_rand.registry import Registry
+from interp_rand.distances import total_variation
 from interp_rand.tasks.base import Batch
 from probes.activations import seed_offset
 from probes.attention import attention_patterns, task_slice
@@ -51,14 +53,15 @@ class RoleScores:
         return layer, head, float(s[layer, head])
 
 
-_ROLES: dict[str, HeadRole] = {}
+HEAD_ROLES: Registry[HeadRole] = Registry("head role")  # in registration order
 
 
 def register_role(name: str, description: str, tasks: tuple[str, ...] = (ANY_TASK,)):
-    """Decorator: register a template function for ``tasks``."""
+    """Decorator: register a template function for ``tasks`` in :data:`HEAD_ROLES` (a taken
+    name is refused)."""
 
     def add(fn):
-        _ROLES[name] = HeadRole(name, description, tasks, fn)
+        HEAD_ROLES.register(name, HeadRole(name, description, tasks, fn), description=description)
         return fn
 
     return add
@@ -66,7 +69,7 @@ def register_role(name: str, description: str, tasks: tuple[str, ...] = (ANY_TAS
 
 def role_names(task) -> list[str]:
     """Roles that apply to ``task`` (``seed_reader`` only where the task has seeds)."""
-    names = [r.name for r in _ROLES.values() if ANY_TASK in r.tasks or task.name in r.tasks]
+    names = [r.name for r in (e.value for e in HEAD_ROLES.entries()) if ANY_TASK in r.tasks or task.name in r.tasks]
     if hasattr(task, "d_seed"):
         names.append("seed_reader")
     return names
@@ -97,7 +100,7 @@ def score_roles(model: nn.Module, task, batch: Batch, roles: list[str] | None = 
         if name == "seed_reader":
             scores[name], templates[name] = _seed_reader(model, task, batch, patterns, generator)
             continue
-        role = _ROLES[name]
+        role = HEAD_ROLES.get(name)
         target, weight = role.template(task, batch)
         scores[name] = template_score(task_patterns, target.float(), weight.float())
         templates[name] = role.description
@@ -122,7 +125,7 @@ def _seed_reader(model, task, batch, patterns, generator) -> tuple[Tensor, str]:
         p = p.abs()
         return p / p.sum(-1, keepdim=True).clamp_min(1e-12)
 
-    tv = 0.5 * (normalised(patterns) - normalised(other)).abs().sum(-1)  # [b, L, H, q]
+    tv = total_variation(normalised(patterns), normalised(other))  # [b, L, H, q]
     return tv.mean((0, 3)), "total variation between patterns for the same input with a redrawn seed"
 
 
@@ -216,4 +219,4 @@ def _lower_noise(task, batch: Batch):
     return _one_key(n, N, torch.arange(N).repeat(n), lower.flatten(), rows)
 
 
-__all__ = ["HeadRole", "RoleScores", "register_role", "role_names", "score_roles", "template_score"]
+__all__ = ["HEAD_ROLES", "HeadRole", "RoleScores", "register_role", "role_names", "score_roles", "template_score"]

@@ -19,6 +19,8 @@ a matrix into
 
     >>> stats = stored_set_map(model, task, n_inputs=16, generator=torch.Generator().manual_seed(0))
     >>> stats.coverage, stats.coverage_tv
+
+It applies to the tasks that declare the ``KEY_VALUE_RECALL`` capability (:func:`applies_to`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,18 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from interp_rand.tasks.base import KEY_VALUE_RECALL, has_capability, require_capability
+from interp_rand.distances import total_variation
 from probes.activations import logits_of
+
+# The tasks this analysis fits: those whose task declares this capability (recall).
+NEEDS = KEY_VALUE_RECALL
+
+
+def applies_to(task: Any) -> bool:
+    """Does the stored-set map fit ``task``: key/value pairs with a query and enumerable seeds
+    (the task declares :data:`~interp_rand.tasks.base.KEY_VALUE_RECALL`)?"""
+    return has_capability(task, NEEDS)
 
 
 @dataclass(frozen=True)
@@ -100,7 +113,7 @@ def stored_set_stats(stored: Tensor, seeds: Tensor | None = None) -> StoredSetSt
     histogram = torch.bincount(sizes.flatten(), minlength=N + 1).double() / sizes.numel()
     total = coverage.sum()
     profile = coverage / total if total > 0 else torch.full_like(coverage, 1.0 / N)
-    coverage_tv = float(0.5 * (profile - 1.0 / N).abs().sum())
+    coverage_tv = float(total_variation(profile, 1.0 / N))
     joint = torch.einsum("isp,isq->pq", s, s) / (n_inputs * n_seeds)  # [N, N]
     upper = torch.triu(torch.ones(N, N, dtype=torch.bool), diagonal=1)
     c = mean_size / N
@@ -173,12 +186,11 @@ def stored_set_map(model: Any, task: Any, n_inputs: int, generator: torch.Genera
                    seeds: Tensor | None = None) -> tuple[StoredSetStats, Tensor]:
     """Sample ``n_inputs`` key/value inputs, query every position under every seed
     (``task.all_seeds()`` unless ``seeds`` are given): the stats and ``stored``."""
-    if getattr(task, "name", None) != "recall":
-        raise ValueError(f"the stored-set map is for the recall task; got {getattr(task, 'name', task)!r}")
+    require_capability(task, NEEDS, "the stored-set map")
     batch = task.sample(n_inputs, generator)
     seeds = task.all_seeds() if seeds is None else seeds
     stored = stored_matrix(model, task, batch.metadata["key_order"], batch.metadata["values"], seeds)
     return stored_set_stats(stored, seeds), stored
 
 
-__all__ = ["StoredSetStats", "stored_matrix", "stored_set_map", "stored_set_stats"]
+__all__ = ["NEEDS", "StoredSetStats", "applies_to", "stored_matrix", "stored_set_map", "stored_set_stats"]

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from interp_rand.distances import total_variation
 from probes.activations import logits_of
 
 
@@ -169,7 +170,7 @@ def noise_resample_effect(model: Any, task: Any, batch: Any, generator: torch.Ge
         seeds[:, u] = task.sample_seeds(len(batch), generator)[:, u]
         logits = logits_of(model, task.with_seeds(batch, seeds)).float()
         flip = (logits.argmax(-1) != clean_c).double()  # [batch, v]
-        shift = 0.5 * (logits.softmax(-1) - clean_p).abs().sum(-1).double()
+        shift = total_variation(logits.softmax(-1), clean_p).double()
         d = dist[:, u]  # [batch, v]
         changed.index_add_(0, d.flatten(), flip.flatten())
         tv.index_add_(0, d.flatten(), shift.flatten())

@@ -25,6 +25,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
+from interp_rand.registry import Registry, UnknownName
 from interp_rand.tasks.base import Batch
 
 # (batch, instance, new_labels [batch]) -> [batch] long expected output class at output_index[instance]
@@ -76,25 +77,30 @@ class ProbeVariable:
     needs_model: bool = False
 
 
-_VARIABLES: dict[str, dict[str, ProbeVariable]] = {}
-_GROUPS: dict[str, Callable[[Any, Batch], Tensor]] = {}
+# keyed by (task name, variable name), in registration order
+PROBE_VARIABLES: Registry[ProbeVariable] = Registry("probe variable")
+# keyed by task name: fn(task, batch) -> [batch] long group ids
+INPUT_GROUPINGS: Registry[Callable[[Any, Batch], Tensor]] = Registry("input grouping")
 
 
 def register_variable(task: str, name: str, description: str, *, needs_model: bool = False):
-    """Decorator: register ``fn(task, batch, model) -> VariableLabels`` as ``task``'s ``name``."""
+    """Decorator: register ``fn(task, batch, model) -> VariableLabels`` as ``task``'s ``name``
+    in :data:`PROBE_VARIABLES` (a taken name is refused)."""
 
     def add(fn):
-        _VARIABLES.setdefault(task, {})[name] = ProbeVariable(task, name, description, fn, needs_model)
+        PROBE_VARIABLES.register((task, name), ProbeVariable(task, name, description, fn, needs_model),
+                                 description=description)
         return fn
 
     return add
 
 
 def register_groups(task: str):
-    """Decorator: ``fn(task, batch) -> [batch] long`` group ids for the held-out split."""
+    """Decorator: ``fn(task, batch) -> [batch] long`` group ids for the held-out split, in
+    :data:`INPUT_GROUPINGS` (one per task)."""
 
     def add(fn):
-        _GROUPS[task] = fn
+        INPUT_GROUPINGS.register(task, fn)
         return fn
 
     return add
@@ -102,18 +108,18 @@ def register_groups(task: str):
 
 def variable_names(task_name: str) -> list[str]:
     """The variables registered for a task, in registration order."""
-    return list(_VARIABLES.get(task_name, {}))
+    return [name for task, name in PROBE_VARIABLES.names() if task == task_name]
 
 
 def get_variable(task_name: str, name: str) -> ProbeVariable:
     """The variable ``name`` of ``task_name``; an unknown name lists those that exist."""
-    known = _VARIABLES.get(task_name, {})
-    if name not in known:
-        raise ValueError(
+    if (task_name, name) not in PROBE_VARIABLES:
+        known = variable_names(task_name)
+        raise UnknownName(
             f"task {task_name!r} provides no probe variable {name!r}; it provides: "
-            f"{', '.join(known) or '(none)'}"
+            f"{', '.join(known) or '(none)'}", name, known
         )
-    return known[name]
+    return PROBE_VARIABLES.get((task_name, name))
 
 
 def variable_labels(task, batch: Batch, name: str, model=None) -> VariableLabels:
@@ -131,9 +137,8 @@ def input_groups(task, batch: Batch) -> Tensor:
     """``[batch]`` long group ids: examples with the same task input (operand pair, list
     multiset, pairs and query, cycle) share one, whatever their seeds. Tasks without a
     registered grouping group by identical ``inputs`` and ``attention_mask``."""
-    fn = _GROUPS.get(task.name)
-    if fn is not None:
-        return fn(task, batch)
+    if task.name in INPUT_GROUPINGS:
+        return INPUT_GROUPINGS.get(task.name)(task, batch)
     return rows_to_groups(batch.inputs, batch.attention_mask)
 
 
@@ -144,6 +149,8 @@ def rows_to_groups(*parts: Tensor | None) -> Tensor:
 
 
 __all__ = [
+    "INPUT_GROUPINGS",
+    "PROBE_VARIABLES",
     "ProbeVariable",
     "VariableLabels",
     "get_variable",

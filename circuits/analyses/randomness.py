@@ -37,7 +37,11 @@ from circuits.interventions.ablation import Ablation, replaced_nodes
 from circuits.graph.architecture import run_model
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Node
+from interp_rand.distances import total_variation
 from interp_rand.losses import MAX_ENUMERATED_BITS, get_loss_kind  # noqa: F401 (MAX_ENUMERATED_BITS: kept importable here)
+from interp_rand.model.capture import capture_into
+from interp_rand.model.hook_names import residual_hooks, seed_offset
+from interp_rand.seeded_evaluation.run import expand_over_seeds
 
 
 # ---------------------------------------------------------------------- output distributions
@@ -78,19 +82,10 @@ def seed_pairs(model: Any, task: Any, batch: Any, generator: torch.Generator) ->
     return PairBatch(clean=clean, corrupted=corrupted, changed=torch.full((len(batch),), -1, dtype=torch.long))
 
 
-def total_variation(p: Tensor, q: Tensor) -> Tensor:
-    """``[...]``: ``0.5 * sum |p - q|`` over the last axis."""
-    return 0.5 * (p - q).abs().sum(-1)
-
-
 def _run_capturing(model: Any, batch: Any, hooks: list[str] | set[str]) -> tuple[Tensor, dict[str, Tensor]]:
     """Logits of ``batch`` and ``{hook: activation}`` (detached) for ``hooks``."""
     cache: dict[str, Tensor] = {}
-
-    def keep(value: Tensor, hook: Any) -> None:
-        cache[hook.name] = value.detach()
-
-    with model.hooks(fwd_hooks=[(h, keep) for h in hooks]):
+    with model.hooks(fwd_hooks=capture_into(cache, hooks)):
         logits = run_model(model, batch)
     return logits, cache
 
@@ -208,13 +203,7 @@ def randomness_usage(
 # ---------------------------------------------------------------------- where seeds enter
 
 
-def residual_stream_hooks(model: Any) -> list[str]:
-    """``blocks.0.hook_resid_pre``, then each block's ``hook_resid_mid`` (if any) and
-    ``hook_resid_post``: the residual stream in forward order."""
-    names = ["blocks.0.hook_resid_pre"]
-    for layer in range(int(model.cfg.n_layers)):
-        names += [f"blocks.{layer}.hook_resid_mid", f"blocks.{layer}.hook_resid_post"]
-    return [n for n in names if n in model.hook_dict]
+residual_stream_hooks = residual_hooks  # the residual stream in forward order (the core's)
 
 
 @dataclass(frozen=True)
@@ -250,11 +239,10 @@ class SeedEntry:
 
 
 def _seed_grid(task: Any, inputs: Any, seeds: Tensor) -> Any:
-    """Every input under every seed: ``[n_inputs * n_seeds]`` rows, input-major."""
-    n, s = len(inputs), len(seeds)
-    rows = torch.arange(n).repeat_interleave(s)
-    grid = inputs[rows]
-    return task.with_seeds(grid, seeds.repeat(n, *([1] * (seeds.dim() - 1))))
+    """Every input under every seed: ``[n_inputs * n_seeds]`` rows, input-major (the core's
+    grid, :func:`~interp_rand.seeded_evaluation.run.expand_over_seeds`), seeds as the task keeps them."""
+    grid = expand_over_seeds(inputs, seeds)
+    return task.with_seeds(grid, grid.seeds)
 
 
 def _variance_split(act: Tensor) -> tuple[Tensor, Tensor]:
@@ -287,7 +275,7 @@ def seed_entry(
     hooks = residual_stream_hooks(model)
     grid = _seed_grid(task, inputs, seeds)
     logits, cache = _run_capturing(model, grid, hooks)
-    offset = int(getattr(model.cfg, "seed_offset", 0) or 0)
+    offset = seed_offset(model)
     X, S = len(inputs), len(seeds)
     fractions, by_pos = [], []
     for h in hooks:
@@ -320,7 +308,7 @@ def seed_probe(model: Any, batch: Any, hooks: list[str], generator: torch.Genera
     from probes.linear_probe import probe_accuracy
 
     _, cache = _run_capturing(model, batch, hooks)
-    offset = int(getattr(model.cfg, "seed_offset", 0) or 0)
+    offset = seed_offset(model)
     n = len(batch)
     train = torch.rand(n, generator=generator) < 0.75
     labels = seed_labels(batch.seeds)  # [n, d_seed] shared or [n, P, d_seed] per position

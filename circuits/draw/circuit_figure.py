@@ -13,7 +13,10 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
+from circuits.graph.architecture import Architecture
 from circuits.graph.circuit import Circuit
+from circuits.graph.model_graph import ModelGraph
+from circuits.graph.nodes import Node
 from circuits.analyses.flow import FlowEdge, attention_flow
 from circuits.draw.layout import layered_layout, position_centre
 
@@ -94,11 +97,17 @@ def add_legend(fig: go.Figure, colours: list[tuple[str, str]], split: bool) -> N
                                     if split else ""), color="grey", width=6)
 
 
-def column_axis(n_layers: int) -> dict:
-    ticks = ["embed"] + [f"{k}{layer}" for layer in range(n_layers) for k in ("attn ", "mlp ")] + ["logits"]
+def column_axis(arch: Architecture | int) -> dict:
+    """X axis: one tick per residual-stream column (:meth:`ModelGraph.column_labels`), where
+    :func:`~circuits.draw.layout.layered_layout` puts the nodes. ``arch`` may be a number of
+    layers (a model without seed channel or input MLP)."""
+    if isinstance(arch, int):
+        arch = Architecture(arch, 1, False, False, 0)
+    columns = ModelGraph.structure(arch).column_labels()
     # room on the right for the last column's labels (logits@...)
-    return {"showgrid": False, "zeroline": False, "tickmode": "array", "tickvals": list(range(len(ticks))),
-            "ticktext": ticks, "range": [-0.4, len(ticks) - 0.2], "tickfont": {"size": FONT}}
+    return {"showgrid": False, "zeroline": False, "tickmode": "array", "tickvals": [c for c, _ in columns],
+            "ticktext": [label for _, label in columns], "range": [-0.4, columns[-1][0] + 0.8],
+            "tickfont": {"size": FONT}}
 
 
 def position_axis(circuit: Circuit, pos: dict, names: list[str] | None) -> dict:
@@ -135,12 +144,12 @@ def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None
     add_legend(fig, [("score > 0: helps the metric", POSITIVE), ("score < 0: hurts it", NEGATIVE)],
                split=attention is not None)
     settings = circuit.settings
-    n_cols = 2 * circuit.arch.n_layers + 2
+    n_cols = int(ModelGraph.structure(circuit.arch).column(Node("logits"))) + 1  # the logits' column is the last
     fig.update_layout(
         title=title or f"{settings.get('method', 'circuit')}: {len(circuit)} of {circuit.total_edges} edges",
         plot_bgcolor="white", hovermode="closest", font={"size": FONT}, height=figure_height(pos),
         width=170 * n_cols + 420, margin={"l": 80, "r": 30, "t": 80, "b": 50},
-        legend={"font": {"size": FONT}}, xaxis=column_axis(circuit.arch.n_layers),
+        legend={"font": {"size": FONT}}, xaxis=column_axis(circuit.arch),
         yaxis=position_axis(circuit, pos, position_names),
     )
     return fig

@@ -50,7 +50,7 @@ def comparison_figure(a: Circuit, b: Circuit, result: CircuitComparison, title: 
                split=attention is not None)
     rho = "n/a" if result.spearman is None else f"{result.spearman:.3f}"
     cross = ", ".join(f"{k} {v:.3f}" for k, v in result.cross.items())
-    fig.update_xaxes(**column_axis(a.arch.n_layers))
+    fig.update_xaxes(**column_axis(a.arch))
     fig.update_yaxes(**position_axis(dataclasses.replace(a, edges={**b.edges, **a.edges}), pos, position_names))
     fig.update_yaxes(title_text="", row=1, col=2)
     n_cols = 2 * a.arch.n_layers + 2

@@ -2,26 +2,23 @@
 
 Returns positions only (as networkx layouts do); :mod:`circuits.draw.circuit_figure` draws them.
 
-Columns: embed/seed 0, an input MLP 0.5, layer ``l``'s heads ``2l + 1``, its MLP ``2l + 2``,
-logits last. Rows:
+Columns: the residual-stream columns of :meth:`ModelGraph.column` (embed/seed 0, an input MLP
+0.5, layer ``l``'s heads ``2l + 1``, its MLP ``2l + 2``, logits last). Rows:
 the head index (embed, seed, MLP and logits take their own rows), stacked per position for a
 position-resolved circuit so each position is a horizontal band.
 """
 
 from __future__ import annotations
 
+from circuits.graph.architecture import Architecture
 from circuits.graph.circuit import Circuit
+from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Node
 
 
-def node_column(node: Node, n_layers: int) -> float:
-    if node.kind in ("embed", "seed"):
-        return 0
-    if node.kind == "input_mlp":
-        return 0.5
-    if node.kind == "logits":
-        return 2 * n_layers + 1
-    return 2 * node.layer + (1 if node.kind == "head" else 2)
+def node_column(node: Node, arch: Architecture) -> float:
+    """The node's column: its residual-stream column (:meth:`ModelGraph.column`)."""
+    return ModelGraph.structure(arch).column(node)
 
 
 def node_row(node: Node, n_heads: int) -> float:
@@ -45,11 +42,11 @@ def position_centre(position: int, n_heads: int) -> float:
 
 def layered_layout(circuit: Circuit) -> dict[str, tuple[float, float]]:
     """``{node name: (x, y)}`` for every node of ``circuit.graph``."""
-    n_layers, n_heads = circuit.arch.n_layers, circuit.arch.n_heads
+    graph, n_heads = ModelGraph.structure(circuit.arch), circuit.arch.n_heads
     out: dict[str, tuple[float, float]] = {}
     for node in circuit.nodes:
         y = node_row(node, n_heads) + (node.position or 0) * band_height(n_heads)
-        out[node.name] = (float(node_column(node, n_layers)), y)
+        out[node.name] = (float(graph.column(node)), y)
     return out
 
 

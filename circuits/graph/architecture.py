@@ -33,6 +33,8 @@ from typing import Any
 import einops
 from torch import Tensor
 
+from interp_rand.model.hook_names import hook_name, seed_offset
+
 
 @dataclass(frozen=True)
 class Architecture:
@@ -71,7 +73,7 @@ def architecture(model: Any) -> Architecture:
     """Read the architecture from a TL-protocol model and refuse what circuits cannot decompose."""
     cfg = model.cfg
     hooks = model.hook_dict
-    if "hook_embed" not in hooks or "blocks.0.attn.hook_z" not in hooks:
+    if "hook_embed" not in hooks or hook_name(0, "attn.hook_z") not in hooks:
         raise ValueError(
             "model does not speak the TransformerLens hook-name protocol: it has no "
             "'hook_embed' / 'blocks.0.attn.hook_z' hook points"
@@ -85,7 +87,7 @@ def architecture(model: Any) -> Architecture:
         n_heads=int(cfg.n_heads),
         attn_only=bool(cfg.attn_only),
         has_seed=has_seed,
-        seed_offset=int(getattr(cfg, "seed_offset", 0) or 0),
+        seed_offset=seed_offset(model),
         has_input_mlp=has_input_mlp,
         seed_append=has_seed and getattr(cfg, "seed_mode", "add") == "append",
     )

@@ -18,6 +18,7 @@ from typing import Any
 import networkx as nx
 
 from circuits.graph.architecture import Architecture, architecture
+from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Edge, Node
 
 FORMAT = "interp-rand-circuit/1"
@@ -49,9 +50,10 @@ class Circuit:
     @cached_property
     def graph(self) -> nx.DiGraph:
         g = nx.DiGraph(**{k: json.dumps(v) for k, v in self.settings.items()})
-        for node in sorted(self.nodes, key=_node_key):
+        order = ModelGraph.structure(self.arch).node_order  # residual-stream order, then position
+        for node in sorted(self.nodes, key=order):
             g.add_node(node.name, **{k: (-1 if v is None else v) for k, v in node.to_dict().items()})
-        for edge, score in sorted(self.edges.items(), key=lambda kv: _node_key(kv[0].source)):
+        for edge, score in sorted(self.edges.items(), key=lambda kv: order(kv[0].source)):
             u, v = edge.source.name, edge.dest.name
             if not g.has_edge(u, v):
                 g.add_edge(u, v, score=0.0, inputs="")
@@ -113,12 +115,6 @@ class Circuit:
     def write_dot(self, path: str | Path) -> Path:
         Path(path).write_text(self.to_dot())
         return Path(path)
-
-
-def _node_key(node: Node) -> tuple:
-    order = {"embed": -3, "seed": -2, "input_mlp": -1}
-    layer = order.get(node.kind, 10**6 if node.kind == "logits" else node.layer)
-    return (layer, node.kind == "mlp", node.head or 0, -1 if node.position is None else node.position)
 
 
 __all__ = ["FORMAT", "Circuit"]

@@ -1,28 +1,23 @@
 """Writer contributions: what each embedding, seed channel, input MLP, head and MLP adds to the
 residual stream (or, for the embedding and an appended seed of a model with an input MLP, to the
 input MLP's input), stacked as ``[batch, n_positions, n_writers, d_model]`` in
-:class:`ModelGraph` order."""
+:class:`ModelGraph` order, and the residual input of a reader site rebuilt from them."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from circuits.graph.architecture import head_results, input_mlp_output, run_model
-from circuits.graph.model_graph import ModelGraph
+from circuits.graph.model_graph import ModelGraph, ReaderSite
+from interp_rand.model.capture import capture_into
 
 
 def writer_hook_names(graph: ModelGraph) -> list[str]:
-    names = ["hook_embed"] + (["hook_seed_embed"] if graph.arch.has_seed else [])
-    names += ["input_mlp.hook_post"] if graph.arch.has_input_mlp else []
-    for layer in range(graph.arch.n_layers):
-        names.append(f"blocks.{layer}.attn.hook_z")
-        if not graph.arch.attn_only:
-            names.append(f"blocks.{layer}.hook_mlp_out")
-    return names
+    """The writer hooks, in :attr:`ModelGraph.writers` order (:attr:`ModelGraph.writer_hooks`)."""
+    return graph.writer_hooks
 
 
 def stack_writers(
@@ -30,22 +25,18 @@ def stack_writers(
 ) -> Tensor:
     """``[batch, P, n_writers(upto), d_model]`` from captured hook values (those present, in
     order; stops at the first writer not captured yet); only ``positions`` if given."""
-    offset, n_pos = graph.arch.seed_offset, graph.n_positions
     parts: list[Tensor] = []
-    for name in writer_hook_names(graph):
-        if name not in acts:
+    for site in graph.writer_sites:
+        if site.hook not in acts:
             break
-        value = acts[name]
-        if name == "input_mlp.hook_post":
+        value = acts[site.hook]
+        if site.kind == "input_mlp":
             value = input_mlp_output(model, value)
-        if name in ("hook_embed", "input_mlp.hook_post"):  # task positions follow a seed token
-            value = F.pad(value, (0, 0, offset, 0))
-        elif name == "hook_seed_embed":
-            value = F.pad(value, (0, 0, 0, n_pos - value.shape[1]))
+        value = graph.to_stream_positions(site.kind, value)
         if positions is not None:
             value = value[:, positions]
-        if name.endswith("hook_z"):
-            parts.append(head_results(model, int(name.split(".")[1]), value))
+        if site.kind == "head":
+            parts.append(head_results(model, site.layer, value))
         else:
             parts.append(value[:, :, None])
     stacked = torch.cat(parts, dim=2)
@@ -56,16 +47,21 @@ def stack_writers(
     return stacked
 
 
+def reader_input(
+    model: Any, graph: ModelGraph, site: ReaderSite, values: dict[str, Tensor], positions: Tensor | slice | None = None
+) -> Tensor:
+    """``[batch, P (or len(positions)), d_model]``: the residual input of ``site``'s readers, from
+    captured hook values: its ``source`` hook's value, or for the input MLP the sum of its source
+    writers' values (zero at a seed token)."""
+    if site.source is None:
+        return stack_writers(model, graph, values, graph.writers_upto[site.readers[0]], positions).sum(2)
+    value = values[site.source]
+    return value if positions is None else value[:, positions]
+
+
 def capture_hooks(graph: ModelGraph, sink: dict[str, Tensor], detach: bool = True) -> list:
     """Forward hooks that store every writer's hook value in ``sink``."""
-
-    def make(name: str):
-        def hook(value: Tensor, hook: Any) -> None:
-            sink[name] = value.detach() if detach else value
-
-        return hook
-
-    return [(name, make(name)) for name in writer_hook_names(graph)]
+    return capture_into(sink, graph.writer_hooks, detach=detach)
 
 
 @torch.no_grad()
@@ -77,4 +73,4 @@ def writer_values(model: Any, graph: ModelGraph, batch: Any) -> Tensor:
     return stack_writers(model, graph, acts)
 
 
-__all__ = ["capture_hooks", "stack_writers", "writer_hook_names", "writer_values"]
+__all__ = ["capture_hooks", "reader_input", "stack_writers", "writer_hook_names", "writer_values"]

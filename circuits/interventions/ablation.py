@@ -108,31 +108,9 @@ def check_pair(clean: Any, corrupted: Any) -> None:
         )
 
 
-_NODE_HOOK = {"embed": "hook_embed", "seed": "hook_seed_embed", "input_mlp": "input_mlp.hook_post"}
-# Nodes whose hooks see the task positions only (a seed token, if any, is joined after them).
-_TASK_POSITION_KINDS = ("embed", "input_mlp")
-
-
 def node_hook_name(node: Node) -> str:
-    if node.kind in _NODE_HOOK:
-        return _NODE_HOOK[node.kind]
-    if node.kind == "head":
-        return f"blocks.{node.layer}.attn.hook_z"
-    if node.kind == "mlp":
-        return f"blocks.{node.layer}.hook_mlp_out"
-    raise ValueError(f"a {node.kind!r} node writes nothing and cannot be ablated")
-
-
-def _hook_position(node: Node, seed_offset: int) -> int | slice | None:
-    """Index of ``node``'s residual-stream position in its hook's position axis (``None``: the
-    node writes nothing there, e.g. the embedding at a seed token, a seed token elsewhere)."""
-    if node.position is None:
-        return slice(None)
-    if node.kind in _TASK_POSITION_KINDS:
-        return node.position - seed_offset if node.position >= seed_offset else None
-    if node.kind == "seed" and seed_offset:
-        return 0 if node.position == 0 else None
-    return node.position
+    """The hook at which ``node``'s output is replaced (:meth:`ModelGraph.writer_hook`)."""
+    return ModelGraph.writer_hook(node)
 
 
 @contextmanager
@@ -145,14 +123,14 @@ def replaced_nodes(model: Any, nodes: list[Node], values: dict[str, Tensor]) -> 
     missing = [name for name in by_hook if name not in model.hook_dict]
     if missing:
         raise ValueError(f"model has no hook point(s) {missing}")
-    offset = architecture(model).seed_offset
+    graph = ModelGraph.structure(architecture(model))
 
     def make(name: str, group: list[Node]):
         def hook(value: Tensor, hook: Any) -> Tensor:
             source = values[name].to(value.dtype).expand_as(value)
             out = value.clone()
             for node in group:
-                pos = _hook_position(node, offset)
+                pos = graph.hook_position(node)
                 if pos is None:
                     continue
                 if node.kind == "head":

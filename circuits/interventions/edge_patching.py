@@ -12,16 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import einops
 import torch
 from torch import Tensor
 
-from circuits.graph.architecture import attention_input, input_mlp_input, mlp_input, run_model
-from circuits.graph.model_graph import ModelGraph
+from circuits.graph.architecture import run_model
+from circuits.graph.model_graph import ModelGraph, ReaderSite
 from circuits.interventions.metrics import Metric, evaluate_metric
-from circuits.graph.writers import capture_hooks, stack_writers
+from circuits.graph.writers import capture_hooks, reader_input, stack_writers
+from interp_rand.model.capture import capture_into
 from interp_rand.progress import bar
 
 
@@ -48,6 +50,10 @@ def _any_ablated(ablated: Tensor, n_positions: int) -> Tensor:
 def patched_edges(model: Any, graph: ModelGraph, keep: Tensor, replacement: Tensor) -> Iterator[None]:
     """Ablate every real edge where ``keep`` is false.
 
+    Each reader site of :attr:`ModelGraph.reader_sites` with an ablated edge gets one hook that
+    rebuilds its input, only at the positions where it has one. Sites reading the same residual
+    hook (a layer's q, k and v) share one rebuilt delta per forward.
+
     Args:
         keep: ``[n_slots, n_writers, n_readers]`` bool (see :attr:`ModelGraph.shape`).
         replacement: ``[batch or 1, P, n_writers, d_model]`` writer values used on ablated edges.
@@ -60,102 +66,57 @@ def patched_edges(model: Any, graph: ModelGraph, keep: Tensor, replacement: Tens
         return
     ablated = ablated_bool.to(replacement.dtype)
     hit = _any_ablated(ablated_bool, graph.n_positions)  # [P, R]
-    live: dict[str, Tensor] = {}
-    resid: dict[str, Tensor] = {}
-    arch, readers = graph.arch, graph.readers
-    # reader index -> the writers up to its last source (captured before it in a forward; the
-    # writers in between that do not feed it, e.g. around an input MLP, have no ablated edge)
-    n_writers_before = {}
-    for r in range(len(readers)):
-        n_writers_before[r] = int(graph.valid[:, r].nonzero()[:, 0].max()) + 1
+    acts: dict[str, Tensor] = {}  # live writer hook values and the sites' residual sources
+    shared: dict[str, tuple[Tensor | slice, Tensor]] = {}  # group -> (positions, delta), this forward
+    groups: dict[str, list[int]] = {}
+    for site in graph.reader_sites:
+        groups.setdefault(site.group, []).extend(site.readers)
 
-    def reader_span(layer: int, which: str) -> list[int]:
-        return [i for i, (n, w) in enumerate(readers) if w == which and n.layer == layer]
-
-    def save_resid(name: str):
-        def hook(value: Tensor, hook: Any) -> None:
-            resid[name] = value
-
-        return hook
-
-    # Each reader hook rebuilds its input only at the positions where it has an ablated edge.
-    def rebuilt_delta(span: list[int]) -> tuple[Tensor, Tensor]:
-        n_w = n_writers_before[span[0]]
+    def rebuilt_delta(span: list[int]) -> tuple[Tensor | slice, Tensor]:
+        n_w = graph.writers_upto[span[0]]
         positions = hit[:, span].any(1).nonzero()[:, 0]
         if len(positions) == graph.n_positions:
             positions = slice(None)  # a view, not a gathered copy
-        live_here = stack_writers(model, graph, live, n_w, positions)
+        live_here = stack_writers(model, graph, acts, n_w, positions)
         return positions, _delta(ablated[:, :n_w, span], live_here, replacement, positions)
 
-    # q, k and v of one layer share one rebuilt delta (computed by the first of their hooks
-    # that fires in a forward; the later ones reuse it).
-    shared: dict[int, tuple[Tensor, Tensor]] = {}
+    def new_forward(value: Tensor, hook: Any) -> None:
+        shared.clear()
 
-    def attn_hook(layer: int, which: str, first: bool):
-        spans = {w: reader_span(layer, w) for w in "qkv"}
-        span_all = spans["q"] + spans["k"] + spans["v"]
-        offset = "qkv".index(which) * len(spans["q"])
+    def site_hook(site: ReaderSite):
+        span = groups[site.group]
+        lo, n = site.readers.start - span[0], len(site.readers)
 
         def hook(value: Tensor, hook: Any) -> Tensor:
-            if first:
-                shared[layer] = rebuilt_delta(span_all)
-            positions, delta = shared[layer]
-            delta = delta[:, :, offset : offset + len(spans[which])]
-            x = resid[f"blocks.{layer}.hook_resid_pre"][:, positions]
-            rebuilt = attention_input(model, layer, which, x[:, :, None] + delta)
-            heads_hit = hit[positions][:, spans[which]]  # [positions, head]
+            if site.group not in shared:
+                shared[site.group] = rebuilt_delta(span)
+            positions, delta = shared[site.group]
+            delta = delta[:, :, lo : lo + n]
+            if site.source == site.hook:  # the logits read the final residual itself
+                acts[site.source] = value
+            x = reader_input(model, graph, site, acts, positions)
+            dest = positions
+            if site.task_positions:  # the hook has task positions only: graph position p is p - seed_offset
+                dest = torch.arange(graph.n_positions)[positions] - graph.arch.seed_offset
+                task = dest >= 0
+                dest, x, delta = dest[task], x[:, task], delta[:, task]
+            rebuilt = site.rebuild(model, x[:, :, None] + delta)
             out = value.clone()
-            out[:, positions] = torch.where(heads_hit[None, :, :, None], rebuilt, value[:, positions])
+            if site.per_head:
+                readers_hit = hit[positions][:, site.readers]  # [positions, head]
+                out[:, dest] = torch.where(readers_hit[None, :, :, None], rebuilt, value[:, dest])
+            else:
+                out[:, dest] = rebuilt
             return out
 
         return hook
 
-    def mlp_hook(layer: int):
-        span = reader_span(layer, "mlp")
-
-        def hook(value: Tensor, hook: Any) -> Tensor:
-            positions, delta = rebuilt_delta(span)
-            x = resid[f"blocks.{layer}.hook_resid_mid"][:, positions]
-            out = value.clone()
-            out[:, positions] = mlp_input(model, layer, x + delta[:, :, 0])
-            return out
-
-        return hook
-
-    def input_mlp_hook(value: Tensor, hook: Any) -> Tensor:
-        # hook_pre has task positions only: graph position p is p - seed_offset here
-        positions, delta = rebuilt_delta([0])
-        index = torch.arange(graph.n_positions)[positions] - arch.seed_offset
-        task = index >= 0
-        index, delta = index[task], delta[:, task, 0]
-        out = value.clone()
-        # The input MLP reads its sources' sum with no LayerNorm: rebuild from that sum.
-        x = stack_writers(model, graph, live, n_writers_before[0])[:, index + arch.seed_offset].sum(2)
-        out[:, index] = input_mlp_input(model, x + delta)
-        return out
-
-    def logits_hook(value: Tensor, hook: Any) -> Tensor:
-        positions, delta = rebuilt_delta([len(readers) - 1])
-        out = value.clone()
-        out[:, positions] = value[:, positions] + delta[:, :, 0]
-        return out
-
-    hooks = capture_hooks(graph, live, detach=False)
-    if arch.has_input_mlp and hit[:, 0].any():
-        hooks.append(("input_mlp.hook_pre", input_mlp_hook))
-    for layer in range(arch.n_layers):
-        hooks.append((f"blocks.{layer}.hook_resid_pre", save_resid(f"blocks.{layer}.hook_resid_pre")))
-        first = True
-        for which in "qkv":
-            if hit[:, reader_span(layer, which)].any():
-                hooks.append((f"blocks.{layer}.attn.hook_{which}", attn_hook(layer, which, first)))
-                first = False
-        if not arch.attn_only:
-            hooks.append((f"blocks.{layer}.hook_resid_mid", save_resid(f"blocks.{layer}.hook_resid_mid")))
-            if hit[:, reader_span(layer, "mlp")].any():
-                hooks.append((f"blocks.{layer}.mlp.hook_pre", mlp_hook(layer)))
-    if hit[:, -1].any():
-        hooks.append((f"blocks.{arch.n_layers - 1}.hook_resid_post", logits_hook))
+    # each forward starts at the first writer (the embedding): a new forward, new shared deltas
+    hooks = capture_hooks(graph, acts, detach=False) + [(graph.writer_hooks[0], new_forward)]
+    patched = [site for site in graph.reader_sites if hit[:, site.readers].any()]
+    sources = dict.fromkeys(s.source for s in patched if s.source not in (None, s.hook))
+    hooks += capture_into(acts, sources, detach=False)
+    hooks += [(site.hook, site_hook(site)) for site in patched]
     with model.hooks(fwd_hooks=hooks):
         yield
 

@@ -17,30 +17,33 @@ import torch
 from torch import Tensor
 
 from interp_rand.losses import Decoding, decoding_for_targets
+from interp_rand.registry import Registry
 
 Metric = Callable[[Tensor, Any], Tensor]
-_METRICS: dict[str, Metric] = {}
+METRICS: Registry[Metric] = Registry("metric", sort=True)
 
 
-def register_metric(name: str) -> Callable[[Metric], Metric]:
+def register_metric(name: str, description: str | None = None) -> Callable[[Metric], Metric]:
+    """Decorator adding ``metric(logits, batch) -> scalar`` to :data:`METRICS` under ``name``
+    (described by ``description``, else its docstring's first paragraph); a taken name is refused."""
+
     def add(fn: Metric) -> Metric:
-        _METRICS[name] = fn
-        return fn
+        doc = description if description is not None else " ".join((fn.__doc__ or "").split("\n\n")[0].replace("``", "").split())
+        return METRICS.register(name, fn, description=doc)
 
     return add
 
 
 def metric_names() -> list[str]:
-    return sorted(_METRICS)
+    return METRICS.names()
 
 
 def get_metric(name_or_fn: str | Metric) -> Metric:
+    """``name_or_fn`` itself if callable, else the registered metric of that name (an unknown
+    name lists the registered ones)."""
     if callable(name_or_fn):
         return name_or_fn
-    try:
-        return _METRICS[name_or_fn]
-    except KeyError:
-        raise ValueError(f"unknown metric {name_or_fn!r}; registered: {metric_names()}") from None
+    return METRICS.get(name_or_fn)
 
 
 def _answer_logits(logits: Tensor, batch: Any) -> tuple[Tensor, Tensor, Decoding]:
@@ -52,7 +55,7 @@ def _answer_logits(logits: Tensor, batch: Any) -> tuple[Tensor, Tensor, Decoding
     return logits[:, pos], target, decoding_for_targets(target)
 
 
-@register_metric("logprob")
+@register_metric("logprob", "mean log-probability of the correct answer at the answer positions")
 def logprob(logits: Tensor, batch: Any) -> Tensor:
     """Mean log-probability of the correct answer over answer positions (higher is better): of
     the correct class, or of the correct bit pattern (the sum of each bit's log-probability)."""
@@ -60,7 +63,7 @@ def logprob(logits: Tensor, batch: Any) -> Tensor:
     return decoding.target_logprob(answer, target).mean()
 
 
-@register_metric("logit_diff")
+@register_metric("logit_diff", "mean correct logit minus the mean other logit at the answer positions")
 def logit_diff(logits: Tensor, batch: Any) -> Tensor:
     """Mean of (correct logit − mean of the other logits) over answer positions; for bits, the
     mean over bits of (logit of the correct value − logit of the other), ``±logit``."""
@@ -68,7 +71,7 @@ def logit_diff(logits: Tensor, batch: Any) -> Tensor:
     return decoding.target_logit_diff(answer, target).mean()
 
 
-@register_metric("prob")
+@register_metric("prob", "mean probability of the correct answer at the answer positions")
 def prob(logits: Tensor, batch: Any) -> Tensor:
     """Mean probability of the correct answer over answer positions."""
     answer, target, decoding = _answer_logits(logits, batch)
@@ -86,4 +89,4 @@ def evaluate_metric(metric: Metric, logits: Tensor, batch: Any) -> Tensor:
     return value
 
 
-__all__ = ["Metric", "evaluate_metric", "get_metric", "logit_diff", "logprob", "metric_names", "prob", "register_metric"]
+__all__ = ["METRICS", "Metric", "evaluate_metric", "get_metric", "logit_diff", "logprob", "metric_names", "prob", "register_metric"]

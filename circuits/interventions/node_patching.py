@@ -18,6 +18,7 @@ from torch import Tensor
 from circuits.interventions.ablation import check_pair
 from circuits.graph.architecture import check_hook_names, run_model
 from circuits.interventions.metrics import Metric, evaluate_metric, get_metric
+from interp_rand.model.capture import capture_into
 
 # activation -> (hook name pattern, has a head axis)
 ACTIVATIONS = {
@@ -70,14 +71,7 @@ def patch_sweep(
     names = [pattern.format(layer) for layer in range(n_layers)]
     check_hook_names(model, names)
     cached: dict[str, Tensor] = {}
-
-    def save(name: str):
-        def hook(value: Tensor, hook: Any) -> None:
-            cached[name] = value.detach()
-
-        return hook
-
-    with model.hooks(fwd_hooks=[(n, save(n)) for n in names]):
+    with model.hooks(fwd_hooks=capture_into(cached, names)):
         run_model(model, clean)
     n_pos = cached[names[0]].shape[1]
     axes = [range(n_layers)]

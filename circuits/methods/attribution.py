@@ -17,36 +17,14 @@ from typing import Any
 
 import einops
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from circuits.graph.architecture import attention_input, input_mlp_input, mlp_input, run_model
+from circuits.graph.architecture import run_model
 from circuits.graph.model_graph import ModelGraph
 from circuits.interventions.metrics import Metric, evaluate_metric
-from circuits.graph.writers import capture_hooks, stack_writers
+from circuits.graph.writers import capture_hooks, reader_input, stack_writers
+from interp_rand.model.capture import capture_into
 from interp_rand.progress import bar
-
-_INPUT_HOOKS = ("hook_embed", "hook_seed_embed")
-
-
-def _reader_hook_names(graph: ModelGraph) -> list[str]:
-    names = ["input_mlp.hook_pre"] if graph.arch.has_input_mlp else []
-    for layer in range(graph.arch.n_layers):
-        names += [f"blocks.{layer}.attn.hook_{w}" for w in "qkv"]
-        if not graph.arch.attn_only:
-            names.append(f"blocks.{layer}.mlp.hook_pre")
-    names.append(f"blocks.{graph.arch.n_layers - 1}.hook_resid_post")
-    return names
-
-
-def _resid_hook_names(graph: ModelGraph) -> list[str]:
-    names = []
-    for layer in range(graph.arch.n_layers):
-        names.append(f"blocks.{layer}.hook_resid_pre")
-        if not graph.arch.attn_only:
-            names.append(f"blocks.{layer}.hook_resid_mid")
-    return names
-
 
 def reader_gradients(
     model: Any,
@@ -59,14 +37,16 @@ def reader_gradients(
     """One forward and one backward of ``batch``.
 
     Args:
-        inputs: optional replacement values for ``hook_embed``/``hook_seed_embed`` (EAP-IG).
+        inputs: optional replacement values for the input hooks (``hook_embed``,
+            ``hook_seed_embed``: :attr:`ModelGraph.input_hooks`; EAP-IG).
         metric_batch: the batch the metric reads (targets); default ``batch``. Discovery passes
             the clean batch: the metric always measures the clean answer.
 
     Returns:
         ``grads [batch, P, n_readers, d_model]`` (∂metric/∂ each reader's residual input, per
         example: the metric's mean is undone, so they sum to batch-mean scores), the metric, and
-        the captured writer hook values.
+        the captured writer hook values (with the reader sites' residual sources). The readers
+        axis is :attr:`ModelGraph.reader_sites` concatenated, so it is :attr:`ModelGraph.readers`.
     """
     acts: dict[str, Tensor] = {}
     grads: dict[str, Tensor] = {}
@@ -83,52 +63,30 @@ def reader_gradients(
 
         return hook
 
-    def save(name: str, sink: dict[str, Tensor]):
-        def hook(value: Tensor, hook: Any) -> None:
-            sink[name] = value.detach()
-
-        return hook
-
-    present = [n for n in _INPUT_HOOKS if n in model.hook_dict]
+    sites = graph.reader_sites
+    present = graph.input_hooks
     fwd = [(n, input_hook(n)) for n in present]
-    fwd += [(n, save(n, acts)) for n in _resid_hook_names(graph)]
+    fwd += capture_into(acts, list(dict.fromkeys(s.source for s in sites if s.source is not None)))
     fwd += [h for h in capture_hooks(graph, acts) if h[0] not in present]
-    bwd = [(n, save(n, grads)) for n in _reader_hook_names(graph)]
+    bwd = capture_into(grads, [s.hook for s in sites])
     with torch.enable_grad(), model.hooks(fwd_hooks=fwd, bwd_hooks=bwd):
         value = evaluate_metric(metric, run_model(model, batch), batch if metric_batch is None else metric_batch)
         torch.autograd.grad(value, leaves, allow_unused=True)
 
-    n_batch = acts["hook_embed"].shape[0]
+    n_batch = acts[present[0]].shape[0]
     parts: list[Tensor] = []
     with torch.enable_grad():
-        if graph.arch.has_input_mlp:
-            # its input: the sum of its sources, [batch, P, d_model] (zero at a seed token)
-            n_sources = len(graph.input_mlp_sources)
-            x = stack_writers(model, graph, acts, n_sources).sum(2).clone().requires_grad_(True)
-            out = input_mlp_input(model, x)
-            g = grads.get("input_mlp.hook_pre")
-            g = torch.zeros_like(out) if g is None else F.pad(g, (0, 0, graph.arch.seed_offset, 0))
-            parts.append(torch.autograd.grad(out, x, g)[0][:, :, None])
-        for layer in range(graph.arch.n_layers):
-            x = acts[f"blocks.{layer}.hook_resid_pre"]
-            for which in "qkv":
-                g = grads.get(f"blocks.{layer}.attn.hook_{which}")
-                if g is None:  # this input does not reach the metric
-                    g = torch.zeros(*x.shape[:2], graph.arch.n_heads, model.blocks[layer].attn.W_Q.shape[-1])
-                # one copy of the residual per head: [batch, P, head, d_model]
-                x_heads = einops.repeat(x, "b p d -> b p h d", h=graph.arch.n_heads).clone().requires_grad_(True)
-                out = attention_input(model, layer, which, x_heads)
-                parts.append(torch.autograd.grad(out, x_heads, g)[0])
-            if not graph.arch.attn_only:
-                x = acts[f"blocks.{layer}.hook_resid_mid"].clone().requires_grad_(True)
-                g = grads.get(f"blocks.{layer}.mlp.hook_pre")
-                out = mlp_input(model, layer, x)
-                g = torch.zeros_like(out) if g is None else g
-                parts.append(torch.autograd.grad(out, x, g)[0][:, :, None])
-    final = grads.get(f"blocks.{graph.arch.n_layers - 1}.hook_resid_post")
-    if final is None:
-        final = torch.zeros_like(acts[f"blocks.{graph.arch.n_layers - 1}.hook_resid_pre"])
-    parts.append(final[:, :, None])
+        for site in sites:
+            # one copy of the residual input per reader of the site: [batch, P, n_readers, d_model]
+            x = einops.repeat(reader_input(model, graph, site, acts), "b p d -> b p r d", r=len(site.readers))
+            x = x.clone().requires_grad_(True)
+            out = site.rebuild(model, x)
+            g = grads.get(site.hook)
+            if g is None:  # this input does not reach the metric
+                g = torch.zeros_like(out)
+            elif site.task_positions:
+                g = graph.from_task_positions(g)
+            parts.append(torch.autograd.grad(out, x, g)[0])
     return torch.cat(parts, dim=2) * n_batch, value.detach(), acts
 
 
@@ -182,7 +140,7 @@ def eap_ig_scores(
         alpha = k / steps
         inputs = {
             n: (base_acts[n] + alpha * (clean_acts[n] - base_acts[n])).expand_as(clean_acts[n])
-            for n in _INPUT_HOOKS
+            for n in graph.input_hooks
             if n in clean_acts
         }
         grads, _, _ = reader_gradients(model, graph, run_batch, metric, inputs, metric_batch=clean)

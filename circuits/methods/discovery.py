@@ -1,9 +1,11 @@
 """Circuit discovery: one signature, a registry, and :func:`discover`.
 
 A method is ``method(model, graph, data, metric, **options) -> scores [n_slots, n_writers,
-n_readers]``; register one with ``@register_method("name")``. Built in: ``exact`` (one exact
-path-patching run per edge: the slow reference), ``eap``, ``eap-ig`` (option ``steps``) and
-``acdc`` (option ``threshold``).
+n_readers]``; register one in :data:`DISCOVERY_METHODS` with
+``@register_method("name", description=..., options=(Option(...),))`` (the command line reads
+its choices and option flags from there). Built in: ``exact`` (one exact path-patching run per
+edge: the slow reference), ``eap``, ``eap-ig`` (option ``steps``) and ``acdc`` (option
+``threshold``).
 
     >>> scores = discover(model, pairs.clean, pairs.corrupted, metric="logprob", method="eap")
     >>> circuit = scores.circuit(top_k=20)
@@ -11,6 +13,7 @@ path-patching run per edge: the slow reference), ``eap``, ``eap-ig`` (option ``s
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +31,7 @@ from circuits.interventions.metrics import Metric, get_metric
 from circuits.graph.scores import EdgeScores
 from circuits.graph.writers import stack_writers, writer_values
 from interp_rand.progress import stage
+from interp_rand.registry import Entry, Option, Registry
 
 
 @dataclass(frozen=True)
@@ -48,22 +52,45 @@ class PatchData:
 
 
 DiscoveryMethod = Callable[..., Tensor]
-_METHODS: dict[str, DiscoveryMethod] = {}
 
 
-def register_method(name: str) -> Callable[[DiscoveryMethod], DiscoveryMethod]:
+def _defaults_from_signature(entry: Entry[DiscoveryMethod]) -> Entry[DiscoveryMethod]:
+    """A method's options take their defaults from its own keyword defaults (their one owner);
+    an option the method does not take as a keyword with a default is refused."""
+    params = inspect.signature(entry.value).parameters
+    options = []
+    for option in entry.options:
+        param = params.get(option.name)
+        if param is None or param.default is inspect.Parameter.empty:
+            raise ValueError(f"discovery method {entry.name!r}: option {option.name!r} is not a keyword "
+                             f"argument with a default of {getattr(entry.value, '__name__', entry.value)}")
+        if option.default is not None and option.default != param.default:
+            raise ValueError(f"discovery method {entry.name!r}: option {option.name!r} says default "
+                             f"{option.default!r}, the method {param.default!r}")
+        options.append(dataclasses.replace(option, default=param.default))
+    return dataclasses.replace(entry, options=tuple(options))
+
+
+DISCOVERY_METHODS: Registry[DiscoveryMethod] = Registry("discovery method", sort=True,
+                                                        check=_defaults_from_signature)
+
+
+def register_method(name: str, *, description: str = "",
+                    options: tuple[Option, ...] = ()) -> Callable[[DiscoveryMethod], DiscoveryMethod]:
+    """Decorator adding a method to :data:`DISCOVERY_METHODS`; ``options`` describe its keyword
+    options (their defaults are read from its signature), which the command line offers as flags."""
+
     def add(fn: DiscoveryMethod) -> DiscoveryMethod:
-        _METHODS[name] = fn
-        return fn
+        return DISCOVERY_METHODS.register(name, fn, description=description, options=options)
 
     return add
 
 
 def method_names() -> list[str]:
-    return sorted(_METHODS)
+    return DISCOVERY_METHODS.names()
 
 
-@register_method("exact")
+@register_method("exact", description="one exact path-patching run per edge (the slow reference)")
 def _exact(model: Any, graph: ModelGraph, data: PatchData, metric: Metric, progress: bool = False) -> Tensor:
     if data.source is not None:  # denoising: corrupted run, one edge given its clean value
         return exact_edge_scores(model, graph, data.source, writer_values(model, graph, data.clean), metric, data.clean,
@@ -72,18 +99,20 @@ def _exact(model: Any, graph: ModelGraph, data: PatchData, metric: Metric, progr
     return -exact_edge_scores(model, graph, data.clean, data.replacement, metric, progress=progress)
 
 
-@register_method("eap")
+@register_method("eap", description="edge attribution patching: a gradient estimate of every edge at once")
 def _eap(model: Any, graph: ModelGraph, data: PatchData, metric: Metric) -> Tensor:
     return eap_scores(model, graph, data.clean, data.source, metric, data.replacement)
 
 
-@register_method("eap-ig")
+@register_method("eap-ig", description="EAP with integrated gradients from the corrupted to the clean inputs",
+                 options=(Option("steps", "int", help="EAP-IG interpolation steps", minimum=1),))
 def _eap_ig(model: Any, graph: ModelGraph, data: PatchData, metric: Metric, steps: int = 5,
             progress: bool = False) -> Tensor:
     return eap_ig_scores(model, graph, data.clean, data.source, metric, steps, data.baseline_values, progress=progress)
 
 
-@register_method("acdc")
+@register_method("acdc", description="prune edges whose removal moves the metric by less than a threshold (ACDC)",
+                 options=(Option("threshold", "float", help="ACDC's search threshold", minimum=0),))
 def _acdc(model: Any, graph: ModelGraph, data: PatchData, metric: Metric, threshold: float = 0.01,
           progress: bool = False) -> Tensor:
     return acdc_scores(model, graph, data.clean, data.replacement, metric, threshold, progress=progress)
@@ -124,14 +153,12 @@ def discover(
         progress: report progress on stderr (:mod:`interp_rand.progress`); methods whose
             signature takes ``progress`` also report their loop.
     """
-    if method not in _METHODS:
-        raise ValueError(f"unknown discovery method {method!r}; registered: {method_names()}")
+    fn = DISCOVERY_METHODS.get(method)
     ablation = Ablation("resample") if ablation is None else ablation
     metric_fn = get_metric(metric)
     n_pos = (clean if isinstance(clean, Tensor) else clean.inputs).shape[1]
     graph = ModelGraph.of(model, n_pos, by_position)
     data = patch_data(model, graph, clean, corrupted, ablation, reference)
-    fn = _METHODS[method]
     loud = {"progress": True} if progress and "progress" in inspect.signature(fn).parameters else {}
     with stage(f"scoring {graph.n_edges} edges ({method}, {len(clean)} pairs)", enabled=progress):
         scores = fn(model, graph, data, metric_fn, **options, **loud)
@@ -145,4 +172,4 @@ def discover(
     return EdgeScores(graph, scores.detach().float(), settings)
 
 
-__all__ = ["DiscoveryMethod", "PatchData", "discover", "method_names", "patch_data", "register_method"]
+__all__ = ["DISCOVERY_METHODS", "DiscoveryMethod", "PatchData", "discover", "method_names", "patch_data", "register_method"]

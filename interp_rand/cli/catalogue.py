@@ -1,6 +1,8 @@
 """What the command line offers, without importing torch: the registered tasks with their
 options, the fields of the configs the CLI parses into, the registries' choices (objectives,
-discovery methods, metrics, ablations, model kinds) and the zoo's entries.
+discovery methods, metrics, ablations, model kinds, experiment scales), the discovery methods'
+descriptions and options (:class:`~interp_rand.registry.Option`, the flags of ``circuit`` and
+``compare``) and the zoo's entries.
 
 ``--help``, ``tasks``, ``zoo list`` and argument errors read them from ``catalogue.json``, so
 they answer in a fraction of a second instead of the 5-10 s torch and TransformerLens take to
@@ -21,9 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from interp_rand.registry import OPTION_TYPES, Option
+
 CATALOGUE_FILE = Path(__file__).with_name("catalogue.json")
-# The option types a config field may have, by name (``X | None`` adds ``none``).
-TYPES = {"int": int, "float": float, "str": str, "bool": bool}
+# The option types a config field (or a registry entry's option) may have, by name (``X | None``
+# adds ``none``).
+TYPES = OPTION_TYPES
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,10 @@ def option_specs(cls: type) -> list[OptionSpec]:
 def generate() -> dict[str, Any]:
     """The catalogue as the registries and configs say it now (imports torch and all)."""
     from circuits import ABLATION_KINDS, method_names, metric_names
+    from circuits.interventions.metrics import METRICS
+    from circuits.methods.discovery import DISCOVERY_METHODS
+    from interp_rand import reproduce
+    from interp_rand.gridworld import config as gridworld_config
     from interp_rand.model import config as model_config
     from interp_rand.model.config import ModelConfig
     from interp_rand.tasks import task_class, task_names
@@ -105,7 +114,15 @@ def generate() -> dict[str, Any]:
             "method": list(method_names()),
             "metric": list(metric_names()),
             "ablation": list(ABLATION_KINDS),
+            "reproduce_task": list(reproduce.EXPERIMENTS),
+            "reproduce_scale": list(dict.fromkeys(s for e in reproduce.EXPERIMENTS.values() for s in e.scales)),
+            "gridworld_scale": list(gridworld_config.SCALES),
+            "gridworld_variant": list(gridworld_config.VARIANTS),
         },
+        "methods": {entry.name: {"description": entry.description,
+                                 "options": [option.to_dict() for option in entry.options]}
+                    for entry in DISCOVERY_METHODS.entries()},
+        "metrics": {entry.name: {"description": entry.description} for entry in METRICS.entries()},
         "zoo": [{"name": name, "task": entry.task_name, "variant": entry.variant} for name, entry in ENTRIES.items()],
     }
 
@@ -143,6 +160,21 @@ def config_options(name: str) -> list[OptionSpec]:
 def choices(name: str) -> tuple:
     """A registry's names or a config field's allowed values, e.g. ``choices("method")``."""
     return tuple(load()["choices"][name])
+
+
+def method_description(name: str) -> str:
+    """What the discovery method ``name`` does (its registry description)."""
+    return load()["methods"][name]["description"]
+
+
+def method_options(name: str) -> list[Option]:
+    """The options of the discovery method ``name`` (as its registry entry describes them)."""
+    return [Option.from_dict(option) for option in load()["methods"][name]["options"]]
+
+
+def metric_description(name: str) -> str:
+    """What the metric ``name`` measures (its registry description)."""
+    return load()["metrics"][name]["description"]
 
 
 def zoo_entries() -> list[dict[str, Any]]:

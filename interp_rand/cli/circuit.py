@@ -12,9 +12,16 @@ from pathlib import Path
 
 from interp_rand import progress
 from interp_rand.cli import catalogue
-from interp_rand.cli.options import at_least, output_path, top_k_option
+from interp_rand.cli.options import (
+    add_method_options,
+    at_least,
+    described_choices,
+    method_options,
+    output_path,
+    top_k_option,
+)
 
-DEFAULT_SEED = 20_261_130
+from interp_rand.defaults import DEFAULT_SEED
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
@@ -25,8 +32,10 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "circuit JSON (+ GraphML, DOT), faithfulness.json and an offline HTML drawing.",
     )
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    parser.add_argument("--method", choices=catalogue.choices("method"), default="eap")
-    parser.add_argument("--metric", choices=catalogue.choices("metric"), default="logprob")
+    parser.add_argument("--method", choices=catalogue.choices("method"), default="eap",
+                        help=described_choices("method", "eap"))
+    parser.add_argument("--metric", choices=catalogue.choices("metric"), default="logprob",
+                        help=described_choices("metric", "logprob"))
     parser.add_argument("--ablation", choices=catalogue.choices("ablation"), default="resample",
                         help="what edges outside the circuit carry (default: resample = the "
                         "task's corrupted inputs)")
@@ -36,7 +45,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
     add_size_options(parser, default=None, default_text="auto; acdc: its own circuit")
     parser.add_argument("--threshold", type=float, default=None,
                         help="keep edges with |score| >= this (acdc: also its search threshold)")
-    parser.add_argument("--steps", type=at_least(1), default=5, help="EAP-IG interpolation steps (default: 5)")
+    # the methods' options from their registry (eap-ig: --steps); --threshold above is acdc's
+    add_method_options(parser, skip=("threshold",))
     parser.add_argument("--no-positions", action="store_true",
                         help="one edge per component pair over all positions (default: per position)")
     parser.add_argument("--resamples", type=at_least(0), default=5, help="bootstrap resamples for the spread (default: 5)")
@@ -69,9 +79,7 @@ def run(args: argparse.Namespace) -> int:
     batch = fixed_seeds_if_asked(task, task.sample(args.n, generator), ckpt.spec.train_config)
     pairs = make_pairs(args.pairs, model, task, batch, generator)
     ablation = Ablation(args.ablation, seed=args.seed)
-    options = {"steps": args.steps} if args.method == "eap-ig" else {}
-    if args.method == "acdc":
-        options = {"threshold": 0.01 if args.threshold is None else args.threshold}
+    options = method_options(args, args.method)
     start = time.perf_counter()
     if args.circuit is not None:
         circuit, scores = Circuit.load(args.circuit, model), None

@@ -22,9 +22,15 @@ from interp_rand.cli.circuit import (
     position_names,
     top_k_circuit,
 )
-from interp_rand.cli.options import at_least, output_path
+from interp_rand.cli.options import (
+    add_method_options,
+    at_least,
+    described_choices,
+    method_options,
+    output_path,
+)
 
-DEFAULT_SEED = 20_261_130
+from interp_rand.defaults import DEFAULT_SEED
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
@@ -39,14 +45,18 @@ def add_parser(commands) -> argparse.ArgumentParser:
     )
     parser.add_argument("run_a", type=Path, metavar="RUN_A")
     parser.add_argument("run_b", type=Path, metavar="RUN_B")
-    parser.add_argument("--method", choices=catalogue.choices("method"), default="eap-ig")
-    parser.add_argument("--metric", choices=catalogue.choices("metric"), default="logprob")
+    parser.add_argument("--method", choices=catalogue.choices("method"), default="eap-ig",
+                        help=described_choices("method", "eap-ig"))
+    parser.add_argument("--metric", choices=catalogue.choices("metric"), default="logprob",
+                        help=described_choices("metric", "logprob"))
     parser.add_argument("--ablation", choices=catalogue.choices("ablation"), default="resample")
     add_size_options(parser, default="auto", default_text="auto, per run")
     parser.add_argument("--n", type=at_least(2), default=128, help="clean/corrupted pairs per run (default: 128)")
     add_pairs_option(parser)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the data (same for both runs)")
-    parser.add_argument("--steps", type=at_least(1), default=5, help="EAP-IG interpolation steps (default: 5)")
+    # the methods' options from their registry (eap-ig: --steps); circuits are chosen by
+    # --top-k, so acdc runs at its default search threshold
+    add_method_options(parser, skip=("threshold",))
     parser.add_argument("--no-positions", action="store_true",
                         help="one edge per component pair over all positions (default: per position)")
     parser.add_argument("--controls", type=at_least(1), default=3,
@@ -113,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("the runs have different architectures (A vs B): " + "; ".join(mismatch))
     check_top_k(args.top_k, model_a, pairs_a, by_position=not args.no_positions)
     ablation = Ablation(args.ablation, seed=args.seed)
-    options = {"steps": args.steps} if args.method == "eap-ig" else {}
+    options = method_options(args, args.method)
     circuits = []
     runs = ((args.run_a, ckpt_a, model_a, pairs_a), (args.run_b, ckpt_b, model_b, pairs_b))
     for k, (run_dir, ckpt, model, pairs) in enumerate(runs, 1):

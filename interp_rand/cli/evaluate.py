@@ -10,7 +10,7 @@ from interp_rand import progress
 from interp_rand.cli import catalogue
 from interp_rand.cli.options import at_least, output_path
 
-DEFAULT_EVAL_SEED = 20_261_130
+from interp_rand.defaults import DEFAULT_SEED as DEFAULT_EVAL_SEED
 
 
 def add_parser(commands) -> argparse.ArgumentParser:

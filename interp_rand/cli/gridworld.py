@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from interp_rand import progress
+from interp_rand.cli import catalogue
 from interp_rand.cli.options import at_least, number_or, output_path
 
 
@@ -15,7 +16,7 @@ _FROM_SCALE = object()  # --tie-break-q not given (argparse would run a string d
 
 
 def _add_training_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scale", choices=["cpu", "paper"], default="cpu",
+    parser.add_argument("--scale", choices=catalogue.choices("gridworld_scale"), default="cpu",
                         help="cpu: the 5x5 grid with a small agent (width 16), population 20, 60 generations, minutes on one core; paper: the paper's settings, width 80, population 300 (README: The randomized-algorithms setting) (default: cpu)")
     parser.add_argument("--m", type=at_least(1), default=None, help="seeds per generation (default: the scale's)")
     parser.add_argument("--generations", type=at_least(1), default=None, help="PGPE generations (default: the scale's)")
@@ -49,7 +50,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="gridworld_command", required=True, metavar="{train,eval,compare}")
     train = sub.add_parser("train", help="train one agent")
-    train.add_argument("--variant", choices=["erm", "worst"], default="worst",
+    train.add_argument("--variant", choices=catalogue.choices("gridworld_variant"), default="worst",
                        help="worst: fitness = worst cell's seed-averaged return (q = inf); erm: mean over cells")
     _add_training_options(train)
     train.add_argument("--out", type=output_path, default=None, help="run directory (default: runs/gridworld-VARIANT)")

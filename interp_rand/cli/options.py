@@ -148,6 +148,89 @@ def at_least(minimum: int):
     return parse
 
 
+def _at_least_number(minimum: float):
+    """``type=`` of a float option that must be >= ``minimum``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number >= {minimum:g}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum:g}, got {value:g}")
+        return value
+
+    parse.__name__ = f"number >= {minimum:g}"
+    return parse
+
+
+def _option_type(option):
+    """The argparse ``type=`` of a registry :class:`~interp_rand.registry.Option`."""
+    from interp_rand.cli.catalogue import TYPES
+
+    if option.minimum is not None:
+        return at_least(int(option.minimum)) if option.type == "int" else _at_least_number(option.minimum)
+    return TYPES[option.type]
+
+
+def add_method_options(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> list[str]:
+    """One flag per option of the registered discovery methods (read from the catalogue, so from
+    :data:`~circuits.methods.discovery.DISCOVERY_METHODS`), help and default from the option;
+    ``skip``: options the command defines itself or does not offer. An option several methods
+    share with different defaults shows each (unset, each method takes its own). Returns the
+    option names added; :func:`method_options` reads them back for one method."""
+    from interp_rand.cli import catalogue
+
+    shared: dict[str, list] = {}
+    for method in catalogue.choices("method"):
+        for option in catalogue.method_options(method):
+            shared.setdefault(option.name, []).append((method, option))
+    added = []
+    for name, uses in shared.items():
+        if name in skip:
+            continue
+        option = uses[0][1]
+        if any(o.type != option.type for _, o in uses):
+            raise ValueError(f"discovery methods {[m for m, _ in uses]} give option {name!r} different types")
+        defaults = {method: o.default for method, o in uses}
+        if len(set(map(repr, defaults.values()))) == 1:
+            default, shown = option.default, option.default
+        else:
+            default, shown = None, ", ".join(f"{m} {d}" for m, d in defaults.items())
+        kwargs: dict[str, Any] = {"dest": name, "default": default, "help": f"{option.help} (default: {shown})"}
+        if option.type == "bool":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = _option_type(option)
+        parser.add_argument("--" + name.replace("_", "-"), **kwargs)
+        added.append(name)
+    return added
+
+
+def described_choices(kind: str, default: str) -> str:
+    """The help of a ``--method`` or ``--metric`` flag: each registered name with its registry
+    description (read from the catalogue), and the default."""
+    from interp_rand.cli import catalogue
+
+    describe = {"method": catalogue.method_description, "metric": catalogue.metric_description}[kind]
+    listed = "; ".join(f"{name}: {describe(name)}" for name in catalogue.choices(kind))
+    return f"{listed} (default: {default})".replace("%", "%%")
+
+
+def method_options(args: argparse.Namespace, method: str) -> dict[str, Any]:
+    """The options of discovery method ``method`` as parsed: each option whose flag the command
+    has (an unset one, ``None``, takes the method's default); options without a flag on this
+    command are left out, so the method's own default applies."""
+    from interp_rand.cli import catalogue
+
+    options = {}
+    for option in catalogue.method_options(method):
+        if hasattr(args, option.name):
+            value = getattr(args, option.name)
+            options[option.name] = option.default if value is None else value
+    return options
+
+
 def package_folders() -> dict[str, Path]:
     """``{package: folder}`` of the installed :data:`PACKAGES` (found without importing them)."""
     folders = {}

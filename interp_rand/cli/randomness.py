@@ -13,7 +13,7 @@ from typing import Any
 from interp_rand import progress
 from interp_rand.cli.options import at_least, output_path
 
-DEFAULT_SEED = 20_261_130
+from interp_rand.defaults import DEFAULT_SEED
 
 
 def add_parser(commands) -> argparse.ArgumentParser:

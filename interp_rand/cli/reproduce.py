@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from interp_rand.cli import catalogue
 from interp_rand.cli.options import output_path
 
 
@@ -15,8 +16,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "recall (sweeping N) or colouring (sweeping q), evaluate each over many seeds, and write a "
         "table and a figure with the paper's values beside ours.",
     )
-    parser.add_argument("task", choices=["recall", "coloring"])
-    parser.add_argument("--scale", choices=["cpu", "paper"], default="cpu",
+    parser.add_argument("task", choices=catalogue.choices("reproduce_task"))
+    parser.add_argument("--scale", choices=catalogue.choices("reproduce_scale"), default="cpu",
                         help="cpu: minutes on 2 cores; paper: the paper's settings, for a GPU (default: cpu)")
     parser.add_argument("--out", type=output_path, default=None, help="output folder (default: reproduction/TASK-SCALE)")
     parser.add_argument("--train-seeds", "--seeds", dest="seeds", type=int, nargs="+", default=[0], metavar="SEED",

@@ -71,6 +71,14 @@ def sample_seeds(grid: GridConfig, m: int, generator: torch.Generator) -> Tensor
     return torch.randn(m, grid.d_obs, generator=generator)
 
 
+def cell_seed_grid(cells: Tensor, seeds: Tensor) -> tuple[Tensor, Tensor]:
+    """Every (treasure cell, seed) pair, cell-major (run ``c * m + j``: cell ``c``, seed ``j``):
+    ``treasure [C * m, 2]`` and ``seeds [C * m, d_seed]``. The one grid of runs behind
+    population fitness and agent evaluation."""
+    n_cells, m = cells.shape[0], seeds.shape[0]
+    return cells.repeat_interleave(m, dim=0), seeds.repeat(n_cells, 1)
+
+
 @dataclass(frozen=True)
 class Rollout:
     """``n`` finished runs.
@@ -187,5 +195,6 @@ def play(model: HookedTransformer, grid: GridConfig, treasure: Tensor, seeds: Te
     return rollout(lambda s: StackedAgents(model.cfg, params, s), grid, treasure, seeds)
 
 
-__all__ = ["Policy", "PolicyFactory", "RecomputePolicy", "Rollout", "agent_model_config", "check_fits", "model_logits_fn", "play", "replay",
+__all__ = ["Policy", "PolicyFactory", "RecomputePolicy", "Rollout", "agent_model_config", "cell_seed_grid", "check_fits",
+           "model_logits_fn", "play", "replay",
            "rollout", "sample_seeds"]

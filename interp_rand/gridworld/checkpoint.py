@@ -6,13 +6,9 @@ is ``gridworld``. Loading a checkpoint of any other task raises :class:`Checkpoi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from safetensors import SafetensorError
-from safetensors.torch import load_file
 
 from interp_rand.gridworld.agent import agent_model_config, check_fits
 from interp_rand.gridworld.config import GridworldScale
@@ -20,15 +16,13 @@ from interp_rand.gridworld.pgpe import TrainedAgent
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.training.checkpoint import (
-    FORMAT,
     META_FILE,
     MODEL_FILE,
-    VERSION,
     CheckpointError,
-    latest_checkpoint,
+    load_model,
+    read_meta,
     save_checkpoint,
 )
-from interp_rand.zoo.location import resolve_run
 
 TASK_NAME = "gridworld"
 
@@ -49,10 +43,19 @@ class AgentRunSpec:
 
 @dataclass(frozen=True)
 class AgentCheckpoint:
+    """A grid-world agent's checkpoint, read like a training
+    :class:`~interp_rand.training.checkpoint.Checkpoint`: its metadata now, its weights when
+    :meth:`model` is called (so ``zoo.load(name).model()`` is the model for every zoo entry)."""
+
     path: Path
+    step: int
     scale: GridworldScale
-    model: HookedTransformer
+    model_config: ModelConfig
     metrics: dict[str, Any]
+
+    def model(self) -> HookedTransformer:
+        """The agent with this checkpoint's weights, in eval mode."""
+        return load_model(self.path, self.model_config)
 
 
 def save_agent(run_dir: Path, scale: GridworldScale, trained: TrainedAgent) -> Path:
@@ -65,26 +68,17 @@ def save_agent(run_dir: Path, scale: GridworldScale, trained: TrainedAgent) -> P
 
 
 def load_agent(path: str | Path) -> AgentCheckpoint:
-    """An agent checkpoint folder, or the newest checkpoint of a run directory.
+    """An agent checkpoint folder, or the newest checkpoint of a run directory; the weights
+    are read by :meth:`AgentCheckpoint.model`.
 
-    Raises :class:`CheckpointError` naming the file and the problem (missing, truncated, not
-    an interp-rand checkpoint, or a checkpoint of another task); ``"zoo:NAME"`` names a
-    packaged agent."""
-    path = resolve_run(path)
-    if not path.exists():
-        raise CheckpointError(f"{path} does not exist")
-    if not (path / META_FILE).exists():
-        latest = latest_checkpoint(path)
-        if latest is None:
-            raise CheckpointError(f"{path} is neither an agent checkpoint folder nor a run directory with checkpoints")
-        path = latest
-    try:
-        meta = json.loads((path / META_FILE).read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{path / META_FILE} is not valid JSON (truncated?): {err}") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
-        raise CheckpointError(f"{path / META_FILE} is not an interp-rand checkpoint of version {VERSION}")
-    task = (meta.get("task") or {}).get("name")
+    The folder and its metadata are read by the core's reader
+    (:func:`~interp_rand.training.checkpoint.read_meta`), the weights by its
+    :func:`~interp_rand.training.checkpoint.load_model`. Raises :class:`CheckpointError` naming
+    the file and the problem (missing, truncated, not an interp-rand checkpoint, or a
+    checkpoint of another task); ``"zoo:NAME"`` names a packaged agent."""
+    path, meta = read_meta(path)
+    task_meta = meta.get("task")
+    task = task_meta.get("name") if isinstance(task_meta, dict) else None
     if task != TASK_NAME:
         raise CheckpointError(
             f"{path} is a checkpoint for task {task!r}, not a grid-world agent (task {TASK_NAME!r}); "
@@ -96,18 +90,12 @@ def load_agent(path: str | Path) -> AgentCheckpoint:
         check_fits(scale.grid, model_config)
         if model_config != agent_model_config(scale.grid, scale.agent):
             raise ValueError("its model config does not match its agent config")
+        step = int(meta["step"])
     except (KeyError, TypeError, ValueError) as err:
         raise CheckpointError(f"{path / META_FILE} has an invalid grid-world config: {err}") from None
-    try:
-        state = load_file(path / MODEL_FILE)
-    except (FileNotFoundError, SafetensorError, OSError) as err:
-        raise CheckpointError(f"{path / MODEL_FILE} is missing or not readable: {err}") from None
-    model = HookedTransformer(model_config)
-    try:
-        model.load_state_dict(state)
-    except RuntimeError as err:
-        raise CheckpointError(f"{path / MODEL_FILE} does not fit its model config: {err}") from None
-    return AgentCheckpoint(path=path, scale=scale, model=model.eval(), metrics=meta.get("metrics", {}))
+    if not (path / MODEL_FILE).exists():
+        raise CheckpointError(f"{path / MODEL_FILE} is missing")
+    return AgentCheckpoint(path=path, step=step, scale=scale, model_config=model_config, metrics=meta.get("metrics", {}))
 
 
 __all__ = ["AgentCheckpoint", "load_agent", "save_agent"]

@@ -16,18 +16,10 @@ import torch
 from torch import Tensor
 
 from interp_rand.gridworld import environment as env
-from interp_rand.gridworld.agent import play, sample_seeds
+from interp_rand.gridworld.agent import cell_seed_grid, play, sample_seeds
 from interp_rand.gridworld.config import GridConfig
 from interp_rand.model.transformer import HookedTransformer
-
-WORST_FRACTION = 0.05
-
-
-def lower_quantile(values: Tensor, fraction: float = WORST_FRACTION) -> float:
-    """The ``floor(fraction * (n - 1))``-th smallest value (``interpolation="lower"``), the
-    convention of ``seeded_evaluation.metrics.worst_case_success``."""
-    flat = values.flatten().sort().values
-    return flat[int(fraction * (flat.numel() - 1))].item()
+from interp_rand.seeded_evaluation.metrics import lower_quantile
 
 
 @dataclass(frozen=True)
@@ -95,7 +87,7 @@ def evaluate_agent(model: HookedTransformer, grid: GridConfig, n_seeds: int, see
     cells = env.treasure_cells(grid).to(device)
     seeds = sample_seeds(grid, n_seeds, torch.Generator().manual_seed(seed)).to(device)
     n_cells = cells.shape[0]
-    run = play(model, grid, cells.repeat_interleave(n_seeds, 0), seeds.repeat(n_cells, 1))
+    run = play(model, grid, *cell_seed_grid(cells, seeds))
     # [C * S, T] -> first episode-1 step that stood on the treasure (1-based)
     on_treasure = (run.moved_to == run.treasure[:, None]).all(-1) & (run.episode == 0)
     steps = torch.arange(1, grid.total_steps + 1, device=device).expand_as(on_treasure)

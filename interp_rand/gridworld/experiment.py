@@ -44,7 +44,7 @@ def evaluate_run(path: str | Path, n_seeds: int | None = None, seed: int = EVAL_
     ``folder`` is where it was written."""
     ckpt = load_agent(path)
     n = n_seeds or ckpt.scale.pgpe.eval_seeds
-    summary = evaluate_agent(ckpt.model, ckpt.scale.grid, n, seed=seed).summary()
+    summary = evaluate_agent(ckpt.model(), ckpt.scale.grid, n, seed=seed).summary()
     folder = output_folder(path, ckpt.path.parent.parent, out)
     summary = {"scale": ckpt.scale.to_dict(), "checkpoint": str(ckpt.path), "folder": str(folder), "eval_seed": seed,
                **summary}

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 from torch.func import functional_call, vmap
 
-from interp_rand.gridworld.agent import LogitsFn, RecomputePolicy, rollout
+from interp_rand.gridworld.agent import LogitsFn, RecomputePolicy, cell_seed_grid, rollout
 from interp_rand.gridworld.config import VARIANTS, GridConfig
 from interp_rand.gridworld.stacked import StackedAgents
 from interp_rand.model.transformer import HookedTransformer
@@ -71,12 +71,6 @@ def _member_logits_fn(model: HookedTransformer, params: dict[str, Tensor]) -> Lo
     return lambda inputs, seeds: functional_call(model, params, (inputs,), {"seeds": seeds})
 
 
-def _runs(cells: Tensor, seeds: Tensor) -> tuple[Tensor, Tensor]:
-    """Every (cell, seed) pair, cell-major: ``treasure [C * m, 2]``, ``seeds [C * m, d_seed]``."""
-    n_cells, m = cells.shape[0], seeds.shape[0]
-    return cells.repeat_interleave(m, dim=0), seeds.repeat(n_cells, 1)
-
-
 @torch.no_grad()
 def population_returns(
     model: HookedTransformer,
@@ -105,7 +99,7 @@ def population_returns(
     """
     if flat_params.dim() != 2:
         raise ValueError(f"flat_params must be [population, n_params]; got {tuple(flat_params.shape)}")
-    treasure, run_seeds = _runs(cells.to(flat_params.device), seeds.to(flat_params.device))
+    treasure, run_seeds = cell_seed_grid(cells.to(flat_params.device), seeds.to(flat_params.device))
     per_member = treasure.shape[0]
     chunk = max(1, max_runs // per_member)
     out = []
@@ -129,7 +123,7 @@ def population_returns_loop(
 ) -> Tensor:
     """As :func:`population_returns`, one member at a time through the hooked model itself
     (``functional_call``, each step re-reading the prefix): the reference."""
-    treasure, run_seeds = _runs(cells, seeds)
+    treasure, run_seeds = cell_seed_grid(cells, seeds)
     out = []
     for flat in flat_params:
         make = partial(RecomputePolicy, _member_logits_fn(model, layout.unflatten(flat)))

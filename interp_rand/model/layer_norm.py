@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
@@ -21,9 +23,27 @@ class LayerNorm(nn.Module):
         self.hook_normalized = HookPoint()  # [batch, pos, d_model]
 
     def forward(self, x: Tensor) -> Tensor:
-        x = x - x.mean(-1, keepdim=True)
-        scale = self.hook_scale((x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
-        return self.hook_normalized(x / scale * self.w + self.b)
+        return layer_norm(x, self.w, self.b, self.eps, self.hook_scale, self.hook_normalized)
+
+
+def _unhooked(x: Tensor) -> Tensor:
+    return x
+
+
+def layer_norm(
+    x: Tensor,
+    w: Tensor,
+    b: Tensor,
+    eps: float,
+    hook_scale: Callable[[Tensor], Tensor] = _unhooked,
+    hook_normalized: Callable[[Tensor], Tensor] = _unhooked,
+) -> Tensor:
+    """``(x - mean) / sqrt(var + eps) * w + b`` over the last axis: the one LayerNorm, of
+    :class:`LayerNorm` (with its hook points) and of the grid world's stacked decoder (weights
+    with a member axis, broadcast against ``x``), so both compute it alike."""
+    x = x - x.mean(-1, keepdim=True)
+    scale = hook_scale((x.pow(2).mean(-1, keepdim=True) + eps).sqrt())
+    return hook_normalized(x / scale * w + b)
 
 
 def make_norm(cfg: ModelConfig) -> nn.Module:

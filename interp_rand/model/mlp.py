@@ -8,7 +8,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
-_ACTIVATIONS = {
+# The activation of an ``act_fn`` name (the MLPs here and the grid world's stacked decoder).
+ACTIVATIONS = {
     "gelu": F.gelu,
     "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
     "relu": F.relu,
@@ -30,7 +31,7 @@ class MLP(nn.Module):
         self.b_in = nn.Parameter(torch.zeros(d_mlp))
         self.W_out = nn.Parameter(torch.empty(d_mlp, d_model))
         self.b_out = nn.Parameter(torch.zeros(d_model))
-        self.act = _ACTIVATIONS[act_fn]
+        self.act = ACTIVATIONS[act_fn]
         self.hook_pre = HookPoint()
         self.hook_post = HookPoint()
 

@@ -36,9 +36,15 @@ def average_success(run: SeedRun) -> float:
     return per_input_success(run).mean().item()
 
 
-def _lower_quantile(values: Tensor, fraction: float) -> float:
+# The paper's "worst 5% of inputs": the one owner of the fraction behind every ``worst_5pct``.
+WORST_FRACTION = 0.05
+
+
+def lower_quantile(values: Tensor, fraction: float = WORST_FRACTION) -> float:
     """``torch.quantile(values, fraction, interpolation="lower")`` without its size limit:
-    the ``floor(fraction * (n - 1))``-th smallest value."""
+    the ``floor(fraction * (n - 1))``-th smallest value (0-based) of all of ``values``. The
+    one worst-5% quantile of the toolkit: seeded success here, grid-world returns
+    (``interp_rand.gridworld.evaluation``) alike."""
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"fraction={fraction} must lie in [0, 1]")
     if values.numel() == 0:
@@ -47,12 +53,12 @@ def _lower_quantile(values: Tensor, fraction: float) -> float:
     return flat[math.floor(fraction * (flat.numel() - 1))].item()
 
 
-def worst_case_success(run: SeedRun, fraction: float = 0.05) -> float:
+def worst_case_success(run: SeedRun, fraction: float = WORST_FRACTION) -> float:
     """PAPER's **worst-case** success, "success at the worst 5% of inputs (95th percentile of
     loss)": the ``fraction``-quantile of per-input success with ``interpolation="lower"``, i.e.
     the ``floor(fraction * (n - 1))``-th smallest per-input success (0-based). It is a value
     some input actually attains, and at least ``fraction`` of the inputs do no better."""
-    return _lower_quantile(per_input_success(run), fraction)
+    return lower_quantile(per_input_success(run), fraction)
 
 
 def sampled_success(
@@ -129,7 +135,7 @@ def summarize(
     *,
     majority_ks: Sequence[int] = (5, 30),
     generator: torch.Generator | None = None,
-    fraction: float = 0.05,
+    fraction: float = WORST_FRACTION,
     bins: int = 10,
     correct_fn: Callable[[Tensor], Tensor] | None = None,
     n_samples: int | None = None,
@@ -166,7 +172,7 @@ def summarize(
     success = per_input_success(run)
 
     def avg_worst(values: Tensor) -> dict[str, float]:
-        return {"average": values.mean().item(), "worst": _lower_quantile(values, fraction)}
+        return {"average": values.mean().item(), "worst": lower_quantile(values, fraction)}
 
     can_sample = run.probs is not None and (
         correct_fn is not None or run.judge is not None or run.target_outputs is not None
@@ -179,7 +185,7 @@ def summarize(
         "n_seeds": run.n_seeds,
         "loss_kind": run.loss_kind,
         "average": success.mean().item(),
-        "worst_5pct": _lower_quantile(success, fraction),
+        "worst_5pct": lower_quantile(success, fraction),
         "worst_fraction": fraction,
     }
     judged = run if run.judge is not None or correct_fn is None else dataclasses.replace(run, judge=correct_fn)

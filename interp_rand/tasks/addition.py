@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor
 
-from interp_rand.tasks.base import Batch, PairBatch, model_config_from, register_task
+from interp_rand.tasks.base import CARRIES, Batch, PairBatch, model_config_from, register_task
 
 if TYPE_CHECKING:
     from interp_rand.model.config import ModelConfig
@@ -63,8 +63,7 @@ INT64_MAX_DIGITS = 18
 _GENERATING_PAIRS = torch.tensor([(a, b) for a in range(10) for b in range(10) if a + b >= 10])
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+from interp_rand.validation import is_int as _is_int
 
 
 def carries(a_digits: Tensor, b_digits: Tensor) -> tuple[Tensor, Tensor]:
@@ -130,6 +129,7 @@ class AdditionTask:
     name: ClassVar[str] = "addition"
     description: ClassVar[str] = "add two multi-digit numbers (carry cascades enriched)"
     loss_kind: ClassVar[str] = "ce"
+    capabilities: ClassVar[frozenset[str]] = frozenset({CARRIES})
 
     n_digits: int = 5
     cascade_fraction: float = 0.5

@@ -2,7 +2,9 @@
 
 A task is a frozen config dataclass plus methods that turn a ``torch.Generator`` into
 batches. Everything position-dependent (where the answers are, which metadata belongs to
-which answer) lives in the :class:`Batch`, so trainers and analyses never special-case a task.
+which answer) lives in the :class:`Batch`, and everything else a task-specific analysis needs
+(position names, token labels, capabilities, its experiment's scales and the paper's values)
+on the task, so trainers and analyses never special-case a task by name.
 
 Layout convention for sequence tasks: the model reads ``inputs[:, p]`` and is asked for
 ``targets[:, p]`` (the next token) wherever ``loss_mask[:, p]`` is true. Answer positions are
@@ -17,6 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
+
+from interp_rand.registry import Registry
 
 if TYPE_CHECKING:
     from interp_rand.model.config import ModelConfig
@@ -121,6 +125,12 @@ class Task(Protocol):
         description: one line for ``--help`` and ``interp-rand tasks``.
         loss_kind: ``"ce"`` (cross-entropy over ``d_vocab_out`` classes) or ``"bce"`` (one
             binary logit per output unit); the default objective reads it.
+        capabilities: optional, what the task offers beyond this protocol for the analyses that
+            fit only some tasks (see :data:`CAPABILITIES`, :func:`has_capability`).
+        experiment: optional (randomized tasks), the task's paper experiment: its scales,
+            sweep, evaluation size and the paper's values
+            (:class:`~interp_rand.tasks.randomized.Experiment`, read by
+            :mod:`interp_rand.reproduce` and the zoo).
     """
 
     name: ClassVar[str]
@@ -157,6 +167,57 @@ class Task(Protocol):
         ...
 
 
+# ----------------------------------------------------------------------------- capabilities
+# What a task offers beyond the protocol, for the analyses that fit only some tasks (the carry
+# and sort case studies, the stored-set map, symmetry breaking). A task lists its capabilities
+# in a ``capabilities: ClassVar[frozenset[str]]`` class attribute; an analysis asks
+# :func:`has_capability` (or :func:`require_capability`) for the one it needs instead of testing
+# the task's name, so a new task with the same structure gets the analysis by declaring it.
+
+CARRIES = "carries"
+"""Multi-digit addition with carries (:class:`~interp_rand.tasks.addition.AdditionTask`):
+``n_digits``, metadata ``carry_in``/``carry_out``/``cascade_len`` per answer digit,
+``sample_with_cascade(n, generator, min_len)`` and ``exhaustive()``; the carry case study."""
+
+SORTED_OUTPUT = "sorted_output"
+"""The answer is the input list in ascending order (:class:`~interp_rand.tasks.sort.SortTask`):
+``length``, ``vocab``, metadata ``rank``/``is_duplicate``/``answer_is_duplicate``/``n_distinct``;
+the sort case study."""
+
+KEY_VALUE_RECALL = "key_value_recall"
+"""Key/value pairs then a query (:class:`~interp_rand.tasks.recall.RecallTask`): ``n_pairs``,
+``build(key_order, values, query_index, seeds)``, metadata ``key_order``/``values``/
+``query_index``/``query_key``, and seeds that ``all_seeds()`` enumerates; the stored-set map."""
+
+CYCLE_NEIGHBOURS = "cycle_neighbours"
+"""Each position is a vertex of a cycle that sees only its two neighbours, with a noise value
+of its own as seed (:class:`~interp_rand.tasks.coloring.ColoringTask`): metadata ``order``/
+``ring_position``, seeds ``[batch, N, 1]``; the symmetry-breaking analyses."""
+
+CAPABILITIES = (CARRIES, SORTED_OUTPUT, KEY_VALUE_RECALL, CYCLE_NEIGHBOURS)
+
+
+def has_capability(task: Any, capability: str) -> bool:
+    """Does ``task`` (a task or a task class) declare ``capability`` (one of
+    :data:`CAPABILITIES`) in its ``capabilities``? Unknown capability names raise ``ValueError``."""
+    if capability not in CAPABILITIES:
+        raise ValueError(f"unknown task capability {capability!r}; known: {', '.join(CAPABILITIES)}")
+    return capability in getattr(task, "capabilities", frozenset())
+
+
+def require_capability(task: Any, capability: str, analysis: str) -> None:
+    """Raise ``ValueError`` unless ``task`` has ``capability``: ``"{analysis} needs a task with
+    {capability} (registered: recall); got 'sort'"``."""
+    if not has_capability(task, capability):
+        raise ValueError(f"{analysis} needs a task with {capability} (registered: "
+                         f"{', '.join(tasks_with(capability)) or 'none'}); got {getattr(task, 'name', task)!r}")
+
+
+def tasks_with(capability: str) -> list[str]:
+    """The registered task names whose task declares ``capability``, sorted."""
+    return [name for name in task_names() if has_capability(TASKS.get(name), capability)]
+
+
 def model_config_from(defaults: dict[str, Any], overrides: dict[str, Any]) -> "ModelConfig":
     """A task's default model with the user's ``overrides`` applied, built once so derived
     fields (``d_head``, ``d_mlp``) follow an overridden ``d_model``; unknown fields are named."""
@@ -170,30 +231,23 @@ def model_config_from(defaults: dict[str, Any], overrides: dict[str, Any]) -> "M
     return ModelConfig(**{**defaults, **overrides})
 
 
-_REGISTRY: dict[str, type] = {}
+TASKS: Registry[type] = Registry("task", sort=True)
 
 
 def register_task(cls: type) -> type:
-    """Class decorator: add a task class to the registry under ``cls.name``."""
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise ValueError(f"task name {cls.name!r} is already registered by {_REGISTRY[cls.name]}")
-    _REGISTRY[cls.name] = cls
-    return cls
+    """Class decorator: add a task class to :data:`TASKS` under ``cls.name`` (a second class
+    under a taken name is refused)."""
+    return TASKS.register(cls.name, cls, description=getattr(cls, "description", ""))
 
 
 def task_names() -> list[str]:
     """Registered task names, sorted."""
-    return sorted(_REGISTRY)
+    return TASKS.names()
 
 
 def task_class(name: str) -> type:
     """The task class registered under ``name``; unknown names list what exists."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown task {name!r}; registered tasks: {', '.join(task_names()) or '(none)'}"
-        ) from None
+    return TASKS.get(name)
 
 
 def make_task(name: str, **config: Any) -> Task:

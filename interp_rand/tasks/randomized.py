@@ -14,13 +14,14 @@ position (``seeds: [batch, n_pos, d_seed]``).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
 
-from interp_rand.tasks.base import Batch, Task
+from interp_rand.tasks.base import Batch, Task, task_class, task_names
 
 if TYPE_CHECKING:
     from interp_rand.training.config import TrainConfig
@@ -118,6 +119,49 @@ class ExperimentScale:
         return TrainConfig(**{**kwargs, **overrides})
 
 
+@dataclass(frozen=True)
+class Experiment:
+    """A randomized task's paper experiment, as ``interp-rand reproduce TASK`` runs it and the
+    zoo's randomized models follow it: one entry per task, held by the task class as its
+    ``experiment`` class attribute (``RecallTask.experiment``), so that adding a task's
+    experiment is this one entry (:func:`experiments` collects them).
+
+    Attributes:
+        sweep_key: the table's and figure's x column (``"N"``, ``"q"``).
+        settings: the task configs trained at a scale (recall: one per ``N`` of
+            ``scale.n_pairs``; colouring: the one cycle size).
+        sweep_value: a run's x value from its task config and training config.
+        scales: the named scales (``"cpu"``, ``"paper"``) of the experiment.
+        eval_inputs: fresh inputs of each run's seeded evaluation (``reproduce``'s runs and
+            the zoo's model cards).
+        paper_points: the paper's values (values marked ≈ there were read off its plots), each
+            ``{"variant", sweep_key: x, "metric", "value"}``, with ``"bound": "≤"`` where the
+            paper gives an upper bound, not a value; ``metric`` is a column of the table.
+        paper_note: the line under the table saying what the paper reports besides.
+        extra_q: exponents below the scale's ``q`` at which ``A^q_R`` also trains (colouring's
+            sweep over q; its q = 1 point is ``A^E_R``).
+    """
+
+    sweep_key: str
+    settings: Callable[[ExperimentScale], list[dict[str, Any]]]
+    sweep_value: Callable[[dict[str, Any], "TrainConfig"], float]
+    scales: Mapping[str, ExperimentScale]
+    eval_inputs: int
+    paper_points: tuple[dict[str, Any], ...]
+    paper_note: str
+    extra_q: tuple[float, ...] = ()
+
+
+def experiments() -> dict[str, Experiment]:
+    """``{task name: its Experiment}`` for every registered task that has one, by name."""
+    out = {}
+    for name in task_names():
+        experiment = getattr(task_class(name), "experiment", None)
+        if experiment is not None:
+            out[name] = experiment
+    return out
+
+
 def first_seed(task: RandomizedTask) -> Tensor:
     """``[*seed_shape]`` the fixed seed ``r0``: the first draw of a generator seeded with
     :data:`FIXED_SEED_GENERATOR_SEED` (CPU, so it is the same on every machine)."""
@@ -141,4 +185,4 @@ def replace_seeds(batch: Batch, seeds: Tensor, seed_shape: tuple[int, ...]) -> B
     return dataclasses.replace(batch, seeds=seeds.to(device=batch.inputs.device, dtype=dtype))
 
 
-__all__ = ["ExperimentScale", "FIXED_SEED_GENERATOR_SEED", "RandomizedTask", "first_seed", "replace_seeds"]
+__all__ = ["Experiment", "ExperimentScale", "experiments", "FIXED_SEED_GENERATOR_SEED", "RandomizedTask", "first_seed", "replace_seeds"]

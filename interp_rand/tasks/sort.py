@@ -19,14 +19,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor
 
-from interp_rand.tasks.base import Batch, PairBatch, model_config_from, register_task
+from interp_rand.tasks.base import SORTED_OUTPUT, Batch, PairBatch, model_config_from, register_task
 
 if TYPE_CHECKING:
     from interp_rand.model.config import ModelConfig
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+from interp_rand.validation import is_int as _is_int
 
 
 @register_task
@@ -42,6 +41,7 @@ class SortTask:
     name: ClassVar[str] = "sort"
     description: ClassVar[str] = "write a list of tokens back in ascending order (duplicates kept)"
     loss_kind: ClassVar[str] = "ce"
+    capabilities: ClassVar[frozenset[str]] = frozenset({SORTED_OUTPUT})
 
     length: int = 10
     vocab: int = 64

@@ -90,19 +90,7 @@ class Checkpoint:
 
     def model(self) -> HookedTransformer:
         """The model with this checkpoint's weights, in eval mode."""
-        model = HookedTransformer(self.spec.model_config)
-        state = _load_tensors(self.path / MODEL_FILE)
-        expected = model.state_dict()
-        missing = sorted(set(expected) - set(state))
-        unexpected = sorted(set(state) - set(expected))
-        wrong = sorted(k for k in set(state) & set(expected) if state[k].shape != expected[k].shape)
-        if missing or unexpected or wrong:
-            raise CheckpointError(
-                f"{self.path / MODEL_FILE} does not fit its own model config: missing {missing}, "
-                f"unexpected {unexpected}, wrong shapes {wrong}"
-            )
-        model.load_state_dict(state)
-        return model.eval()
+        return load_model(self.path, self.spec.model_config)
 
     def trainer_state(self) -> dict[str, torch.Tensor]:
         """AdamW moments and the data generator's state; :class:`CheckpointError` for a
@@ -203,7 +191,38 @@ def load_checkpoint(path: str | Path, task: str | None = None) -> Checkpoint:
     ``"zoo:NAME"`` names a model of the packaged zoo; ``task`` (a task name) refuses a run of
     any other task. Raises :class:`CheckpointError` naming the file and what is wrong.
     """
-    given, path = path, resolve_run(path)
+    given = path
+    path, meta = read_meta(path)
+    meta_path = path / META_FILE
+    task_meta = meta.get("task")
+    task_name = task_meta.get("name") if isinstance(task_meta, dict) else None
+    if task_name not in task_names():
+        # a run of another trainer says so in its training config: the grid world's PGPE agents
+        # (``AgentRunSpec``) record ``train: {"agent", "pgpe"}``
+        agent = isinstance(meta.get("train"), dict) and "pgpe" in meta["train"]
+        raise CheckpointError(
+            f"{meta_path} holds a {task_name!r} run, not one of the trainer's tasks ({', '.join(task_names())})"
+            + ("; read grid-world agents with `interp-rand gridworld eval`" if agent else "")
+        )
+    try:
+        spec = RunSpec.from_dict(meta)
+        step = int(meta["step"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{meta_path} has an invalid config: {err}") from None
+    if not (path / MODEL_FILE).exists():
+        raise CheckpointError(f"{path / MODEL_FILE} is missing")
+    if task is not None and spec.task_name != task:
+        raise CheckpointError(f"{given} is a model of the {spec.task_name!r} task, not {task!r}")
+    return Checkpoint(path=path, step=step, spec=spec, metrics=meta.get("metrics", {}))
+
+
+def read_meta(path: str | Path) -> tuple[Path, dict[str, Any]]:
+    """The checkpoint folder ``path`` names (itself, the newest checkpoint of a run directory,
+    or a zoo model for ``"zoo:NAME"``) and its ``checkpoint.json``, checked to be this build's
+    format and version. The one reader of checkpoint metadata: :func:`load_checkpoint` and the
+    grid world's ``load_agent`` add what their task needs. Raises :class:`CheckpointError`
+    naming the file and what is wrong."""
+    path = resolve_run(path)
     if not path.exists():
         raise CheckpointError(f"{path} does not exist")
     if not (path / META_FILE).exists():
@@ -226,23 +245,25 @@ def load_checkpoint(path: str | Path, task: str | None = None) -> Checkpoint:
         )
     if meta.get("version") != VERSION:
         raise CheckpointError(f"{meta_path} has version {meta.get('version')!r}; this build reads {VERSION}")
-    task_meta = meta.get("task")
-    task_name = task_meta.get("name") if isinstance(task_meta, dict) else None
-    if task_name not in task_names():
+    return path, meta
+
+
+def load_model(folder: Path, model_config: ModelConfig) -> HookedTransformer:
+    """A model of ``model_config`` with the weights of ``folder/model.safetensors``, in eval
+    mode; :class:`CheckpointError` when the file is missing, unreadable or does not fit."""
+    model = HookedTransformer(model_config)
+    state = _load_tensors(Path(folder) / MODEL_FILE)
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    wrong = sorted(k for k in set(state) & set(expected) if state[k].shape != expected[k].shape)
+    if missing or unexpected or wrong:
         raise CheckpointError(
-            f"{meta_path} holds a {task_name!r} run, not one of the trainer's tasks ({', '.join(task_names())})"
-            + ("; read grid-world agents with `interp-rand gridworld eval`" if task_name == "gridworld" else "")
+            f"{Path(folder) / MODEL_FILE} does not fit its own model config: missing {missing}, "
+            f"unexpected {unexpected}, wrong shapes {wrong}"
         )
-    try:
-        spec = RunSpec.from_dict(meta)
-        step = int(meta["step"])
-    except (KeyError, TypeError, ValueError) as err:
-        raise CheckpointError(f"{meta_path} has an invalid config: {err}") from None
-    if not (path / MODEL_FILE).exists():
-        raise CheckpointError(f"{path / MODEL_FILE} is missing")
-    if task is not None and spec.task_name != task:
-        raise CheckpointError(f"{given} is a model of the {spec.task_name!r} task, not {task!r}")
-    return Checkpoint(path=path, step=step, spec=spec, metrics=meta.get("metrics", {}))
+    model.load_state_dict(state)
+    return model.eval()
 
 
 def _load_tensors(file: Path) -> dict[str, torch.Tensor]:

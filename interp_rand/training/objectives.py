@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from interp_rand.losses import answer_loss
+from interp_rand.registry import Registry
 from interp_rand.tasks.base import Batch, Task
 from interp_rand.training.config import TrainConfig
 
@@ -60,26 +61,23 @@ class ERM:
         return answer_loss(logits, batch, task.loss_kind).mean()
 
 
-_OBJECTIVES: dict[str, type] = {ERM.name: ERM}
+OBJECTIVES: Registry[type] = Registry("objective", sort=True)
+
+
+def register_objective(cls: type) -> type:
+    """Class decorator adding an objective to :data:`OBJECTIVES` under ``cls.name`` (a second
+    class under a taken name is refused)."""
+    return OBJECTIVES.register(cls.name, cls, description=getattr(cls, "description", ""))
+
+
+register_objective(ERM)
 
 
 def objective_names() -> list[str]:
-    return sorted(_OBJECTIVES)
+    return OBJECTIVES.names()
 
 
 def make_objective(config: TrainConfig) -> Objective:
     """The registered objective ``config.objective``, built from ``config``; unknown names
     list what exists."""
-    try:
-        cls = _OBJECTIVES[config.objective]
-    except KeyError:
-        raise ValueError(
-            f"unknown objective {config.objective!r}; registered objectives: {', '.join(objective_names())}"
-        ) from None
-    return cls(config)
-
-
-def register_objective(cls: type) -> type:
-    """Class decorator adding an objective to the registry under ``cls.name``."""
-    _OBJECTIVES[cls.name] = cls
-    return cls
+    return OBJECTIVES.get(config.objective)(config)

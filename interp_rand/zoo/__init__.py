@@ -9,7 +9,7 @@ run directory also takes ``zoo:NAME``::
 
     from interp_rand import zoo
     model = zoo.load("addition").model()              # a training Checkpoint
-    agent = zoo.load("gridworld-Aq_R").model          # grid-world entries: an AgentCheckpoint
+    agent = zoo.load("gridworld-Aq_R").model()        # grid-world entries load as an AgentCheckpoint
 
 The models are produced by one command from this repository, ``interp-rand --threads 1 zoo
 build`` (``make zoo``), following the recipes in :mod:`interp_rand.zoo.entries`; each holds its
@@ -51,8 +51,11 @@ def headline(card: dict[str, Any]) -> str:
 
 def load(name: str):
     """The zoo model ``name``: a :class:`~interp_rand.training.checkpoint.Checkpoint`, or an
-    :class:`~interp_rand.gridworld.checkpoint.AgentCheckpoint` for the grid-world agents."""
-    if card(name)["task"] == "gridworld":
+    :class:`~interp_rand.gridworld.checkpoint.AgentCheckpoint` for the grid-world agents; both
+    give the model by ``.model()`` and hold ``path``, ``step`` and ``metrics``."""
+    from interp_rand.tasks import task_names
+
+    if card(name)["task"] not in task_names():  # not the trainer's: a PGPE agent
         from interp_rand.gridworld.checkpoint import load_agent
 
         return load_agent(PREFIX + name)

@@ -21,12 +21,12 @@ from typing import Any
 
 import torch
 
+from interp_rand.defaults import DEFAULT_SEED as EVAL_SEED
 from interp_rand.training.checkpoint import META_FILE, MODEL_FILE, latest_checkpoint
 from interp_rand.zoo import headline
 from interp_rand.zoo.entries import ENTRIES, AgentEntry, TrainedEntry
 from interp_rand.zoo.location import CARD_FILE, PREFIX, ZOO_DIR, installed
 
-EVAL_SEED = 20_261_130
 FRESH_INPUTS = 10_000
 CURVE_FILES = ("metrics.jsonl", "history.json")
 

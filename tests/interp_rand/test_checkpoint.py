@@ -210,15 +210,25 @@ def test_invalid_config_in_json(run_copy):
     assert "d_model" in str(err.value)
 
 
-@pytest.mark.parametrize("task, hint", [("gridworld", "interp-rand gridworld eval"), ("nosuchtask", "sort")])
-def test_a_run_of_no_registered_task_is_named(run_copy, task, hint):
+@pytest.mark.parametrize("task, agent, hint", [("gridworld", True, "interp-rand gridworld eval"),
+                                               ("nosuchtask", False, "sort")])
+def test_a_run_of_no_registered_task_is_named(run_copy, task, agent, hint):
     meta_path = step_dir(run_copy, 20) / META_FILE
     meta = json.loads(meta_path.read_text())
     meta["task"]["name"] = task
+    if agent:  # a PGPE agent's record (AgentRunSpec): its training config is the agent and PGPE settings
+        meta["train"] = {"agent": {}, "pgpe": {}}
     meta_path.write_text(json.dumps(meta))
     with pytest.raises(CheckpointError, match=f"holds a '{task}' run") as err:
         load_checkpoint(run_copy)
     assert hint in str(err.value)
+    assert ("gridworld eval" in str(err.value)) == agent
+
+
+def test_a_grid_world_agent_is_sent_to_the_agent_loader():
+    with pytest.raises(CheckpointError, match="holds a 'gridworld' run") as err:
+        load_checkpoint("zoo:gridworld-Aq_R")
+    assert "read grid-world agents with `interp-rand gridworld eval`" in str(err.value)
 
 
 def test_missing_step_in_json(run_copy):

@@ -42,7 +42,7 @@ def test_training_is_deterministic_and_moves_the_centre(tmp_path):
     path = save_agent(tmp_path / "run", TINY, first)
     loaded = load_agent(tmp_path / "run")
     assert loaded.path == path and loaded.scale == TINY
-    for a, b in zip(first.model.parameters(), loaded.model.parameters()):
+    for a, b in zip(first.model.parameters(), loaded.model().parameters()):
         assert torch.equal(a, b)
     assert loaded.metrics["history"] == first.history
 

@@ -52,6 +52,70 @@ def test_stacked_decoder_matches_hooked_model(d_mlp):
         torch.testing.assert_close(cached[4 * i : 4 * i + 4], expected, atol=1e-5, rtol=1e-4)
 
 
+# Configs the stacked decoder accepts besides the agent's default (pre-LayerNorm, GELU): each
+# against the hooked model, member by member.
+ACCEPTED = {
+    "no LayerNorm, attention only": dict(normalization_type=None),
+    "no LayerNorm, ReLU MLP": dict(normalization_type=None, attn_only=False, d_mlp=24, act_fn="relu"),
+    "ReLU MLP": dict(attn_only=False, d_mlp=24, act_fn="relu"),
+    "gelu_new MLP, other eps": dict(attn_only=False, d_mlp=20, act_fn="gelu_new", eps=1e-3),
+    "two layers, three heads of 5": dict(n_layers=2, n_heads=3, d_head=5, attn_only=False, d_mlp=12),
+}
+
+
+def stacked_vs_hooked(cfg, n_members=3, n_runs=4, steps=6, scale=0.2):
+    # (with noise 0.5 and no LayerNorm the members' logits reach the thousands, where float32
+    # rounding alone differs by ~1e-4 relative; 0.2 keeps them in tens)
+    model = HookedTransformer(cfg, seed=2)
+    layout, flat = population(model, n_members, scale)
+    g = torch.Generator().manual_seed(1)
+    obs = torch.randn(n_members * n_runs, steps, GRID.d_obs, generator=g)
+    seeds = torch.randn(n_members * n_runs, GRID.d_obs, generator=g)
+    decoder = StackedAgents(cfg, layout.unflatten(flat), seeds)
+    cached = torch.stack([decoder(obs[:, t]) for t in range(steps)], dim=1)
+    expected = []
+    for i in range(n_members):
+        member = layout.load(HookedTransformer(cfg, seed=2), flat[i])
+        rows = slice(n_runs * i, n_runs * (i + 1))
+        expected.append(member(obs[rows], seeds=seeds[rows]))
+    return cached, torch.cat(expected)
+
+
+@pytest.mark.parametrize("changes", list(ACCEPTED.values()), ids=list(ACCEPTED))
+def test_stacked_decoder_matches_hooked_model_on_other_accepted_configs(changes):
+    cfg = make_model().cfg.replace(**changes)
+    cached, expected = stacked_vs_hooked(cfg)
+    torch.testing.assert_close(cached, expected, atol=1e-5, rtol=1e-4)
+    assert expected.std() > 0.1 and expected.abs().max() < 100  # members differ; logits in tens
+
+
+@pytest.mark.parametrize("changes, named", [
+    (dict(use_attn_scale=False), "use_attn_scale"),
+    (dict(attn_bias=False), "attn_bias"),
+    (dict(positional="sinusoidal"), "positional"),
+    (dict(attention="linear"), "attention"),
+])
+def test_stacked_decoder_refuses_what_it_does_not_implement(changes, named):
+    cfg = make_model().cfg.replace(**changes)
+    model = HookedTransformer(cfg)
+    params = {n: p[None] for n, p in model.named_parameters()}
+    with pytest.raises(ValueError, match=f"stacked decoding supports the agent model.*got {{'{named}'"):
+        StackedAgents(cfg, params, torch.zeros(1, GRID.d_obs))
+
+
+def test_stacked_decoder_uses_the_models_layer_norm_and_activations():
+    # one LayerNorm and one activation table: the decoder's are the model's
+    from interp_rand.gridworld import stacked
+    from interp_rand.model import layer_norm, mlp
+
+    assert stacked.layer_norm is layer_norm.layer_norm and stacked.ACTIVATIONS is mlp.ACTIVATIONS
+    x, w, b = torch.randn(2, 5, 8), torch.randn(8), torch.randn(8)
+    module = layer_norm.LayerNorm(make_model().cfg.replace(d_model=8, n_heads=2, d_head=4))
+    with torch.no_grad():
+        module.w.copy_(w), module.b.copy_(b)
+    assert torch.equal(module(x), layer_norm.layer_norm(x, w, b, module.eps))
+
+
 def test_vectorised_population_equals_per_member_loop():
     model = make_model()
     layout, flat = population(model, 6, 0.3)

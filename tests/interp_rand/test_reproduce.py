@@ -23,8 +23,9 @@ TINY = {
 
 @pytest.fixture
 def tiny(monkeypatch):
-    monkeypatch.setattr(repro, "SCALES", {k: {"cpu": v} for k, v in TINY.items()})
-    monkeypatch.setattr(repro, "EVAL_INPUTS", {"recall": 10, "coloring": 12})
+    for task, eval_inputs in (("recall", 10), ("coloring", 12)):
+        tiny = dataclasses.replace(repro.EXPERIMENTS[task], scales={"cpu": TINY[task]}, eval_inputs=eval_inputs)
+        monkeypatch.setitem(repro.EXPERIMENTS, task, tiny)
 
 
 @pytest.mark.slow
@@ -158,7 +159,7 @@ def test_table_has_a_line_per_sweep_value_and_variant_with_the_papers_values(tas
     columns = {"average": "average (paper)", "worst_5pct": "worst-5% (paper)",
                "majority_5_worst": "maj-5 worst (paper)", "majority_30_worst": "maj-30 worst (paper)"}
     n_paper = 0
-    for point in repro.PAPER_POINTS[task]:
+    for point in exp.paper_points:
         key = (float(point[exp.sweep_key]), point["variant"])
         if key not in cells:  # a sweep value this scale does not train (recall's N = 18)
             continue

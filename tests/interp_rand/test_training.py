@@ -29,7 +29,6 @@ from interp_rand.training import (
     load_checkpoint,
     make_objective,
     objective_names,
-    register_objective,
     train,
 )
 from interp_rand.training.checkpoint import MODEL_FILE, latest_checkpoint, list_checkpoints, step_dir
@@ -397,15 +396,15 @@ class _NanAtStep15:
         return loss
 
 
-def test_nan_loss_raises_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
-    # register into a copy of the registry, so the test objective does not outlive the test
-    monkeypatch.setattr(objectives_module, "_OBJECTIVES", dict(objectives_module._OBJECTIVES))
-    assert register_objective(_NanAtStep15) is _NanAtStep15
-    assert _NanAtStep15.name in objective_names()
+def test_nan_loss_raises_and_keeps_last_good_checkpoint(tmp_path):
     _NanAtStep15.snapshot.clear()
     _NanAtStep15.snapshot["run_dir"] = tmp_path
-    with pytest.raises(TrainingDiverged) as err:
-        run(tmp_path, steps=40, checkpoint_every=10, objective=_NanAtStep15.name)
+    # registered for this block only, so the test objective does not outlive the test
+    with objectives_module.OBJECTIVES.temporarily(_NanAtStep15.name, _NanAtStep15, description="test only"):
+        assert _NanAtStep15.name in objective_names()
+        with pytest.raises(TrainingDiverged) as err:
+            run(tmp_path, steps=40, checkpoint_every=10, objective=_NanAtStep15.name)
+    assert _NanAtStep15.name not in objective_names()
     message = str(err.value)
     assert "step 15" in message
     assert "step_0000010" in message
@@ -423,7 +422,3 @@ def test_keep_checkpoints_prunes_old_ones(tmp_path):
     run(tmp_path, steps=50, checkpoint_every=10, keep_checkpoints=2)
     assert [p.name for p in list_checkpoints(tmp_path)] == ["step_0000040", "step_0000050"]
     assert not any(p.name.startswith(".tmp") for p in (tmp_path / "checkpoints").iterdir())
-
-
-def test_test_objective_did_not_leak_into_the_registry():
-    assert _NanAtStep15.name not in objective_names()

@@ -9,6 +9,7 @@ import json
 import pytest
 import torch
 
+from interp_rand import reproduce as repro
 from interp_rand import zoo
 from interp_rand.cli.main import main
 from interp_rand.evaluation import evaluate
@@ -114,6 +115,18 @@ def test_randomized_recall_beats_the_deterministic_variants_on_the_worst_inputs(
     assert card["Aq_R"]["average"] < card["AE_r0"]["average"]  # the average-case price
 
 
+@pytest.mark.parametrize("name", list(ENTRIES))
+def test_every_entry_loads_the_same_kind_of_thing(name):
+    # one protocol for every entry: .model() (a method, a fresh eval-mode model), path, step, metrics
+    from interp_rand.model import HookedTransformer
+
+    ckpt = zoo.load(name)
+    model = ckpt.model()
+    assert isinstance(model, HookedTransformer) and not model.training and ckpt.model() is not model
+    assert ckpt.path.name.startswith("step_") and ckpt.step == zoo.card(name)["metrics"]["step"]
+    assert isinstance(ckpt.metrics, dict)
+
+
 # ------------------------------------------------------------------------------ zoo:NAME
 def test_zoo_names_load_like_run_directories():
     assert load_checkpoint("zoo:sort").path == load_checkpoint(zoo.zoo_path("sort")).path
@@ -165,7 +178,7 @@ def tiny_recipes(monkeypatch):
     recipes = {e.name: e for e in (erm, qnorm, agent)}
     monkeypatch.setattr(zoo_entries, "ENTRIES", recipes)
     monkeypatch.setattr(zoo_build, "ENTRIES", recipes)
-    monkeypatch.setattr("interp_rand.reproduce.EVAL_INPUTS", {"recall": 16})
+    monkeypatch.setitem(repro.EXPERIMENTS, "recall", dataclasses.replace(repro.EXPERIMENTS["recall"], eval_inputs=16))
     return recipes
 
 

@@ -106,8 +106,21 @@ def test_seeded_random_model_storage_depends_on_the_seed():
 def test_stored_set_map_is_for_recall():
     from interp_rand.tasks.coloring import ColoringTask
 
-    with pytest.raises(ValueError, match="recall"):
+    with pytest.raises(ValueError, match="key_value_recall .registered: recall.; got 'coloring'"):
         stored_set_map(None, ColoringTask(n_vertices=5), 2, torch.Generator())
+
+
+def test_the_stored_set_map_applies_to_the_tasks_with_key_value_recall(monkeypatch):
+    from interp_rand.tasks import make_task, task_names
+    from interp_rand.tasks.base import KEY_VALUE_RECALL
+    from probes.stored_set import applies_to
+
+    assert [name for name in task_names() if applies_to(make_task(name))] == ["recall"]
+    # the capability decides, not the name: a recall task that no longer declares it is refused
+    monkeypatch.setattr(RecallTask, "capabilities", frozenset())
+    assert not applies_to(RecallTask(n_pairs=4))
+    with pytest.raises(ValueError, match=KEY_VALUE_RECALL):
+        stored_set_map(None, RecallTask(n_pairs=4), 2, torch.Generator())
 
 
 def test_cli_on_a_recall_run_draws_the_stored_set(tmp_path, capsys):

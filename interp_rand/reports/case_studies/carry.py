@@ -42,6 +42,7 @@ from circuits.graph.architecture import run_model
 from circuits.methods.discovery import discover
 from circuits.graph.nodes import Node
 from interp_rand.losses import answer_correct
+from interp_rand.model.hook_names import hook_name
 from interp_rand.tasks.base import Batch
 from interp_rand.validation import check_ints
 
@@ -276,7 +277,7 @@ def carry_study(model: Any, task, config: CarryConfig = CarryConfig(), progress:
     # The carry layer: the layer of the strongest carry head (else of the strongest component).
     heads = [n for n in components if n.kind == "head"]
     first = heads[0] if heads else components[0]
-    probe_hook = f"blocks.{first.layer}.hook_resid_{'mid' if first.kind == 'head' else 'post'}"
+    probe_hook = hook_name(first.layer, f"hook_resid_{'mid' if first.kind == 'head' else 'post'}")
     probe_batch = task.sample(config.n_probe, torch.Generator().manual_seed(config.seed + 2))
     note(f"probing carry_in ({len(probe_batch)} problems)", progress)
     result = probe_task(model, task, probe_batch, ProbeConfig(variables=("carry_in",), causal=False,
@@ -285,7 +286,7 @@ def carry_study(model: Any, task, config: CarryConfig = CarryConfig(), progress:
     # (an operand position); the carry into place p is probed at b_(p-1) after its layer
     elsewhere = [n for n, _ in scores.items() if n.position not in answer_pos]
     gen_node = elsewhere[0] if elsewhere else first
-    gen_hook = f"blocks.{gen_node.layer}.hook_resid_{'mid' if gen_node.kind == 'head' else 'post'}"
+    gen_hook = hook_name(gen_node.layer, f"hook_resid_{'mid' if gen_node.kind == 'head' else 'post'}")
     probe = _probe_rows(task, result, probe_hook, gen_hook)
 
     note("patching carry cascades", progress)
