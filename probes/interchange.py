@@ -291,12 +291,16 @@ def random_subspace(d: int, k: int, generator: torch.Generator) -> Tensor:
 
 @dataclass(frozen=True)
 class DASConfig:
-    """Training of the DAS rotation: ``epochs`` passes over the training pairs in minibatches of
-    ``batch_size``, Adam at ``lr``."""
+    """Training of the DAS rotation: ``steps`` Adam steps at ``lr`` on minibatches of
+    ``batch_size`` training pairs (passes over the pairs in random order)."""
 
-    epochs: int = 8
+    steps: int = 400
     batch_size: int = 128
     lr: float = 1e-2
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.batch_size < 1 or not self.lr > 0:
+            raise ValueError(f"DASConfig needs steps >= 1, batch_size >= 1 and lr > 0; got {self}")
 
 
 def train_das(model: nn.Module, batch: Batch, pairs: Pairs, hook: str, positions: list[int], k: int,
@@ -316,17 +320,19 @@ def train_das(model: nn.Module, batch: Batch, pairs: Pairs, hook: str, positions
         optimiser = torch.optim.Adam(rotation.parameters(), lr=config.lr)
         bases = batch[pairs.base]
         out_pos = bases.answer_positions[pairs.outputs]
-        for _ in range(config.epochs):
-            order = torch.randperm(len(pairs), generator=generator)
-            for start in range(0, len(pairs), config.batch_size):
-                idx = order[start:start + config.batch_size]
-                U = rotation.weight[:, :k]
-                logits = intervened_logits(model, bases[idx], hook, positions, U, src_all[idx])
-                loss = F.cross_entropy(logits[:, out_pos].reshape(-1, logits.shape[-1]),
-                                       pairs.targets[idx].reshape(-1))
-                optimiser.zero_grad()
-                loss.backward()
-                optimiser.step()
+        order, start = torch.randperm(len(pairs), generator=generator), 0
+        for _ in range(config.steps):
+            if start >= len(pairs):
+                order, start = torch.randperm(len(pairs), generator=generator), 0
+            idx = order[start:start + config.batch_size]
+            start += config.batch_size
+            U = rotation.weight[:, :k]
+            logits = intervened_logits(model, bases[idx], hook, positions, U, src_all[idx])
+            loss = F.cross_entropy(logits[:, out_pos].reshape(-1, logits.shape[-1]),
+                                   pairs.targets[idx].reshape(-1))
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
         return rotation.weight[:, :k].detach().clone()
 
 
