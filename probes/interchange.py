@@ -11,7 +11,9 @@ with the source's value of the variable.
 Subspaces compared on the same held-out pairs:
 
 - ``probe``: the ridge probe of the variable at that hook and position, fitted on the training
-  examples; its weight directions, orthonormalised (:meth:`LinearProbe.basis`);
+  examples; its weight directions, orthonormalised (:meth:`LinearProbe.basis`); and
+  ``probe_pattern``: its patterns (activation covariance times weights, as
+  :func:`probes.causal.causal_check` steers along), orthonormalised;
 - ``das``: a learned rotation (``torch.nn.utils.parametrizations.orthogonal`` on a ``d x d``
   map), its first ``k`` rotated dimensions swapped, trained with the cross-entropy of the
   intervened logits against the counterfactual targets on the training pairs;
@@ -22,7 +24,8 @@ Subspaces compared on the same held-out pairs:
   label per input type, with the causal model applied as if they were the variable: can a
   subspace make the model behave as if a variable it does not use had been swapped?).
 
-Pairs and splits. The examples are split by input group (:func:`probes.controls.group_split`);
+Every subspace has ``k`` dimensions (default ``n_classes - 1``, the probe's rank; 1 for a
+carry). Pairs and splits. The examples are split by input group (:func:`probes.controls.group_split`);
 training pairs (for DAS and the probe) and test pairs (every reported IIA) are each drawn inside
 one side, so no input is in both. A pair is kept only if the variable differs *and* the
 counterfactual answer differs from the base's answer, so that leaving the model alone scores 0.

@@ -185,8 +185,9 @@ def coordinate_result(task):
     model = CarryCoordinateModel(task)
     batch = task.sample(1500, torch.Generator().manual_seed(3))
     assert bool((model(batch.inputs)[:, batch.answer_positions].argmax(-1) == batch.answer_targets()).all())
+    # 400 steps (the default): measured DAS IIA 0.997 (200 steps: 0.947, 50: 0.650)
     return interchange_accuracy(model, task, "carry_in", "hook_resid", "place 2", n_pairs=300, batch=batch,
-                                das=DASConfig(steps=200), seed=0)
+                                das=DASConfig(steps=400), seed=0)
 
 
 def test_swapping_the_known_coordinate_gives_iia_one(coordinate_result):
