@@ -4,6 +4,7 @@ analysis on a hand-set model whose residual carries the carry in one known coord
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from types import SimpleNamespace
 
@@ -16,7 +17,7 @@ from transformer_lens.hook_points import HookPoint
 
 import probes  # noqa: F401  (registers the variables)
 from interp_rand import HookedTransformer, make_task
-from interp_rand.registry import UnknownName
+from interp_rand.registry import DuplicateName, UnknownName
 from interp_rand.tasks.addition import carries
 from probes.interchange import (
     CAUSAL_MODELS,
@@ -28,6 +29,7 @@ from probes.interchange import (
     interchange_pairs,
     intervened_logits,
     random_subspace,
+    register_causal_model,
     verdict,
 )
 from probes.variables import variable_labels
@@ -73,6 +75,8 @@ def test_causal_models_are_a_registry(task):
     with CAUSAL_MODELS.temporarily(("addition", "digit_again"), dummy):
         assert get_causal_model("addition", "digit_again") is dummy
     assert ("addition", "digit_again") not in CAUSAL_MODELS
+    with pytest.raises(DuplicateName):  # a taken name is refused
+        register_causal_model(dataclasses.replace(dummy, variable="carry_in"))
 
 
 # ---------------------------------------------------------------------- pairs and split
