@@ -12,6 +12,7 @@ from probes.head_roles import RoleScores, register_role, role_names, score_roles
 from probes.report import ReportConfig, ReportData, build_report, report_from_run
 from probes.activations import Activations, check_hooks, collect_activations, hook_names, residual_hooks
 from probes.causal import CausalEffect, causal_check
+from probes.interchange import CausalModel, InterchangeResult, get_causal_model, interchange_accuracy, register_causal_model
 from probes.controls import control_labels, group_split, random_init_like
 from probes.linear_probe import LinearProbe, fit_ridge, probe_accuracy
 from probes.suite import ProbeConfig, ProbeResult, probe_task
@@ -79,4 +80,9 @@ __all__ = [
     "route_seed_dependence",
     "variable_labels",
     "variable_names",
+    "CausalModel",
+    "InterchangeResult",
+    "get_causal_model",
+    "interchange_accuracy",
+    "register_causal_model",
 ]
