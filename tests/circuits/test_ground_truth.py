@@ -244,3 +244,13 @@ def test_the_suite_on_one_model_with_two_methods(planted):
     assert f"{rows[1].auroc:.3f}" in html and "<script" not in html
     text = format_table(rows)
     assert "recall" in text and "exact" in text and f"{rows[0].cpr:.3f}" in text
+
+
+def test_the_ground_truth_command_prints_and_writes_the_table(tmp_path, capsys):
+    from interp_rand.cli.main import main
+
+    assert main(["ground-truth", "--methods", "eap", "exact", "--models", "recall", "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "ground_truth.json").read_text())
+    assert {(r["method"], r["model"]) for r in data["rows"]} == {("eap", "recall"), ("exact", "recall")}
+    printed = capsys.readouterr().out
+    assert "AUROC" in printed and "recall" in printed and (tmp_path / "ground_truth.html").stat().st_size > 0
