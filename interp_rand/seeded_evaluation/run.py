@@ -20,17 +20,6 @@ from interp_rand.tasks.base import Batch, Task
 #: (``get_loss_kind(kind).bits``, which :attr:`SeedRun.bits` reads).
 BIT_LOSS_KINDS = tuple(k for k in loss_kinds() if get_loss_kind(k).bits)
 
-#: The bit order of a :class:`SeedRun`'s packed bit outputs. ``True`` keeps the historical
-#: least-significant-first packing (``sum_k bit_k << k``) instead of the toolkit's one order
-#: (most significant first, :func:`interp_rand.losses.pack_bits`, which the loss kinds decode
-#: into): ``majority_whole`` breaks ties towards the smallest id, so the order decides between
-#: equally frequent bit outputs, and switching it changes recall's reported majority-k
-#: averages (zoo ``recall-Aq_R``, reproduce's 1,000 inputs x 1,024 seeds: majority_5 average
-#: 0.931290 -> 0.931530, majority_30 average 0.981000 -> 0.980990; the worst-5% values, the
-#: success matrix, the sampled baseline and the per-bit vote do not depend on it). ``False``
-#: gives one bit order everywhere.
-LSB_FIRST_OUTPUTS = True
-
 
 @dataclass(frozen=True)
 class SeedRun:
@@ -42,7 +31,8 @@ class SeedRun:
         outputs: ``[n, S, n_answer]`` long, one hashable discrete output per answer position:
             the loss kind's answer id (:meth:`~interp_rand.losses.LossKind.predict`: the argmax
             class, or for bit kinds (``"bce"``) the thresholded bits packed into an integer by
-            :func:`pack_bits`, ``sum_k (logit_k > 0) << k`` while :data:`LSB_FIRST_OUTPUTS`).
+            :func:`interp_rand.losses.pack_bits`, most significant bit first: the one bit order of
+            the toolkit).
         probs: ``[n, S, n_answer, K]`` float, the output distribution: the softmax over
             ``K = d_vocab_out`` classes, or for bit tasks the per-bit sigmoid probabilities
             (``K = n_bits``; bit ``k`` is 1 with probability ``probs[..., k]``, independently;
@@ -155,28 +145,14 @@ def expand_over_seeds(batch: Batch, seeds: Tensor | None) -> Batch:
     return _expand_rows(batch, seeds, 0, len(batch) * n_seeds)
 
 
-def pack_bits(bits: Tensor) -> Tensor:
-    """``[..., n_bits]`` bool/0-1 -> ``[...]`` long in the encoding of :attr:`SeedRun.outputs`:
-    ``sum_k bit_k << k`` while :data:`LSB_FIRST_OUTPUTS`, else
-    :func:`interp_rand.losses.pack_bits` (most significant first)."""
-    return losses.pack_bits(bits.flip(-1) if LSB_FIRST_OUTPUTS else bits)
-
-
-def _run_ids(ids: Tensor, kind: losses.LossKind, n_bits: int) -> Tensor:
-    """The loss kind's answer ids ``[...]`` in :attr:`SeedRun.outputs`'s encoding (bit ids of
-    ``n_bits`` bits reordered by :func:`pack_bits`)."""
-    return pack_bits(losses.unpack_bits(ids, n_bits)) if kind.bits else ids
-
-
 def _discrete(picked: Tensor, kind: losses.LossKind) -> tuple[Tensor, Tensor]:
     """Answer-position logits ``[rows, n_answer, K]`` -> (outputs ``[rows, n_answer]`` long,
     probs ``[rows, n_answer, K]``), decoded by the loss kind."""
-    return _run_ids(kind.predict(picked), kind, picked.shape[-1]), kind.marginals(picked)
+    return kind.predict(picked), kind.marginals(picked)
 
 
 def _target_outputs(batch: Batch, kind: losses.LossKind) -> Tensor | None:
-    ids = kind.target_ids(batch)
-    return None if ids is None else _run_ids(ids, kind, batch.targets.shape[-1])
+    return kind.target_ids(batch)
 
 
 def success_matrix(

@@ -69,22 +69,16 @@ def test_modules_agree_on_the_bit_order():
     assert torch.equal(get_loss_kind("bce").target_ids(batch)[:, 0], torch.arange(32))
 
 
-def test_seed_run_ids_are_the_loss_kind_ids_in_its_documented_order():
-    """SeedRun's packing (pack_bits of seeded_evaluation) and the loss kind's ids name the same
-    bit patterns: one is the other with the bit order given by LSB_FIRST_OUTPUTS."""
+def test_seed_run_ids_are_the_loss_kind_ids():
+    """SeedRun's outputs and targets are the loss kind's ids (losses.pack_bits, most significant
+    bit first): the one bit order."""
     bits = bit_patterns(5)
-    run_ids = seed_run.pack_bits(bits)
-    if seed_run.LSB_FIRST_OUTPUTS:
-        assert torch.equal(run_ids, (bits * (1 << torch.arange(5))).sum(-1))
-        assert torch.equal(run_ids, pack_bits(bits.flip(-1)))
-    else:
-        assert torch.equal(run_ids, pack_bits(bits))
     kind = get_loss_kind("bce")
     logits = (2 * bits.float() - 1)[:, None]
     out, probs = seed_run._discrete(logits, kind)
-    assert torch.equal(out[:, 0], run_ids)
+    assert torch.equal(out[:, 0], pack_bits(bits)) and torch.equal(out[:, 0], torch.arange(32))
     assert torch.equal(probs, torch.sigmoid(logits))
-    assert torch.equal(seed_run._target_outputs(_bit_batch(bits.float()[:, None]), kind)[:, 0], run_ids)
+    assert torch.equal(seed_run._target_outputs(_bit_batch(bits.float()[:, None]), kind)[:, 0], pack_bits(bits))
 
 
 # ---------------------------------------------------------------------- decodings
@@ -160,13 +154,3 @@ def test_bce_correct_agrees_with_its_ids():
     kind = get_loss_kind("bce")
     assert torch.equal(losses.answer_correct(logits, batch, "bce"), kind.predict(logits) == kind.target_ids(batch))
 
-
-def test_seed_run_in_the_one_order_when_asked(monkeypatch):
-    """With LSB_FIRST_OUTPUTS off, SeedRun's outputs and targets are the loss kind's own ids."""
-    monkeypatch.setattr(seed_run, "LSB_FIRST_OUTPUTS", False)
-    kind = get_loss_kind("bce")
-    logits = torch.randn(20, 2, 4, generator=torch.Generator().manual_seed(6))
-    out, _ = seed_run._discrete(logits, kind)
-    assert torch.equal(out, kind.predict(logits))
-    targets = (logits > 0.3).float()
-    assert torch.equal(seed_run._target_outputs(_bit_batch(targets), kind), pack_bits(targets > 0.5))
