@@ -32,7 +32,7 @@ method, and its docstring says which method it should fool):
   takes its gradient (EAP scores its upstream edges 0).
 - :func:`saturated_model` (``saturated``): a known clip flat at both the clean and the
   corrupted value (a gradient at either point is 0).
-- :func:`cancel_model` (``cancel``): two paths that add ``+x`` and ``-x`` to the gate's input;
+- :func:`cancel_model` (``cancel``): two paths that add ``+2x`` and ``-2x`` to the gate's input;
   each matters alone, the pair not at all (not known: no single-edge method can be right).
 - :func:`and_gate_model` (``and-gate``): two paths, each necessary (known; single-edge
   denoising, as exact discovery does, sees neither).
@@ -435,7 +435,7 @@ def _gated_seed_reader(kind: str, n: int = 64, seed: int = 0, n_pairs: int = 12,
     ``24 xor - 12``) and an unread dimension. Layer 0: a0.0 recalls the queried value as in
     :func:`seed_reader_model`; a0.1 (and in ``or-gate`` a0.2) reads seed bit 0 with uniform
     attention into ``u`` (in ``and-gate`` and ``or-gate`` a0.2 too, so ``u = 2 s``; in ``cancel``
-    a0.2 and a0.3 add ``+s`` and ``-s``); m0 computes ``g`` from ``u`` (the stressed
+    a0.2 and a0.3 add ``+2 s`` and ``-2 s``); m0 computes ``g`` from ``u`` (the stressed
     nonlinearity, by ``kind``). Layer 1: m1 XORs each recalled bit with ``g`` (``relu(v_b - g) +
     relu(g - v_b)``); a1.2 (the distractor) reads seed bit 0 into the unread dimension.
 
@@ -476,9 +476,9 @@ def _gated_seed_reader(kind: str, n: int = 64, seed: int = 0, n_pairs: int = 12,
             m0.W_in[u, :2] = 1.0
             m0.b_in[:2] = torch.tensor([-0.3, -0.7])
             m0.W_out[:2, gate] = torch.tensor([2.5, -2.5])
-        elif kind == "cancel":  # u = s + s - s; g = relu(u + 1) - 1 = u (linear on the values u takes)
-            seed_head(a0, 2, u)
-            seed_head(a0, 3, u, -1.0)
+        elif kind == "cancel":  # u = s + 2s - 2s; g = relu(u + 1) - 1 = u (linear from u = -1 on)
+            seed_head(a0, 2, u, 2.0)
+            seed_head(a0, 3, u, -2.0)
             m0.W_in[u, 0], m0.b_in[0], m0.W_out[0, gate], m0.b_out[gate] = 1.0, 1.0, 1.0, -1.0
         elif kind == "and-gate":  # u = s + s (two heads); g = relu(u - 1): 0, 0, 1 at u = 0, 1, 2
             seed_head(a0, 2, u)
@@ -529,7 +529,7 @@ _STRESSOR_DESCRIPTIONS = {
                  "u = 0 and 1, so the gradient at the clean and at the corrupted point is 0 upstream of it; m1 XORs "
                  "the recalled bits with the clip. a1.2 reads the seed bit into an unread subspace.",
     "cancel": "a0.1 reads seed bit 0 into m0's input, m0 passes it on, m1 XORs the recalled bits with it; a0.2 and "
-              "a0.3 add +s and -s to m0's input, which cancel. a1.2 reads the seed bit into an unread subspace.",
+              "a0.3 add +2s and -2s to m0's input, which cancel. a1.2 reads the seed bit into an unread subspace.",
     "and-gate": "a0.1 and a0.2 both read seed bit 0 (set in every clean example) into u; m0's gate relu(u - 1) is 0 "
                 "at u = 0 and 1 and 1 at u = 2, so it needs both heads; m1 XORs the recalled bits with the gate. "
                 "a1.2 reads the seed bit into an unread subspace.",
@@ -581,9 +581,11 @@ def saturated_model(**kwargs) -> PlantedModel:
 def cancel_model(**kwargs) -> PlantedModel:
     """Stressor: a **cancelling pair**. Besides the seed reader's circuit (a0.1 reads seed bit
     0 into ``u``, m0 passes ``u`` on linearly as the gate, m1 XORs the recalled bits with it),
-    heads a0.2 and a0.3 read the same seed bit and add ``+s`` and ``-s`` to ``u``: patching
-    either edge alone moves the gate by 1 (a0.2's as far as the real path's, a0.3's past the
-    ends, to 2 or -1), in either direction; patching both changes nothing.
+    heads a0.2 and a0.3 read the same seed bit and add ``+2 s`` and ``-2 s`` to ``u``: patching
+    either edge alone moves the gate by 2 (past both ends of the XOR), in either direction;
+    patching both changes nothing. (Twice the real path's weight, so that neither pair head can
+    stand in for the real path: with ``+s`` and ``-s``, a0.2 plus the patched a0.1 and a0.3
+    would be a second minimal circuit, a0.1 and a0.3 the cancelling pair.)
 
     The pair writes into the gate's input rather than straight into a logit: through the XOR,
     the sign of a fixed write into a logit relative to the answer depends on the value bit, so
@@ -596,10 +598,10 @@ def cancel_model(**kwargs) -> PlantedModel:
     known. Known edges: ``seed -> a0.1 <v>``, ``a0.1 -> m0``, ``m0 -> m1``, ``m1 -> logits``.
 
     Should fool: **every single-edge method**: exact patching sees each pair edge's real
-    single-edge effect (as large as a known edge's), ACDC keeps both (removing either alone
+    single-edge effect (comparable to a known edge's), ACDC keeps both (removing either alone
     moves the metric), EAP and EAP-IG see its gradient (the pair is linear up to the gate, so
-    they score it like the known edges upstream of m0). None is expected to reach AUROC 1 here;
-    that is the point.
+    they score it twice the known edges upstream of m0). None is expected to reach AUROC 1
+    here; that is the point.
     """
     return _gated_seed_reader("cancel", **kwargs)
 
