@@ -597,11 +597,14 @@ def cancel_model(**kwargs) -> PlantedModel:
     circuit without them is faithful; one of them without the other is not), so they are not
     known. Known edges: ``seed -> a0.1 <v>``, ``a0.1 -> m0``, ``m0 -> m1``, ``m1 -> logits``.
 
-    Should fool: **every single-edge method**: exact patching sees each pair edge's real
-    single-edge effect (comparable to a known edge's), ACDC keeps both (removing either alone
-    moves the metric), EAP and EAP-IG see its gradient (the pair is linear up to the gate, so
-    they score it twice the known edges upstream of m0). None is expected to reach AUROC 1
-    here; that is the point.
+    Should fool: **every single-edge method**, to the extent that it scores a pair edge above a
+    known one (AUROC only ranks known edges against the others). Exact patching sees each pair
+    edge's real single-edge effect, but a lone pair edge pushes the gate past the XOR's range
+    (to 2 or -1), which brings back only some answer bits: its effect is below a known edge's,
+    so the pair shows in exact's CPR rather than its AUROC. ACDC keeps both (removing either
+    alone moves the metric, and its scores are changes given the edges already removed). EAP
+    and EAP-IG see the pair's gradient, which is linear up to the gate: twice a known edge's
+    upstream of m0.
     """
     return _gated_seed_reader("cancel", **kwargs)
 

@@ -431,3 +431,29 @@ def test_the_stressors_known_sets_are_the_union_of_their_minimal_circuits(plante
         assert len(minimal) == 2
     else:
         assert minimal == [p.known]
+
+
+def test_the_stressors_fool_the_methods_their_docstrings_name(planted, exact):
+    """The docstrings' claims about the methods, on the scores themselves (the suite's AUROC
+    follows from them): which edges each method scores exactly 0."""
+    upstream = {_edge("seed->a0.1<v>"), _edge("a0.1->m0")}
+    other_path = {_edge("seed->a0.2<v>"), _edge("a0.2->m0")}
+
+    def scores(name, method):
+        p = planted[name]
+        s = exact[name] if method == "exact" else discover(p.model, p.clean, p.corrupted, method=method,
+                                                            by_position=False)
+        return {e: abs(v) for e, v in zip(s.graph.edges(), s.values().tolist())}
+
+    for name in ("off-relu", "saturated", "and-gate"):  # EAP: the gradient on the corrupted run is 0 upstream
+        eap, ig = scores(name, "eap"), scores(name, "eap-ig")
+        blind = upstream | (other_path if name == "and-gate" else set())
+        assert all(eap[e] == 0.0 for e in blind) and all(ig[e] > 10 for e in blind), name
+    ex = scores("and-gate", "exact")  # single-edge denoising leaves the AND gate off
+    assert all(ex[e] < 1e-5 for e in upstream | other_path)
+    acdc = scores("or-gate", "acdc")  # ACDC removes one redundant path, then must keep the other
+    assert sorted(all(acdc[e] > 10 for e in path) for path in (upstream, other_path)) == [False, True]
+    assert sorted(all(acdc[e] == 0.0 for e in path) for path in (upstream, other_path)) == [False, True]
+    pair = {_edge(e) for e in ("seed->a0.2<v>", "a0.2->m0", "seed->a0.3<v>", "a0.3->m0")}
+    for method in ("exact", "eap", "eap-ig", "acdc"):  # every single-edge method scores the cancelling pair
+        assert all(v > 10 for e, v in scores("cancel", method).items() if e in pair), method
