@@ -433,8 +433,8 @@ def _gated_seed_reader(kind: str, n: int = 64, seed: int = 0, n_pairs: int = 12,
     Residual: raw key and value bits (``W_E = I``), seed bit 0, the recalled bits, ``u`` (the
     seed reader's output), ``g`` (the gate), the XOR bits (read by the unembedding as
     ``24 xor - 12``) and an unread dimension. Layer 0: a0.0 recalls the queried value as in
-    :func:`seed_reader_model`; a0.1 (and in ``or-gate`` a0.2) reads seed bit 0 with uniform
-    attention into ``u`` (in ``and-gate`` and ``or-gate`` a0.2 too, so ``u = 2 s``; in ``cancel``
+    :func:`seed_reader_model`; a0.1 reads seed bit 0 with uniform attention into ``u`` (in
+    ``and-gate`` and ``or-gate`` a0.2 too, so ``u = 2 s``; in ``cancel``
     a0.2 and a0.3 add ``+2 s`` and ``-2 s``); m0 computes ``g`` from ``u`` (the stressed
     nonlinearity, by ``kind``). Layer 1: m1 XORs each recalled bit with ``g`` (``relu(v_b - g) +
     relu(g - v_b)``); a1.2 (the distractor) reads seed bit 0 into the unread dimension.
@@ -483,7 +483,7 @@ def _gated_seed_reader(kind: str, n: int = 64, seed: int = 0, n_pairs: int = 12,
         elif kind == "and-gate":  # u = s + s (two heads); g = relu(u - 1): 0, 0, 1 at u = 0, 1, 2
             seed_head(a0, 2, u)
             m0.W_in[u, 0], m0.b_in[0], m0.W_out[0, gate] = 1.0, -1.0, 1.0
-        elif kind == "or-gate":  # u = s + s (two heads); g = 2 relu(u + 1/2) - 2 relu(u - 1/2) - 1: 0, 1, 1 at u = 0, 1, 2
+        elif kind == "or-gate":  # u = s + s; g = 2 relu(u + 1/2) - 2 relu(u - 1/2) - 1: 0, 1, 1 at u = 0, 1, 2
             seed_head(a0, 2, u)
             m0.W_in[u, :2] = 1.0
             m0.b_in[:2] = torch.tensor([0.5, -0.5])
