@@ -150,7 +150,7 @@ def claim_card(
     method: str = "eap-ig",
     scores: EdgeScores | None = None,
     circuit: Circuit | None = None,
-    metric: str = "logprob",
+    metric: Any = "logprob",
     ablation: Ablation | None = None,
     selection: str = "greedy",
     by_position: bool = True,
@@ -226,7 +226,8 @@ def claim_card(
                 sum(resample_jaccards) / len(resample_jaccards), stability.chance_jaccard,
                 control_label="two random circuits of its size", margin=SHARE_MARGIN, floor=STABILITY_FLOOR),
     )
-    found_with = {"metric": metric, "ablation": ablation.to_dict(), "pairs": pairs,
+    metric_name = metric if isinstance(metric, str) else getattr(metric, "__name__", "custom")
+    found_with = {"metric": metric_name, "ablation": ablation.to_dict(), "pairs": pairs,
                   "by_position": by_position, "n_positions": graph.n_positions, "method": method,
                   "selection": selection, "k": k, "n_pairs": len(clean), "options": options}
     subject = subject or f"{method}, {len(circuit)} edges"
