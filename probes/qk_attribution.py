@@ -380,10 +380,10 @@ class QKPatchCheck:
 
     @property
     def verdict(self) -> str:
-        if self.top_change >= self.random_mean + self.margin and self.top_change >= 2 * self.random_mean:
-            return "holds"
         if not self.random_changes:
             return "inconclusive"  # no other contributor to compare with
+        if self.top_change >= self.random_mean + self.margin and self.top_change >= 2 * self.random_mean:
+            return "holds"
         if self.top_change <= self.random_mean:
             return "fails"
         return "inconclusive"
@@ -465,10 +465,13 @@ def _random_sets(others: list[str], k: int, n: int, gen: torch.Generator) -> lis
 def qk_patching_check(model: nn.Module, batch: Batch | Tensor, attr: QKAttribution, *, k: int = 3,
                       n_draws: int = 20, ablation: str = "zero", seed: int = 0) -> QKPatchCheck:
     """The top-``k`` contributors of ``attr`` removed against ``n_draws`` random ``k``-sets of
-    contributors (module docstring), on the same ``batch`` the attribution was computed on."""
+    the other contributors (module docstring), on the same ``batch`` the attribution was
+    computed on. A head with at most ``k`` contributors has no control: its verdict is
+    inconclusive."""
     candidates = attr.contributors()
-    if not 1 <= k <= len(candidates):
-        raise ValueError(f"k={k} must lie in [1, {len(candidates)}] (the head's contributors)")
+    if k < 1:
+        raise ValueError(f"k={k} must be >= 1")
+    k = min(k, len(candidates))  # a head with fewer contributors: all of them, and no control
     parts = residual_parts(model, batch, attr.layer)
     top = tuple(attr.top(k))
     top_change = pattern_change(model, batch, attr, top, ablation=ablation, parts=parts)
