@@ -5,8 +5,11 @@ sum of upstream nodes' writes, ``resid[p] = sum_i a_i[p]``:
 
 - ``embed`` (``hook_embed``; absent behind an input MLP, which reads it), ``pos``
   (``hook_pos_embed``), ``seed`` (``hook_seed_embed`` when the seed is added to the stream or is
-  its own token; an appended seed feeds the input MLP and acts through it), ``input_mlp``
-  (``input_mlp.hook_post @ W_out + b_out``), each earlier head ``aL.H`` (``hook_z @ W_O``), the
+  its own token), ``input_mlp`` (``input_mlp.hook_post @ W_out + b_out``); when the seed is
+  appended to the input MLP's input (recall), the input MLP's write is split exactly into
+  ``input_mlp``, its value on the embedding alone (a zero seed projection: every seed bit 0),
+  and ``seed``, what the seed adds to it through the input MLP; each earlier head ``aL.H``
+  (``hook_z @ W_O``), the
   earlier blocks' attention output biases together as ``b_O`` (only when non-zero) and each
   earlier MLP ``mL`` (``hook_mlp_out``); names as :class:`circuits.graph.nodes.Node` writes them.
 
@@ -161,8 +164,16 @@ def residual_parts(model: nn.Module, batch: Batch | Tensor, layer: int) -> tuple
         parts.append(back(cache["hook_seed_embed"]) if offset else cache["hook_seed_embed"].double())
     if has_input_mlp:
         mlp = model.input_mlp
+        write = cache["input_mlp.hook_post"].double() @ mlp.W_out.double() + mlp.b_out.double()
         names.append("input_mlp")
-        parts.append(front(cache["input_mlp.hook_post"].double() @ mlp.W_out.double() + mlp.b_out.double()))
+        if has_seed and seed_mode == "append":
+            # split exactly: the write without the seed (a zero seed projection, i.e. all seed
+            # bits 0) and what the seed adds to it through the input MLP
+            without = mlp(cache["hook_embed"]).double()
+            parts += [front(without), front(write - without)]
+            names.append("seed")
+        else:
+            parts.append(front(write))
     b_O = torch.zeros(d_model, dtype=torch.float64)
     for l in range(layer):
         attn = _attention(model, l)
@@ -237,7 +248,12 @@ class QKAttribution:
     def mean(self) -> Tensor:
         """``[P, n_nodes, n_nodes]`` averaged over the examples where each key is allowed (NaN
         where none is)."""
-        w = self.allowed.double()
+        return self.mean_where()
+
+    def mean_where(self, where: Tensor | None = None) -> Tensor:
+        """:attr:`mean` over the examples selected by ``where`` (``[batch]`` bool; all by
+        default), e.g. those with a seed bit set: which keys the head reads under which seed."""
+        w = self.allowed.double() * (1.0 if where is None else where.to(torch.float64)[:, None])
         total = (self.per_example * w[:, :, None, None]).sum(0)
         count = w.sum(0)[:, None, None]
         return torch.where(count > 0, total / count.clamp(min=1), torch.full_like(total, float("nan")))

@@ -119,10 +119,10 @@ def test_nodes_name_every_part_of_the_residual_stream():
     assert names["LayerNorm + MLPs + biases"] == ["embed", "pos", "a0.0", "a0.1", "m0", "b_O"]
     assert names["seed added, LayerNorm"][:3] == ["embed", "pos", "seed"]
     assert names["seed token, LayerNorm"][:3] == ["embed", "pos", "seed"]
-    # an appended seed reaches the stream only through the input MLP
-    assert names["seed appended + input MLP, LayerNorm"][:2] == ["pos", "input_mlp"]
-    assert "seed" not in names["seed appended + input MLP, LayerNorm"]
-    assert names["recall: input MLP, linear attention"] == ["input_mlp", "a0.0"]
+    # an appended seed reaches the stream only through the input MLP: its write is split into
+    # the write without the seed and the seed's difference
+    assert names["seed appended + input MLP, LayerNorm"][:3] == ["pos", "input_mlp", "seed"]
+    assert names["recall: input MLP, linear attention"] == ["input_mlp", "seed", "a0.0"]
     assert names["coloring: cycle mask"] == ["embed", "seed"]
     # the biases' term is a node of its own on both sides
     assert qk_attribution(*CASES["LayerNorm + MLPs + biases"], layer=1, head=0, query=3).nodes[-1] == "bias"
@@ -185,11 +185,23 @@ def test_pattern_change_is_a_real_intervention():
         pattern_change(model, batch, attr, ["k:pos"], ablation="resample")
 
 
+def test_an_appended_seed_is_split_out_of_the_input_mlp_exactly():
+    model, batch = CASES["recall: input MLP, linear attention"]
+    names, parts, _ = residual_parts(model, batch, 0)
+    seed = parts[:, :, names.index("seed")]
+    assert seed.abs().max() > 1e-3
+    zero = Batch(batch.inputs, batch.targets, batch.loss_mask, batch.answer_positions, seeds=torch.zeros_like(batch.seeds),
+                 metadata=batch.metadata)
+    names0, parts0, _ = residual_parts(model, zero, 0)
+    assert parts0[:, :, names0.index("seed")].abs().max() < 1e-6  # seed bits 0: nothing added
+    assert torch.allclose(parts0[:, :, 0], parts[:, :, 0])  # the seed-free part ignores the seed
+
+
 def test_a_head_with_too_few_contributors_has_no_control():
     model, batch = CASES["recall: input MLP, linear attention"]
     attr = qk_attribution(model, batch, 0, 0, batch.inputs.shape[1] - 1)
-    check = qk_patching_check(model, batch, attr)
-    assert check.top == ("q:input_mlp", "k:input_mlp") or set(check.top) == {"q:input_mlp", "k:input_mlp"}
+    check = qk_patching_check(model, batch, attr, k=4)
+    assert len(check.top) == 4 == len(attr.contributors())
     assert check.random_changes == () and check.verdict == "inconclusive"
 
 
@@ -242,3 +254,18 @@ def test_the_figure_is_annotated_and_the_report_shows_the_section():
     assert "query/key attribution" in page and 'id="qk-0"' in page and 'id="qk-1"' in page
     assert "query/key attribution" not in render_html(build_report(sort_model, task, ReportConfig(n_examples=40,
                                                                                                  probes=False)))
+
+
+def test_conditional_means_split_the_batch():
+    model, batch = CASES["recall: input MLP, linear attention"]
+    attr = qk_attribution(model, batch, 1, 0, batch.inputs.shape[1] - 1)
+    bit = batch.seeds[:, 0] > 0.5
+    assert bit.any() and (~bit).any()
+    on, off, every = attr.mean_where(bit), attr.mean_where(~bit), attr.mean
+    n_on = (attr.allowed & bit[:, None]).sum(0).double()[:, None, None]
+    n_all = attr.allowed.sum(0).double()[:, None, None]
+    keys = n_all[:, 0, 0] > 0
+    expected = (on.nan_to_num() * n_on + off.nan_to_num() * (n_all - n_on)) / n_all.clamp(min=1)
+    assert torch.allclose(expected[keys], every[keys])
+    assert not torch.allclose(on[keys], off[keys])
+    assert torch.isnan(attr.mean_where(torch.zeros(len(batch), dtype=torch.bool))).all()
