@@ -125,19 +125,20 @@ def qk_attribution_figure(attr, labels: list[str] | None = None, key: int | None
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=[t for t, _ in panels])
     for col, (title, z) in enumerate(panels, start=1):
         values = _round(z, 2)
-        text = [["" if v != v else f"{v:.2f}" for v in row] for row in values]
+        text = [["" if v != v else ("0" if abs(v) < 0.005 else f"{v:.2f}") for v in row] for row in values]
         fig.add_trace(go.Heatmap(z=values, x=nodes, y=nodes, text=text, texttemplate="%{text}",
-                                 textfont={"size": 10}, zmin=-top, zmax=top, zmid=0.0, colorscale="RdBu",
+                                 textfont={"size": 11}, zmin=-top, zmax=top, zmid=0.0, colorscale="RdBu",
                                  showscale=col == 1, colorbar={"title": {"text": "score"}},
                                  hovertemplate="query node %{y}<br>key node %{x}<br>%{z:.3f}<extra></extra>"),
                       row=1, col=col)
-    fig.update_yaxes(autorange="reversed", title_text="query-side node", col=1)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(title_text="query-side node", col=1)
     fig.update_xaxes(title_text="key-side node", tickangle=-45)
-    side = 30 * len(nodes) + 160
+    side = 36 * len(nodes) + 160
     fig.update_layout(
         title=(f"a{attr.layer}.{attr.head}: query {name(attr.query)} attends key {name(key)} "
-               f"(mean attention {float(mean_row[key]):.2f}); score split by query x key node"),
-        height=side + 60, width=2 * side + 200, font={"size": 12}, margin=dict(l=60, r=40, t=90, b=60))
+               f"(mean attention {float(mean_row[key]):.2f})<br>score split by query node x key node"),
+        height=side + 80, width=max(640, 2 * side + 200), font={"size": 12}, margin=dict(l=60, r=40, t=100, b=60))
     return fig
 
 
