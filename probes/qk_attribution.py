@@ -68,6 +68,7 @@ from torch import Tensor, nn
 
 from interp_rand.model.hook_names import hook_name, seed_offset
 from interp_rand.tasks.base import Batch
+from interp_rand.model.transformer import HookedTransformer
 from probes.activations import model_args
 
 TOLERANCE = 1e-4  # the decomposition's sum against the model's scores
@@ -123,7 +124,8 @@ def residual_parts(model: nn.Module, batch: Batch | Tensor, layer: int) -> tuple
 
     Returns:
         ``(names, parts [batch, P, n_parts, d_model] float64, cache)``; ``cache`` holds the
-        block's ``hook_resid_pre``, ``attn.hook_attn_scores`` and ``attn.hook_pattern``. Raises
+        block's ``hook_resid_pre``, ``attn.hook_q/k``, ``attn.hook_attn_scores`` and
+        ``attn.hook_pattern``. Raises
         when the parts do not sum to ``hook_resid_pre`` within :data:`TOLERANCE` (relative to
         its size): a node this module does not know.
     """
@@ -135,7 +137,7 @@ def residual_parts(model: nn.Module, batch: Batch | Tensor, layer: int) -> tuple
     has_seed = "hook_seed_embed" in hooks
     seed_mode = getattr(model.cfg, "seed_mode", "add")
     wanted = {"hook_embed", hook_name(layer, "hook_resid_pre"), hook_name(layer, "attn.hook_attn_scores"),
-              hook_name(layer, "attn.hook_pattern")}
+              hook_name(layer, "attn.hook_pattern"), hook_name(layer, "attn.hook_q"), hook_name(layer, "attn.hook_k")}
     wanted |= {n for n in ("hook_pos_embed", "hook_seed_embed", "input_mlp.hook_post") if n in hooks}
     for l in range(layer):
         wanted |= {hook_name(l, "attn.hook_z")} | ({hook_name(l, "hook_mlp_out")} & set(hooks))
@@ -226,7 +228,9 @@ class QKAttribution:
         per_example: ``[batch, P, n_nodes, n_nodes]`` ``C[b, k, i, j]``: query node ``i`` with
             key node ``j`` at key position ``k`` (zero where the key is masked).
         allowed: ``[batch, P]`` bool, the keys the query may attend.
-        scores: ``[batch, P]`` the model's pre-softmax scores (``hook_attn_scores``; masked
+        scores: ``[batch, P]`` the model's pre-softmax scores (``hook_attn_scores``; on a
+            model other than ours, e.g. a ``TransformerBridge``, whose ``hook_attn_scores`` in
+            TransformerLens 4.x holds the softmaxed pattern, ``hook_q . hook_k / attn_scale``; masked
             keys as the model writes them).
         pattern: ``[batch, P]`` the head's pattern row at ``query``.
         max_error: largest ``|sum C - score|`` over allowed keys (at most :data:`TOLERANCE`).
@@ -331,7 +335,8 @@ class QKAttribution:
 def qk_attribution(model: nn.Module, batch: Batch | Tensor, layer: int, head: int, query: int) -> QKAttribution:
     """Split head ``(layer, head)``'s scores at residual-stream position ``query`` into
     query-node x key-node contributions (module docstring), checked against the model's
-    ``hook_attn_scores`` (raises above :data:`TOLERANCE`)."""
+    ``hook_attn_scores`` (raises above :data:`TOLERANCE`; on another model, its own ``hook_q``
+    and ``hook_k``: see :attr:`QKAttribution.scores`)."""
     n_heads = int(model.cfg.n_heads)
     if not 0 <= head < n_heads:
         raise ValueError(f"head={head} outside [0, {n_heads})")
@@ -350,7 +355,12 @@ def qk_attribution(model: nn.Module, batch: Batch | Tensor, layer: int, head: in
     contrib = torch.einsum("bie,bkje->bkij", q_parts[:, 0], k_parts) / _attn_scale(model, layer)
     allowed = _allowed(model, batch, n_stream, n_batch)[:, query]
     contrib = contrib * allowed[:, :, None, None]
-    scores = cache[hook_name(layer, "attn.hook_attn_scores")][:, head, query].double().cpu()
+    if isinstance(model, HookedTransformer):
+        scores = cache[hook_name(layer, "attn.hook_attn_scores")][:, head, query].double().cpu()
+    else:
+        q = cache[hook_name(layer, "attn.hook_q")][:, query, head].double().cpu()
+        k = cache[hook_name(layer, "attn.hook_k")][:, :, head].double().cpu()
+        scores = torch.einsum("be,bke->bk", q, k) / _attn_scale(model, layer)
     diff = (contrib.sum((2, 3)) - scores).abs()
     error = float(diff[allowed].max()) if bool(allowed.any()) else 0.0
     if error > TOLERANCE * max(1.0, float(scores[allowed].abs().max()) if bool(allowed.any()) else 1.0):

@@ -318,3 +318,20 @@ def test_the_qk_section_is_readable_in_a_browser(tmp_path):
     assert fig["xticks"][: len(nodes)] == nodes  # both panels ticked with the node names
     assert sorted(fig["yticks"][: len(nodes)]) == sorted(nodes) and len(fig["xticks"]) == 2 * len(nodes)
     assert fig["texts"] >= 2 * len(nodes) ** 2  # every cell's value is written in it
+
+
+def test_a_transformer_bridge_gets_the_same_attribution_and_check():
+    """TransformerLens's own model of the same weights: the same terms (checked against its own
+    hook_q/hook_k, since its hook_attn_scores holds the pattern) and the same patching check."""
+    from interp_rand.model.bridge import to_bridge
+
+    ours = _circuit_models().make_model()
+    bridge = to_bridge(ours)
+    batch = _tokens(8, 6, 5)
+    for layer in (0, 1):
+        a, b = (qk_attribution(m, batch, layer, 1, 4) for m in (ours, bridge))
+        assert a.nodes == b.nodes and b.max_error < TOLERANCE
+        assert torch.allclose(a.per_example, b.per_example, atol=1e-5)
+        ca, cb = (qk_patching_check(m, batch, x, n_draws=3) for m, x in ((ours, a), (bridge, b)))
+        assert ca.top == cb.top and ca.top_change == pytest.approx(cb.top_change, abs=1e-5)
+        assert ca.random_changes == pytest.approx(cb.random_changes, abs=1e-5)
