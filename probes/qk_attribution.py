@@ -8,10 +8,10 @@ sum of upstream nodes' writes, ``resid[p] = sum_i a_i[p]``:
   its own token), ``input_mlp`` (``input_mlp.hook_post @ W_out + b_out``); when the seed is
   appended to the input MLP's input (recall), the input MLP's write is split exactly into
   ``input_mlp``, its value on the embedding alone (a zero seed projection: every seed bit 0),
-  and ``seed``, what the seed adds to it through the input MLP; each earlier head ``aL.H``
-  (``hook_z @ W_O``), the
-  earlier blocks' attention output biases together as ``b_O`` (only when non-zero) and each
-  earlier MLP ``mL`` (``hook_mlp_out``); names as :class:`circuits.graph.nodes.Node` writes them.
+  and ``seed``, what the seed adds to it through the input MLP;
+- each earlier head ``aL.H`` (``hook_z @ W_O``), the earlier blocks' attention output biases
+  together as ``b_O`` (only when non-zero) and each earlier MLP ``mL`` (``hook_mlp_out``);
+  names as :class:`circuits.graph.nodes.Node` writes them.
 
 The head's score is bilinear in that sum:
 ``score[q, k] = (sum_i Q_i(q) + Q_b) . (sum_j K_j(k) + K_b) / attn_scale`` with
@@ -46,14 +46,15 @@ sets of all of them when fewer than ``k`` are left), as the sort study draws ran
 heads. (Drawing from all contributors instead lets a random set hold a top one: on a head with
 four contributors every 3-set does, and the comparison says nothing.)
 
-**Verdict rule** (fixed before looking at any model, the project's ablation rule): *holds* when
+**Verdict rule** (the project's ablation rule, fixed before the zoo models were run): *holds* when
 the top-``k`` change is at least ``margin`` (0.05) above the mean random change and at least
 twice it; *fails* when it is not above the mean random change; *inconclusive* in between (and
 when there is no other contributor to draw).
 
-    >>> attr = qk_attribution(model, batch, layer=0, head=0, query=4)
-    >>> attr.nodes, attr.mean.shape        # ('embed', 'pos', 'bias'), [keys, nodes, nodes]
-    >>> qk_patching_check(model, batch, attr).verdict
+    >>> attr = qk_attribution(model, batch, layer=1, head=2, query=7)   # zoo:sort's a1.2 at y1
+    >>> attr.nodes            # ('embed', 'pos', 'a0.0', ..., 'a0.3', 'm0', 'b_O', 'bias')
+    >>> attr.mean.shape       # [keys, nodes, nodes]
+    >>> qk_patching_check(model, batch, attr).verdict                    # 'holds'
 """
 
 from __future__ import annotations
