@@ -41,6 +41,7 @@ from circuits.graph.circuit import Circuit
 from circuits.graph.architecture import run_model
 from circuits.methods.discovery import discover
 from circuits.graph.nodes import Node
+from interp_rand.losses import answer_correct
 from interp_rand.model.hook_names import hook_name
 from interp_rand.tasks.base import Batch
 from interp_rand.validation import check_ints
@@ -205,8 +206,7 @@ def correct_with_carry_removed(model: Any, task, batch: Batch, nodes: list[Node]
             logits = run_model(model, batch)
     else:
         logits = run_model(model, batch)
-    pos = batch.answer_positions
-    return logits[:, pos].argmax(-1) == batch.targets[:, pos]
+    return answer_correct(logits, batch, task.loss_kind)
 
 
 def digit_accuracy(correct: Tensor, batch: Batch, cascade: Batch | None = None,
