@@ -99,6 +99,50 @@ def probe_layers_figure(data: ReportData) -> go.Figure:
     return fig
 
 
+def qk_attribution_figure(attr, labels: list[str] | None = None, key: int | None = None) -> go.Figure:
+    """A :class:`~probes.qk_attribution.QKAttribution` as two annotated heatmaps (query node
+    down, key node across; readable without hovering): the mean contributions to the score at
+    ``key`` (default: the key the head attends most on average), and the same minus their mean
+    over the row's other allowed keys, i.e. what makes the head prefer that key (under softmax a
+    term equal at every key changes nothing). ``labels``: the residual stream's position labels."""
+    mean_row = attr.mean_pattern
+    key = int(mean_row.argmax() if attr.softmax else mean_row.abs().argmax()) if key is None else key
+    name = (lambda p: labels[p] if labels and p < len(labels) else f"pos {p}")
+    panels = [("score at the key", attr.mean[key]), ("against the other keys", attr.contrast(key))]
+    top = max((float(z.nan_to_num().abs().max()) for _, z in panels), default=0.0) or 1.0
+    nodes = list(attr.nodes)
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=[t for t, _ in panels])
+    for col, (title, z) in enumerate(panels, start=1):
+        values = _round(z, 2)
+        text = [["" if v != v else ("0" if abs(v) < 0.005 else f"{v:.2f}") for v in row] for row in values]
+        fig.add_trace(go.Heatmap(z=values, x=nodes, y=nodes, text=text, texttemplate="%{text}",
+                                 textfont={"size": 11}, zmin=-top, zmax=top, zmid=0.0, colorscale="RdBu",
+                                 showscale=col == 1, colorbar={"title": {"text": "score"}},
+                                 hovertemplate="query node %{y}<br>key node %{x}<br>%{z:.3f}<extra></extra>"),
+                      row=1, col=col)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(title_text="query-side node", col=1)
+    fig.update_xaxes(title_text="key-side node", tickangle=-45)
+    side = 36 * len(nodes) + 160
+    fig.update_layout(
+        title=(f"a{attr.layer}.{attr.head}: query {name(attr.query)} attends key {name(key)} "
+               f"(mean attention {float(mean_row[key]):.2f})<br>score split by query node x key node"),
+        height=side + 80, width=max(640, 2 * side + 200), font={"size": 12}, margin=dict(l=60, r=40, t=100, b=60))
+    return fig
+
+
+def qk_table_rows(data: ReportData) -> list[dict]:
+    """One row per head of the query/key attribution section: its top contributors and the
+    patching check against random other contributors."""
+    rows = []
+    for attr, check in data.qk:
+        d = check.to_dict()
+        rows.append({"head": f"a{attr.layer}.{attr.head}", "query": attr.query, "top 3": ", ".join(check.top),
+                     "top change": d["top_change"], "random mean": d["random_mean"], "random max": d["random_max"],
+                     "draws": d["n_draws"], "verdict": d["verdict"], "sum error": f"{attr.max_error:.1e}"})
+    return rows
+
+
 def _table(rows: list[dict], columns: list[str]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = []
@@ -152,6 +196,20 @@ def _sections(data: ReportData) -> list:
                      "(captum) that goes to the seed rather than the task input, per output.</p>")
         parts.append(_table([{"output": k, "seed share": v} for k, v in data.seed_share.items()],
                             ["output", "seed share"]))
+    if data.qk:
+        parts.append("<h2>Why heads attend where they do (query/key attribution)</h2><p class='note'>Each head's "
+                     "pre-softmax score at one query, split exactly into query-side node x key-side node terms "
+                     "(LayerNorm linearised at its frozen per-position scale; the terms sum to the model's "
+                     "score within 1e-4). Patching check: the top 3 contributors (a node on the query or key "
+                     "side) removed from the head's q/k input only, against random sets of 3 other "
+                     "contributors; change = total variation of the head's pattern row, mean over examples. "
+                     "Holds when the top change is >= random + 0.05 and >= twice it.</p>")
+        parts.append(_table(qk_table_rows(data), ["head", "query", "top 3", "top change", "random mean",
+                                                  "random max", "draws", "verdict", "sum error"]))
+        offset = len(data.examples[0].labels) - len(names) if data.examples else 0
+        stream = (["seed"] * offset) + names
+        for i, (attr, _) in enumerate(data.qk):
+            parts.append((f"qk-{i}", qk_attribution_figure(attr, stream)))
     parts.append("<p class='note'>computed in " + html.escape(
         ", ".join(f"{k} {v:.1f} s" for k, v in data.seconds.items())) + "</p>")
     return parts
@@ -167,4 +225,5 @@ def write_report(data: ReportData, path: str | Path) -> Path:
     return write_page(path, data.title, _sections(data))
 
 
-__all__ = ["pattern_figure", "pattern_scale", "probe_layers_figure", "render_html", "roles_figure", "write_report"]
+__all__ = ["pattern_figure", "pattern_scale", "probe_layers_figure", "qk_attribution_figure", "qk_table_rows",
+           "render_html", "roles_figure", "write_report"]
