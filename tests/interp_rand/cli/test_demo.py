@@ -14,8 +14,8 @@ from interp_rand.training import TrainConfig
 
 
 # The tour's commands on their smallest settings: what each command computes is checked by its
-# own tests (the carry claims in tests/circuits/test_case_studies_zoo.py, the seed usage in
-# tests/circuits/test_randomness_zoo.py, the addition model's accuracy in tests/interp_rand/test_zoo.py);
+# own tests (the carry claims in tests/interp_rand/reports/test_case_studies_zoo.py, the seed usage in
+# tests/circuits/analyses/test_randomness_zoo.py, the addition model's accuracy in tests/interp_rand/zoo/test_zoo.py);
 # this test checks what only the tour does: every step runs in order, each into its own folder,
 # and the index links what each one wrote.
 SMALL = {"eval": {"--n": "200"}, "case-study": {"--n": "200", "--controls": "2"},
