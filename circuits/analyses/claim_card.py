@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from circuits.analyses.comparison import RECOVERY_FLOOR, SHARE_MARGIN
+from circuits.analyses.faithfulness import ShareMeter
 from circuits.analyses.mib import MIB_FRACTIONS, FaithfulnessIntegrals, faithfulness_integrals
 from circuits.analyses.stability import AgreementMatrix, across_resamples, agreement_matrix
 from circuits.analyses.verdict import Claim, exceeds, verdict_counts
@@ -41,8 +42,7 @@ from circuits.graph.circuit import Circuit
 from circuits.graph.scores import EdgeScores
 from circuits.graph.selection import select
 from circuits.interventions.ablation import Ablation
-from circuits.interventions.edge_patching import run_with_edges
-from circuits.interventions.metrics import evaluate_metric, get_metric
+from circuits.interventions.metrics import get_metric
 from circuits.methods.discovery import discover, patch_data
 
 # A stable circuit shares at least half of its edges with the circuits of resampled data.
@@ -114,17 +114,9 @@ def _p95(values) -> float | None:
 def _shares(model: Any, scores: EdgeScores, clean: Any, corrupted: Any, ablation: Ablation, metric: Any,
             keeps: list[torch.Tensor]) -> list[tuple[float, float]]:
     """(sufficiency, necessity) of each keep mask."""
-    graph = scores.graph
-    replacement = patch_data(model, graph, clean, corrupted, ablation).replacement
-
-    def m(keep):
-        return float(evaluate_metric(metric, run_with_edges(model, graph, clean, keep, replacement), clean))
-
-    full, empty = m(graph.mask), m(torch.zeros_like(graph.mask))
-    gap = full - empty
-    if gap == 0:
-        raise ValueError("the full model and the empty circuit give the same metric: shares are undefined")
-    return [((m(k) - empty) / gap, (m(graph.mask & ~k) - empty) / gap) for k in keeps]
+    replacement = patch_data(model, scores.graph, clean, corrupted, ablation).replacement
+    meter = ShareMeter.of(model, scores.graph, clean, replacement, metric)
+    return [(meter.share(k), meter.necessity(k)) for k in keeps]
 
 
 def random_keep_masks(scores: EdgeScores, k: int, n: int, seed: int) -> list[torch.Tensor]:

@@ -68,18 +68,46 @@ def behaviour_gap(model: Any, clean: Any, corrupted: Any, metric: str | Metric =
         return float(value - fn(run_model(model, corrupted), clean))
 
 
-def _metric_of(model: Any, graph: ModelGraph, batch: Any, keep: Tensor, replacement: Tensor, metric: Metric) -> float:
-    return float(evaluate_metric(metric, run_with_edges(model, graph, batch, keep, replacement), batch))
+@dataclass(frozen=True)
+class ShareMeter:
+    """Shares of the full − empty metric gap: the one owner of "run with these edges kept, the
+    rest ablated by ``replacement``, and compare with the full model and the empty circuit"
+    (faithfulness, MIB's integrals and the claim cards all measure through it).
 
+    ``share(keep) = (m(keep) − m(∅)) / (m(M) − m(∅))``; the sufficiency of a circuit is the
+    share of its keep mask, its necessity the share of the full graph without it
+    (:meth:`necessity`)."""
 
-def _recovered(model, graph, batch, keep, replacement, metric) -> tuple[float, float, float, float]:
-    full = _metric_of(model, graph, batch, graph.mask, replacement, metric)
-    empty = _metric_of(model, graph, batch, torch.zeros_like(graph.mask), replacement, metric)
-    inside = _metric_of(model, graph, batch, keep, replacement, metric)
-    gap = full - empty
-    if gap == 0:
-        raise ValueError("the full model and the empty circuit give the same metric: the recovered share is undefined")
-    return (inside - empty) / gap, full, empty, inside
+    model: Any
+    graph: ModelGraph
+    batch: Any
+    replacement: Tensor
+    metric: Metric
+    full: float
+    empty: float
+
+    @classmethod
+    def of(cls, model: Any, graph: ModelGraph, batch: Any, replacement: Tensor, metric: Metric) -> ShareMeter:
+        """Measure ``m(M)`` and ``m(∅)``; refuse a zero gap (the share is undefined)."""
+        def m(keep: Tensor) -> float:
+            return float(evaluate_metric(metric, run_with_edges(model, graph, batch, keep, replacement), batch))
+
+        full, empty = m(graph.mask), m(torch.zeros_like(graph.mask))
+        if full == empty:
+            raise ValueError("the full model and the empty circuit give the same metric: the recovered share is "
+                             "undefined (choose pairs or an ablation under which the model's behaviour changes)")
+        return cls(model, graph, batch, replacement, metric, full, empty)
+
+    def metric_of(self, keep: Tensor) -> float:
+        return float(evaluate_metric(self.metric, run_with_edges(self.model, self.graph, self.batch, keep,
+                                                                 self.replacement), self.batch))
+
+    def share(self, keep: Tensor) -> float:
+        return (self.metric_of(keep) - self.empty) / (self.full - self.empty)
+
+    def necessity(self, keep: Tensor) -> float:
+        """The share left when the edges of ``keep`` are ablated from the full model."""
+        return self.share(self.graph.mask & ~keep)
 
 
 def faithfulness(
@@ -118,7 +146,9 @@ def faithfulness(
     graph = ModelGraph.of(model, n_pos, by_position)
     keep = graph.keep_mask(list(circuit.edges))
     data = patch_data(model, graph, clean, corrupted, ablation, reference)
-    recovered, full, empty, inside = _recovered(model, graph, clean, keep, data.replacement, metric_fn)
+    meter = ShareMeter.of(model, graph, clean, data.replacement, metric_fn)
+    full, empty, inside = meter.full, meter.empty, meter.metric_of(keep)
+    recovered = (inside - empty) / (full - empty)
 
     curve: list[tuple[int, float]] = []
     if scores is not None:
@@ -127,8 +157,7 @@ def faithfulness(
         n = graph.n_edges
         sizes = curve_sizes or sorted({round(n * f) for f in (0, .01, .02, .05, .1, .2, .3, .5, .7, 1)} | {len(circuit)})
         for k in bar(sizes, desc="faithfulness curve: circuit sizes", enabled=progress):
-            at_k = graph.keep_mask(list(select(scores, k, selection).edges))
-            curve.append((k, (_metric_of(model, graph, clean, at_k, data.replacement, metric_fn) - empty) / (full - empty)))
+            curve.append((k, meter.share(graph.keep_mask(list(select(scores, k, selection).edges)))))
 
     spread: list[float] = []
     generator = torch.Generator().manual_seed(seed)
@@ -137,7 +166,7 @@ def faithfulness(
         sub_clean = clean[rows]
         sub_corrupted = None if corrupted is None else corrupted[rows]
         sub = patch_data(model, graph, sub_clean, sub_corrupted, ablation, reference)
-        spread.append(_recovered(model, graph, sub_clean, keep, sub.replacement, metric_fn)[0])
+        spread.append(ShareMeter.of(model, graph, sub_clean, sub.replacement, metric_fn).share(keep))
     return Faithfulness(recovered, full, empty, inside, len(circuit), graph.n_edges, tuple(curve), tuple(spread))
 
 

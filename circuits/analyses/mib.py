@@ -29,15 +29,13 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import torch
-from torch import Tensor
 
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.scores import EdgeScores
 from circuits.graph.selection import select
 from circuits.interventions.ablation import Ablation
-from circuits.interventions.edge_patching import run_with_edges
-from circuits.interventions.metrics import Metric, evaluate_metric, get_metric
+from circuits.analyses.faithfulness import ShareMeter
+from circuits.interventions.metrics import Metric, get_metric
 from circuits.methods.discovery import discover, patch_data
 from interp_rand.progress import bar
 
@@ -105,16 +103,7 @@ def faithfulness_integrals(
     metric_fn = get_metric(metric)
     graph: ModelGraph = scores.graph
     replacement = patch_data(model, graph, clean, corrupted, ablation, reference).replacement
-
-    def measure(keep: Tensor) -> float:
-        return float(evaluate_metric(metric_fn, run_with_edges(model, graph, clean, keep, replacement), clean))
-
-    full = measure(graph.mask)
-    empty = measure(torch.zeros_like(graph.mask))
-    gap = full - empty
-    if gap == 0:
-        raise ValueError("the full model and the empty circuit give the same metric: faithfulness is undefined "
-                         "(choose pairs or an ablation under which the model's behaviour changes)")
+    meter = ShareMeter.of(model, graph, clean, replacement, metric_fn)
     sizes, suff, nec, dropped = [], [], [], []
     for fraction in bar(fractions, desc="faithfulness integrals: circuit sizes", enabled=progress):
         k = int(fraction * graph.n_edges)
@@ -122,8 +111,8 @@ def faithfulness_integrals(
         keep = graph.keep_mask(list(circuit.edges))
         sizes.append(k)
         dropped.append(int(circuit.settings.get("n_dropped", 0)))
-        suff.append((measure(keep) - empty) / gap)
-        nec.append((measure(graph.mask & ~keep) - empty) / gap)
+        suff.append(meter.share(keep))
+        nec.append(meter.necessity(keep))
     xs = list(fractions)
     settings = {**scores.settings, "selection": selection,
                 "metric": metric if isinstance(metric, str) else getattr(metric, "__name__", "custom"),
@@ -132,7 +121,7 @@ def faithfulness_integrals(
         tuple(xs), tuple(sizes), tuple(suff), tuple(nec),
         cpr=trapezoid_area(xs, suff), cmd=trapezoid_area(xs, [abs(1 - f) for f in suff]),
         necessity_cpr=trapezoid_area(xs, nec), necessity_cmd=trapezoid_area(xs, [abs(g) for g in nec]),
-        full_metric=full, empty_metric=empty, n_dropped=tuple(dropped), settings=settings)
+        full_metric=meter.full, empty_metric=meter.empty, n_dropped=tuple(dropped), settings=settings)
 
 
 def integrals_table(
