@@ -29,7 +29,6 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.scores import EdgeScores
 from circuits.graph.selection import select
