@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor
 
-from interp_rand.tasks.base import CARRIES, Batch, PairBatch, model_config_from, register_task
+from interp_rand.tasks.base import CARRIES, Batch, PairBatch, register_task, token_model_config
 
 if TYPE_CHECKING:
     from interp_rand.model.config import ModelConfig
@@ -176,19 +176,8 @@ class AdditionTask:
         return dataclasses.asdict(self)
 
     def model_config(self, **overrides: Any) -> "ModelConfig":
-        """Default: a small 2-layer softmax transformer sized for this task; ``overrides`` win."""
-        defaults: dict[str, Any] = dict(
-            d_model=128,
-            n_layers=2,
-            n_heads=4,
-            n_ctx=self.n_ctx,
-            d_vocab=self.d_vocab,
-            d_vocab_out=self.d_vocab,
-            input_kind="tokens",
-            attention="softmax",
-            mask="causal",
-        )
-        return model_config_from(defaults, overrides)
+        """Default: :func:`~interp_rand.tasks.base.token_model_config` sized for this task."""
+        return token_model_config(self.n_ctx, self.d_vocab, overrides)
 
     # ------------------------------------------------------------------ layout
 

@@ -218,6 +218,15 @@ def tasks_with(capability: str) -> list[str]:
     return [name for name in task_names() if has_capability(TASKS.get(name), capability)]
 
 
+def token_model_config(n_ctx: int, d_vocab: int, overrides: dict[str, Any]) -> "ModelConfig":
+    """The default model of a token task (sort, addition): a small 2-layer causal softmax
+    transformer (width 128, 4 heads) over ``d_vocab`` tokens and ``n_ctx`` positions; the user's
+    ``overrides`` win."""
+    defaults: dict[str, Any] = dict(d_model=128, n_layers=2, n_heads=4, n_ctx=n_ctx, d_vocab=d_vocab,
+                                    d_vocab_out=d_vocab, input_kind="tokens", attention="softmax", mask="causal")
+    return model_config_from(defaults, overrides)
+
+
 def model_config_from(defaults: dict[str, Any], overrides: dict[str, Any]) -> "ModelConfig":
     """A task's default model with the user's ``overrides`` applied, built once so derived
     fields (``d_head``, ``d_mlp``) follow an overridden ``d_model``; unknown fields are named."""
