@@ -11,6 +11,8 @@ import torch
 from torch import Tensor, nn
 
 from interp_rand.evaluation import check_model_fits_task
+from interp_rand.model.fast import FastForward, hooks_attached
+from interp_rand.model.transformer import HookedTransformer
 from interp_rand.losses import answer_correct, answer_logits, output_judge, vote_rules
 from interp_rand.tasks.base import Batch, Task
 
@@ -167,6 +169,18 @@ def _target_outputs(batch: Batch, loss_kind: str) -> Tensor | None:
     return None
 
 
+def evaluation_forward(model: nn.Module, hooked: bool = False) -> Callable[..., Tensor]:
+    """What evaluation calls for ``model``'s logits: its :class:`FastForward` when ``model`` is
+    a :class:`~interp_rand.model.HookedTransformer` (its own ``forward``, not a subclass's) with
+    no hook attached and ``hooked`` is false; otherwise ``model`` itself (the hooked path, so
+    hooks, ablations and patches act as always)."""
+    if hooked or not isinstance(model, HookedTransformer) or type(model).forward is not HookedTransformer.forward:
+        return model
+    if hooks_attached(model):
+        return model
+    return FastForward.from_model(model)
+
+
 def success_matrix(
     model: nn.Module,
     task: Task,
@@ -176,6 +190,7 @@ def success_matrix(
     chunk_size: int = 4096,
     keep_probs: bool = True,
     workers: int | None = None,
+    hooked: bool = False,
 ) -> SeedRun:
     """Run ``model`` on every (input, seed) pair of ``batch`` x ``seeds``.
 
@@ -197,6 +212,11 @@ def success_matrix(
             (default: ``torch.get_num_threads()``). The models here are small, so whole chunks
             side by side use the cores better than each small op split across them. The
             result does not depend on it.
+        hooked: run the hooked forward even where the fast path applies. By default a
+            :class:`~interp_rand.model.HookedTransformer` with no hook attached runs through
+            :class:`~interp_rand.model.fast.FastForward` (its weights, no hook dispatch; logits
+            within float rounding of the hooked forward); any other model, or one with a hook
+            attached, is called itself.
 
     Runs without autograd in eval mode; the model's mode and the thread count are restored.
     """
@@ -211,11 +231,12 @@ def success_matrix(
     n_seeds = _check_seeds(batch, seeds)
     n, kind = len(batch), task.loss_kind
     total = n * n_seeds
+    forward = evaluation_forward(model, hooked)
 
     def run_chunk(start: int) -> tuple[Tensor, Tensor, Tensor | None]:
         with torch.inference_mode():  # grad mode is per thread
             part = _expand_rows(batch, seeds, start, min(start + chunk_size, total))
-            logits = model(part.inputs, **part.model_kwargs())
+            logits = forward(part.inputs, **part.model_kwargs())
             if not torch.isfinite(logits).all():
                 raise FloatingPointError("the model produced non-finite logits during evaluation")
             success = answer_correct(logits, part, kind).all(-1)

@@ -1,0 +1,216 @@
+"""A fast inference path for evaluation, derived from a :class:`HookedTransformer`'s weights.
+
+:class:`FastForward` computes the same logits as ``HookedTransformer.forward`` (within float
+rounding; ``tests/interp_rand/test_fast_forward.py`` checks 1e-5 on every zoo model's config
+and identical colouring success on the exhaustive cycle set) with plain torch ops: no hook
+dispatch, no per-step copies a hook would need (the positional table is broadcast, not
+repeated), and a per-example mask in which every query may read the same number ``k`` of keys
+(the colouring's cycle adjacency: 2 of 10) is applied by gathering only those keys.
+
+It holds no weights of its own: every call reads the model's parameters (the fused q/k/v
+matrix is rebuilt whenever a parameter changes), and it reuses the model's own pieces where
+they are functions (:func:`~interp_rand.model.layer_norm.layer_norm`, the MLP activations of
+:data:`~interp_rand.model.mlp.ACTIVATIONS`, ``PosEmbed``/``SeedEmbed``'s tables). The hooked
+model stays the one model for analysis and interventions: this path has no hook points, so
+anything that needs hooks (caches, patching, ablations) runs the hooked forward.
+
+    >>> fast = FastForward.from_model(model)
+    >>> torch.allclose(fast(inputs, seeds=seeds), model(inputs, seeds=seeds), atol=1e-5)
+    True
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from interp_rand.model.layer_norm import layer_norm
+from interp_rand.model.mlp import ACTIVATIONS
+
+
+def hooks_attached(model: nn.Module) -> bool:
+    """Does any hook point of ``model`` carry a forward or backward hook right now?"""
+    hook_dict = getattr(model, "hook_dict", None)
+    if hook_dict is None:
+        return False
+    return any(hp._forward_hooks or hp._backward_hooks for hp in hook_dict.values())
+
+
+def regular_key_index(allowed: Tensor) -> Tensor | None:
+    """``allowed [batch, q, k]`` bool -> ``[batch, q, d]`` long, the allowed keys of every query
+    in ascending order, when every query of every row may read exactly the same number ``d >= 1``
+    of keys; otherwise ``None`` (the dense mask is used)."""
+    degree = allowed.sum(-1)
+    d = int(degree[0, 0]) if degree.numel() else 0
+    if d < 1 or not bool((degree == d).all()):
+        return None
+    # nonzero() lists the True entries row-major, so each query's d keys come out ascending
+    return allowed.nonzero()[:, 2].view(*allowed.shape[:2], d)
+
+
+class FastForward:
+    """The hooked model's forward pass as plain tensor ops, for evaluation.
+
+    Args:
+        model: a :class:`~interp_rand.model.HookedTransformer`; read on every call, never copied.
+        sparse_keys: with a per-example mask (``mask="custom"``) in which every query reads the
+            same number of keys, gather those keys instead of masking the full score matrix
+            (``None``: when fewer than half the keys are allowed; measured faster on CPU for the
+            colouring's 2 of 10 in ``bench/fast_eval.py``).
+    """
+
+    def __init__(self, model: nn.Module, sparse_keys: bool | None = None):
+        self.model = model
+        self.cfg = model.cfg
+        self.sparse_keys = sparse_keys
+        self._version: tuple[int, ...] | None = None
+        self._fused: list[tuple[Tensor, Tensor | None, Tensor]] = []
+
+    @classmethod
+    def from_model(cls, model: nn.Module, sparse_keys: bool | None = None) -> "FastForward":
+        return cls(model, sparse_keys=sparse_keys)
+
+    # ----------------------------------------------------------------------------------
+    def _layers(self) -> list[tuple[Tensor, Tensor | None, Tensor]]:
+        """Per block: ``W_qkv [d_model, 3 * h * e]`` transposed for ``F.linear``, its bias (or
+        ``None`` without attention biases) and ``W_O [(h e), d_model]`` transposed; rebuilt when
+        any parameter's version counter moved (training, ``load_state_dict``, ``copy_``)."""
+        params = list(self.model.parameters())
+        version = tuple(p._version for p in params) + tuple(id(p) for p in params)
+        if version != self._version:
+            fused = []
+            for block in self.model.blocks:
+                attn = block.attn
+                w_qkv = torch.cat([w.permute(1, 0, 2).flatten(1) for w in (attn.W_Q, attn.W_K, attn.W_V)], 1)
+                b_qkv = torch.cat([attn.b_Q.flatten(), attn.b_K.flatten(), attn.b_V.flatten()])
+                fused.append((w_qkv.T.contiguous().detach(),
+                              b_qkv.detach() if self.cfg.attn_bias else None,
+                              attn.W_O.flatten(0, 1).T.contiguous().detach()))
+            self._fused, self._version = fused, version
+        return self._fused
+
+    # ----------------------------------------------------------------------------------
+    def __call__(self, inputs: Tensor, seeds: Tensor | None = None, attention_mask: Tensor | None = None) -> Tensor:
+        """As ``HookedTransformer.forward`` (same arguments, same checks, same result)."""
+        model, cfg = self.model, self.cfg
+        batch, n_pos = model._check_inputs(inputs)
+        embed = model.embed
+        x = embed.W_E[inputs] if embed.tokens else inputs @ embed.W_E
+        seed_embed = self._seed_embed(seeds, batch, n_pos)
+        if cfg.has_seed and cfg.seed_mode == "append":
+            x = x + seed_embed
+        if cfg.d_input_mlp > 0:
+            x = self._mlp(model.input_mlp, x)
+        if cfg.has_seed and cfg.seed_mode == "add":
+            x = x + seed_embed
+        if cfg.seed_offset:
+            x = torch.cat([seed_embed.expand(batch, -1, -1), x], dim=1)
+        return self._residual_stream(x, model._allowed(attention_mask, batch, n_pos))
+
+    def _seed_embed(self, seeds: Tensor | None, batch: int, n_pos: int) -> Tensor | None:
+        """``[batch, pos or 1, d_model]``: the hooked model's checks, and the projection of a
+        shared seed once per row (broadcast over positions, not expanded first)."""
+        model, cfg = self.model, self.cfg
+        if not cfg.has_seed or seeds is None:
+            return model._seed_embed(seeds, batch, n_pos)  # raises where seeds are wrong
+        if seeds.shape[0] != batch or seeds.shape[-1] != cfg.d_seed or seeds.dim() not in (2, 3) or (
+            seeds.dim() == 3 and (cfg.seed_offset or seeds.shape[1] != n_pos)
+        ):
+            return model._seed_embed(seeds, batch, n_pos)  # raises with the hooked model's message
+        w_seed = model.seed_embed.W_seed
+        seeds = seeds.to(w_seed.dtype)
+        return (seeds[:, None] if seeds.dim() == 2 else seeds) @ w_seed
+
+    def _mlp(self, mlp: nn.Module, x: Tensor) -> Tensor:
+        pre = mlp.pre_activation(x)
+        return F.linear(mlp.act(pre), mlp.W_out.T, mlp.b_out)
+
+    def _norm(self, norm: nn.Module, x: Tensor) -> Tensor:
+        if self.cfg.normalization_type != "LN":
+            return x
+        return layer_norm(x, norm.w, norm.b, norm.eps)
+
+    def _residual_stream(self, x: Tensor, allowed: Tensor | None) -> Tensor:
+        model, cfg = self.model, self.cfg
+        batch, n_pos, _ = x.shape
+        if cfg.positional != "none":
+            x = x + model.pos_embed(n_pos)  # broadcast over the batch (no copy: no hook to see it)
+        attend = self._attention_plan(allowed, batch, n_pos)
+        h, e = cfg.n_heads, cfg.d_head
+        x = x.reshape(batch * n_pos, -1)
+        for block, (w_qkv, b_qkv, w_o) in zip(model.blocks, self._layers()):
+            attn = block.attn
+            qkv = F.linear(self._norm(block.ln1, x), w_qkv, b_qkv).view(batch, n_pos, 3, h, e)
+            z = attend(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], attn.scale)  # [batch, pos, head, d_head]
+            z = z.reshape(batch * n_pos, h * e)
+            x = x + F.linear(z, w_o, attn.b_O if cfg.attn_bias else None)
+            if not cfg.attn_only:
+                x = x + self._mlp(block.mlp, self._norm(block.ln2, x))
+        unembed = model.unembed
+        logits = F.linear(self._norm(model.ln_final, x), unembed.W_U.T, unembed.b_U)
+        return logits.view(batch, n_pos, -1)[:, cfg.seed_offset :]
+
+    def _attention_plan(self, allowed: Tensor | None, batch: int, n_pos: int):
+        """``attend(q, k, v, scale) -> z``, all ``[batch, pos, head, d_head]``, with the mask
+        prepared once for every block: the allowed keys' rows (a per-example mask in which
+        every query reads the same number of keys, see ``sparse_keys``), or an additive
+        ``0 / -inf`` bias."""
+        cfg = self.cfg
+        if cfg.attention == "linear":
+            keep = None if allowed is None else (allowed if allowed.dim() == 2 else allowed[:, None])
+            return lambda q, k, v, scale: _linear_attention(q, k, v, keep, scale)
+        if allowed is not None and allowed.dim() == 3:
+            sparse = self.sparse_keys
+            if sparse is None:
+                sparse = 2 * int(allowed[0, 0].sum()) < n_pos
+            index = regular_key_index(allowed) if sparse else None
+            if index is not None:  # [d, batch * pos] rows of the flattened [batch * pos] keys
+                rows = index + n_pos * torch.arange(batch, device=index.device)[:, None, None]
+                rows = rows.flatten(0, 1).T.contiguous()
+                return lambda q, k, v, scale: _gathered_softmax(q, k, v, rows, scale)
+        bias = empty = None
+        if allowed is not None:
+            keep = allowed if allowed.dim() == 2 else allowed[:, None]  # broadcast over heads
+            bias = torch.zeros(keep.shape, device=allowed.device).masked_fill_(~keep, float("-inf"))
+            if allowed.dim() == 3 and not bool(allowed.any(-1).all()):
+                empty = ~keep  # a query with no allowed key gives NaN; it reads nothing (the hooked rule)
+        return lambda q, k, v, scale: _softmax_attention(q, k, v, bias, empty, scale)
+
+
+def _softmax_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, empty: Tensor | None,
+                       scale: float) -> Tensor:
+    """Softmax attention in the hooked attention's order of operations (so within a few float
+    ulps of it), the mask an additive ``0 / -inf`` bias prepared once for every block."""
+    scores = q.transpose(1, 2) @ k.permute(0, 2, 3, 1) / scale  # [batch, head, query, key]
+    if bias is not None:
+        scores = scores + bias
+    pattern = torch.softmax(scores, dim=-1)
+    if empty is not None:
+        pattern = pattern.masked_fill(empty, 0.0)
+    return (pattern @ v.transpose(1, 2)).transpose(1, 2)
+
+
+def _linear_attention(q: Tensor, k: Tensor, v: Tensor, keep: Tensor | None, scale: float) -> Tensor:
+    """Linear attention (the pattern is the masked scores), in the hooked order of operations."""
+    scores = q.transpose(1, 2) @ k.permute(0, 2, 3, 1) / scale  # [batch, head, query, key]
+    pattern = scores if keep is None else scores.masked_fill(~keep, 0.0)
+    return (pattern @ v.transpose(1, 2)).transpose(1, 2)
+
+
+def _gathered_softmax(q: Tensor, k: Tensor, v: Tensor, keys: Tensor, scale: float) -> Tensor:
+    """Softmax attention over only the allowed keys: ``keys [d, batch * pos]``, the rows of the
+    flattened ``[batch * pos, ...]`` keys and values that query ``(b, p)`` reads (the same
+    number ``d`` for every query). The masked keys' ``exp(-inf) = 0`` terms are simply absent;
+    the key axis is the outer one, so the softmax over it is torch's fast (non-last-axis)
+    kernel and the weighted sum of values a plain outer-axis reduction."""
+    batch, n_pos, h, e = q.shape
+    d = keys.shape[0]
+    k_sel = k.reshape(batch * n_pos, h, e).index_select(0, keys.flatten()).view(d, batch * n_pos, h, e)
+    v_sel = v.reshape(batch * n_pos, h, e).index_select(0, keys.flatten()).view(d, batch * n_pos, h, e)
+    scores = (k_sel * q.reshape(1, batch * n_pos, h, e)).sum(-1) / scale  # [d, batch * pos, head]
+    pattern = torch.softmax(scores, dim=0)
+    return (pattern[..., None] * v_sel).sum(0).view(batch, n_pos, h, e)
+
+
+__all__ = ["FastForward", "hooks_attached", "regular_key_index"]
