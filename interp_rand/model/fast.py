@@ -165,10 +165,12 @@ class FastForward:
             if sparse is None:
                 sparse = 2 * int(allowed[0, 0].sum()) < n_pos
             index = regular_key_index(allowed) if sparse else None
-            if index is not None:  # [d, batch * pos] rows of the flattened [batch * pos] keys
-                rows = index + n_pos * torch.arange(batch, device=index.device)[:, None, None]
-                rows = rows.flatten(0, 1).T.contiguous()
-                return lambda q, k, v, scale: _gathered_softmax(q, k, v, rows, scale)
+            if index is not None:
+                # [d, batch * head * query]: the flat [batch * head, query, key] score entries
+                h = cfg.n_heads
+                query_rows = torch.arange(batch * h * n_pos, device=index.device).view(batch, h, n_pos, 1)
+                cells = (query_rows * n_pos + index[:, None]).flatten(0, 2).T.contiguous()
+                return lambda q, k, v, scale: _gathered_softmax(q, k, v, cells, scale)
         bias = empty = None
         if allowed is not None:
             keep = allowed if allowed.dim() == 2 else allowed[:, None]  # broadcast over heads
@@ -198,19 +200,28 @@ def _linear_attention(q: Tensor, k: Tensor, v: Tensor, keep: Tensor | None, scal
     return (pattern @ v.transpose(1, 2)).transpose(1, 2)
 
 
-def _gathered_softmax(q: Tensor, k: Tensor, v: Tensor, keys: Tensor, scale: float) -> Tensor:
-    """Softmax attention over only the allowed keys: ``keys [d, batch * pos]``, the rows of the
-    flattened ``[batch * pos, ...]`` keys and values that query ``(b, p)`` reads (the same
-    number ``d`` for every query). The masked keys' ``exp(-inf) = 0`` terms are simply absent;
-    the key axis is the outer one, so the softmax over it is torch's fast (non-last-axis)
-    kernel and the weighted sum of values a plain outer-axis reduction."""
+def _gathered_softmax(q: Tensor, k: Tensor, v: Tensor, cells: Tensor, scale: float) -> Tensor:
+    """Softmax attention over only the allowed keys. ``cells [d, batch * head * query]``: the
+    entries of the flattened ``[batch * head, query, key]`` score matrix that each query may
+    read (the same number ``d`` for every query). The scores come from one batched matmul; only
+    the allowed ones are picked, their softmax runs over the outer axis (torch's fast
+    non-last-axis kernel: over a last axis of ~10 entries its CPU softmax is ~10x slower), and
+    the pattern, zero elsewhere, is placed back for the batched matmul with the values. The
+    masked keys' ``exp(-inf) = 0`` terms of the hooked softmax are simply absent."""
     batch, n_pos, h, e = q.shape
-    d = keys.shape[0]
-    k_sel = k.reshape(batch * n_pos, h, e).index_select(0, keys.flatten()).view(d, batch * n_pos, h, e)
-    v_sel = v.reshape(batch * n_pos, h, e).index_select(0, keys.flatten()).view(d, batch * n_pos, h, e)
-    scores = (k_sel * q.reshape(1, batch * n_pos, h, e)).sum(-1) / scale  # [d, batch * pos, head]
-    pattern = torch.softmax(scores, dim=0)
-    return (pattern[..., None] * v_sel).sum(0).view(batch, n_pos, h, e)
+    qh, kh, vh = _heads_first(q), _heads_first(k), _heads_first(v)
+    scores = torch.bmm(qh, kh.transpose(1, 2)).view(-1)  # [batch * head * query * key]
+    flat = cells.flatten()
+    pattern = torch.softmax(scores.index_select(0, flat).view(cells.shape) / scale, dim=0)
+    dense = scores.new_zeros(scores.shape).index_put_((flat,), pattern.flatten())
+    z = torch.bmm(dense.view(batch * h, n_pos, n_pos), vh)  # [batch * head, query, d_head]
+    return z.view(batch, h, n_pos, e).transpose(1, 2)
+
+
+def _heads_first(t: Tensor) -> Tensor:
+    """``[batch, pos, head, d_head]`` -> ``[batch * head, pos, d_head]`` (a view for one head)."""
+    batch, n_pos, h, e = t.shape
+    return t.transpose(1, 2).reshape(batch * h, n_pos, e)
 
 
 __all__ = ["FastForward", "hooks_attached", "regular_key_index"]
