@@ -41,12 +41,16 @@ def regular_key_index(allowed: Tensor) -> Tensor | None:
     """``allowed [batch, q, k]`` bool -> ``[batch, q, d]`` long, the allowed keys of every query
     in ascending order, when every query of every row may read exactly the same number ``d >= 1``
     of keys; otherwise ``None`` (the dense mask is used)."""
-    degree = allowed.sum(-1)
-    d = int(degree[0, 0]) if degree.numel() else 0
-    if d < 1 or not bool((degree == d).all()):
+    batch, n_query = allowed.shape[:2]
+    entries = allowed.nonzero()  # row-major: (row, query, key), each query's keys ascending
+    queries = batch * n_query
+    if queries == 0 or len(entries) == 0 or len(entries) % queries:
         return None
-    # nonzero() lists the True entries row-major, so each query's d keys come out ascending
-    return allowed.nonzero()[:, 2].view(*allowed.shape[:2], d)
+    d = len(entries) // queries
+    owner = entries[:, 0] * n_query + entries[:, 1]  # the flat query of every entry
+    if not torch.equal(owner, torch.arange(queries, device=allowed.device).repeat_interleave(d)):
+        return None
+    return entries[:, 2].view(batch, n_query, d)
 
 
 class FastForward:
@@ -55,9 +59,11 @@ class FastForward:
     Args:
         model: a :class:`~interp_rand.model.HookedTransformer`; read on every call, never copied.
         sparse_keys: with a per-example mask (``mask="custom"``) in which every query reads the
-            same number of keys, gather those keys instead of masking the full score matrix
-            (``None``: when fewer than half the keys are allowed; measured faster on CPU for the
-            colouring's 2 of 10 in ``bench/fast_eval.py``).
+            same number ``d`` of keys, compute attention only over those keys (``True``), always
+            over the full masked score matrix (``False``), or (``None``) the former where
+            ``d`` is under half the positions. Measured (``bench/fast_eval.py`` and
+            ``FastForward(model, sparse_keys=False)``): on the colouring's 2 of 10 keys the
+            attention is ~2x faster gathered; the half-way switch is not measured elsewhere.
     """
 
     def __init__(self, model: nn.Module, sparse_keys: bool | None = None):
@@ -120,7 +126,10 @@ class FastForward:
             return model._seed_embed(seeds, batch, n_pos)  # raises with the hooked model's message
         w_seed = model.seed_embed.W_seed
         seeds = seeds.to(w_seed.dtype)
-        return (seeds[:, None] if seeds.dim() == 2 else seeds) @ w_seed
+        seeds = seeds[:, None] if seeds.dim() == 2 else seeds
+        # one seed feature (the colouring's noise): a broadcast product, the same number as the
+        # [.., 1] @ [1, d_model] matmul gives, without the matmul's call
+        return seeds * w_seed[0] if cfg.d_seed == 1 else seeds @ w_seed
 
     def _mlp(self, mlp: nn.Module, x: Tensor) -> Tensor:
         pre = mlp.pre_activation(x)
@@ -161,10 +170,9 @@ class FastForward:
             keep = None if allowed is None else (allowed if allowed.dim() == 2 else allowed[:, None])
             return lambda q, k, v, scale: _linear_attention(q, k, v, keep, scale)
         if allowed is not None and allowed.dim() == 3:
-            sparse = self.sparse_keys
-            if sparse is None:
-                sparse = 2 * int(allowed[0, 0].sum()) < n_pos
-            index = regular_key_index(allowed) if sparse else None
+            index = None if self.sparse_keys is False else regular_key_index(allowed)
+            if index is not None and self.sparse_keys is None and 2 * index.shape[-1] >= n_pos:
+                index = None  # half the keys or more: the dense mask
             if index is not None:
                 # [d, batch * head * query]: the flat [batch * head, query, key] score entries
                 h = cfg.n_heads
