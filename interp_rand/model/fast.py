@@ -97,8 +97,28 @@ class FastForward:
         return self._fused
 
     # ----------------------------------------------------------------------------------
-    def __call__(self, inputs: Tensor, seeds: Tensor | None = None, attention_mask: Tensor | None = None) -> Tensor:
-        """As ``HookedTransformer.forward`` (same arguments, same checks, same result)."""
+    def key_index(self, attention_mask: Tensor | None) -> Tensor | None:
+        """``[batch, pos, d]`` the keys each query of ``attention_mask`` reads, where this model
+        attends over the gathered keys for it (softmax, ``mask="custom"``, no seed token, a
+        regular mask, ``sparse_keys``); else ``None``. Computed once for a batch, it can be
+        sliced along with the mask and passed to each call (``key_index=``), which then skips
+        finding it: evaluation repeats every input's mask for each of its seeds."""
+        cfg = self.cfg
+        if attention_mask is None or cfg.mask != "custom" or cfg.attention != "softmax" or cfg.seed_offset:
+            return None
+        if self.sparse_keys is False or attention_mask.dim() != 3:
+            return None
+        index = regular_key_index(attention_mask)
+        if index is not None and self.sparse_keys is None and 2 * index.shape[-1] >= attention_mask.shape[-1]:
+            return None  # half the keys or more: the dense mask
+        return index
+
+    def __call__(self, inputs: Tensor, seeds: Tensor | None = None, attention_mask: Tensor | None = None,
+                 key_index: Tensor | None = None) -> Tensor:
+        """As ``HookedTransformer.forward`` (same arguments, same checks, same result).
+
+        ``key_index``: :meth:`key_index` of ``attention_mask``, if the caller has it (it must
+        be that of this very mask; it is not checked against it)."""
         model, cfg = self.model, self.cfg
         batch, n_pos = model._check_inputs(inputs)
         embed = model.embed
@@ -112,7 +132,14 @@ class FastForward:
             x = x + seed_embed
         if cfg.seed_offset:
             x = torch.cat([seed_embed.expand(batch, -1, -1), x], dim=1)
-        return self._residual_stream(x, model._allowed(attention_mask, batch, n_pos))
+        allowed = model._allowed(attention_mask, batch, n_pos)
+        if key_index is None:
+            key_index = self.key_index(allowed)
+        elif (key_index.shape[:2] != (batch, n_pos) or attention_mask is None
+              or self.key_index(attention_mask[:1]) is None):
+            raise ValueError(f"key_index must be FastForward.key_index of the [batch={batch}, pos={n_pos}, "
+                             f"pos] attention_mask; got {tuple(key_index.shape)}")
+        return self._residual_stream(x, allowed, key_index)
 
     def _seed_embed(self, seeds: Tensor | None, batch: int, n_pos: int) -> Tensor | None:
         """``[batch, pos or 1, d_model]``: the hooked model's checks, and the projection of a
@@ -140,12 +167,12 @@ class FastForward:
             return x
         return layer_norm(x, norm.w, norm.b, norm.eps)
 
-    def _residual_stream(self, x: Tensor, allowed: Tensor | None) -> Tensor:
+    def _residual_stream(self, x: Tensor, allowed: Tensor | None, key_index: Tensor | None) -> Tensor:
         model, cfg = self.model, self.cfg
         batch, n_pos, _ = x.shape
         if cfg.positional != "none":
             x = x + model.pos_embed(n_pos)  # broadcast over the batch (no copy: no hook to see it)
-        attend = self._attention_plan(allowed, batch, n_pos)
+        attend = self._attention_plan(allowed, key_index, batch, n_pos)
         h, e = cfg.n_heads, cfg.d_head
         x = x.reshape(batch * n_pos, -1)
         for block, (w_qkv, b_qkv, w_o) in zip(model.blocks, self._layers()):
@@ -160,25 +187,20 @@ class FastForward:
         logits = F.linear(self._norm(model.ln_final, x), unembed.W_U.T, unembed.b_U)
         return logits.view(batch, n_pos, -1)[:, cfg.seed_offset :]
 
-    def _attention_plan(self, allowed: Tensor | None, batch: int, n_pos: int):
+    def _attention_plan(self, allowed: Tensor | None, index: Tensor | None, batch: int, n_pos: int):
         """``attend(q, k, v, scale) -> z``, all ``[batch, pos, head, d_head]``, with the mask
-        prepared once for every block: the allowed keys' rows (a per-example mask in which
-        every query reads the same number of keys, see ``sparse_keys``), or an additive
-        ``0 / -inf`` bias."""
+        prepared once for every block: the allowed keys (``index``, :meth:`key_index`), or an
+        additive ``0 / -inf`` bias."""
         cfg = self.cfg
         if cfg.attention == "linear":
             keep = None if allowed is None else (allowed if allowed.dim() == 2 else allowed[:, None])
             return lambda q, k, v, scale: _linear_attention(q, k, v, keep, scale)
-        if allowed is not None and allowed.dim() == 3:
-            index = None if self.sparse_keys is False else regular_key_index(allowed)
-            if index is not None and self.sparse_keys is None and 2 * index.shape[-1] >= n_pos:
-                index = None  # half the keys or more: the dense mask
-            if index is not None:
-                # [d, batch * head * query]: the flat [batch * head, query, key] score entries
-                h = cfg.n_heads
-                query_rows = torch.arange(batch * h * n_pos, device=index.device).view(batch, h, n_pos, 1)
-                cells = (query_rows * n_pos + index[:, None]).flatten(0, 2).T.contiguous()
-                return lambda q, k, v, scale: _gathered_softmax(q, k, v, cells, scale)
+        if index is not None:
+            # [d, batch * head * query]: the flat [batch * head, query, key] score entries
+            h = cfg.n_heads
+            query_rows = torch.arange(batch * h * n_pos, device=index.device).view(batch, h, n_pos, 1)
+            cells = (query_rows * n_pos + index[:, None]).flatten(0, 2).T.contiguous()
+            return lambda q, k, v, scale: _gathered_softmax(q, k, v, cells, scale)
         bias = empty = None
         if allowed is not None:
             keep = allowed if allowed.dim() == 2 else allowed[:, None]  # broadcast over heads

@@ -239,11 +239,16 @@ def success_matrix(
     n, kind = len(batch), task.loss_kind
     total = n * n_seeds
     forward = evaluation_forward(model, hooked)
+    # every input's mask serves all its seeds: the fast path finds its keys once per input
+    key_index = forward.key_index(batch.attention_mask) if isinstance(forward, FastForward) else None
 
     def run_chunk(start: int) -> tuple[Tensor, Tensor, Tensor | None]:
         with torch.inference_mode():  # grad mode is per thread
             part = _expand_rows(batch, seeds, start, min(start + chunk_size, total))
-            logits = forward(part.inputs, **part.model_kwargs())
+            kwargs = part.model_kwargs()
+            if key_index is not None:
+                kwargs["key_index"] = key_index[torch.arange(start, start + len(part), device=key_index.device) // n_seeds]
+            logits = forward(part.inputs, **kwargs)
             if not torch.isfinite(logits).all():
                 raise FloatingPointError("the model produced non-finite logits during evaluation")
             success = answer_correct(logits, part, kind).all(-1)

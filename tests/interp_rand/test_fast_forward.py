@@ -121,6 +121,11 @@ def test_sparse_and_dense_masks_agree_and_empty_rows_read_nothing():
         for sparse in (True, False):
             out = FastForward(model, sparse_keys=sparse)(inputs, attention_mask=regular)
             assert (out - hooked).abs().max().item() <= TOLERANCE * _scale(hooked)
+        fast = FastForward(model)
+        index = fast.key_index(regular)
+        assert torch.equal(fast(inputs, attention_mask=regular, key_index=index), fast(inputs, attention_mask=regular))
+        with pytest.raises(ValueError, match="key_index"):
+            fast(inputs, attention_mask=regular, key_index=index[:3])
     # a query with no allowed key reads nothing (the hooked rule), and the mask is not regular
     irregular = regular.clone()
     irregular[:, 0] = False
