@@ -16,11 +16,11 @@ import argparse
 import json
 from pathlib import Path
 
-import plotly.io as pio
 import torch
 
 from circuits import randomness_usage
 from circuits.draw.randomness_figure import resample_distance_figure, usage_figure
+from interp_rand.figures.html_page import write_page
 from interp_rand.reproduce import evaluate_seeded
 from interp_rand.training.checkpoint import CheckpointError, load_checkpoint
 from probes import colour_noise_information, noise_resample_effect
@@ -65,9 +65,7 @@ def main(argv=None) -> dict:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "symmetry_breaking.json").write_text(json.dumps(summary, indent=2))
     figures = [resample_distance_figure(figure_runs), usage_figure(figure_runs)]
-    divs = "".join(pio.to_html(f, full_html=False, include_plotlyjs=i == 0) for i, f in enumerate(figures))
-    page = f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{divs}</body></html>"
-    (args.out / "symmetry_breaking.html").write_text(page)
+    write_page(args.out / "symmetry_breaking.html", "colouring: symmetry breaking by noise", figures)
     for run, s in summary.items():
         change = ", ".join(f"d={d}: {r:.3f}" for d, r in s["change_rate_by_distance"].items())
         print(f"{run}: proper colouring {s['proper_colouring_average']:.3f} (worst-5% {s['worst_5pct']:.3f}); "

@@ -16,11 +16,11 @@ import argparse
 import json
 from pathlib import Path
 
-import plotly.io as pio
 import torch
 
 from circuits import randomness_usage
 from circuits.draw.randomness_figure import coverage_figure, usage_figure
+from interp_rand.figures.html_page import write_page
 from interp_rand.reproduce import evaluate_seeded
 from interp_rand.training.checkpoint import CheckpointError, load_checkpoint
 from probes.stored_set import stored_set_map
@@ -70,9 +70,7 @@ def main(argv=None) -> dict:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "recall_comparison.json").write_text(json.dumps(summary, indent=2))
     figures = [usage_figure(figure_runs), coverage_figure(figure_runs)]
-    divs = "".join(pio.to_html(f, full_html=False, include_plotlyjs=i == 0) for i, f in enumerate(figures))
-    page = f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{divs}</body></html>"
-    (args.out / "recall_comparison.html").write_text(page)
+    write_page(args.out / "recall_comparison.html", "recall: deterministic against randomized", figures)
     for run, s in summary.items():
         print(f"{run}: average {s['average']:.3f}, worst-5% {s['worst_5pct']:.3f}, sampled baseline "
               f"{s['sampled']['average']:.3f}; seed usage (TV) {s['seed_usage_reference']:.4f}, answers changed "

@@ -1,11 +1,13 @@
 """Score circuit-discovery methods against circuits known by construction: hand-set models at the
 shapes of this toolkit's tasks (sort, addition, recall, a seed reader, and a seed reader with a
-decoy for gradients; :mod:`circuits.analyses.planted`). For each method and model: the edge
+decoy for gradients; :mod:`circuits.analyses.planted`), and stressors that each break one
+method's assumption (a ReLU off where EAP takes its gradient, a saturated clip, a cancelling
+pair, an AND gate, an OR gate). For each method and model: the edge
 AUROC of the method's scores against the known edge set, MIB's CPR and CMD (and the necessity
 CMD) of the circuits chosen from them, and the method's seconds. Prints the method x model
 table and writes it as JSON and HTML.
 
-    # every method on every planted model: about 15 s of one CPU thread (longer on a busy machine)
+    # every method on every planted model: about 25 s of one CPU thread (longer on a busy machine)
     python examples/ground_truth_suite.py --out /tmp/ground-truth
     python examples/ground_truth_suite.py --out /tmp/ground-truth --methods exact eap --models sort recall
 """

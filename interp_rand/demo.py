@@ -19,6 +19,7 @@ import torch
 from interp_rand.evaluation import evaluate
 from interp_rand.figures import training_curves
 from interp_rand.figures.demo_index import demo_index
+from interp_rand.figures.html_page import write_figure
 from interp_rand.tasks import make_task
 from interp_rand.training import TrainConfig, train
 
@@ -112,7 +113,7 @@ def run_demo(out: str | Path, progress: bool = True) -> dict[str, Any]:
         summary[name] = report
         histories[name] = result.history
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    training_curves(histories).write_html(out / "training_curves.html", include_plotlyjs=True)
+    write_figure(training_curves(histories), out / "training_curves.html", "training curves")
     print(_table(summary))
     print(f"\nwrote runs, summary.json and training_curves.html to {out}")
     return summary

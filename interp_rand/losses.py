@@ -11,17 +11,201 @@ named as in :mod:`interp_rand.seeded_evaluation.amplification`): every kind take
 frequent whole output (``"majority_whole"``); a kind whose ``judge`` is a verifier needing no
 target (colouring: validity is checked edge by edge) can also vote per answer position and
 retry until the verifier passes (``"majority_per_vertex"``, ``"las_vegas"``).
+
+A kind also owns **decoding** its outputs (its ``decoding``, :data:`CLASSES` or :data:`BITS`):
+the answer id at each answer position (:meth:`LossKind.predict`: the argmax class, or the
+thresholded bits packed into one integer), the output distribution over those ids
+(:meth:`LossKind.distribution`: softmax, or the product of Bernoullis over every bit pattern),
+the per-unit probabilities (:meth:`LossKind.marginals`: softmax, or each bit's sigmoid) and the
+right answer's id (:meth:`LossKind.target_ids`). Bits are packed in **one order** everywhere,
+most significant first (:func:`pack_bits` / :func:`unpack_bits`): bit ``k`` of ``n`` has
+weight ``2**(n - 1 - k)``, so ids ascend like the bit vectors lexicographically, as recall's
+enumerated seeds do (``RecallTask.all_seeds``). A kind registered without a decoding has
+class outputs. Code that has a batch but no task (a circuit metric ``metric(logits, batch)``)
+reads the decoding off the targets with :func:`decoding_for_targets`.
 """
 
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from interp_rand.registry import Registry
 from interp_rand.tasks.base import Batch
+
+
+# ---------------------------------------------------------------------- the one bit order
+#: Most bits an int64 answer id holds.
+MAX_PACKED_BITS = 62
+#: Exact output distributions of multi-bit answers are enumerated up to this many bits
+#: (``2**n`` outcomes per answer position).
+MAX_ENUMERATED_BITS = 12
+
+
+def pack_bits(bits: Tensor) -> Tensor:
+    """``[..., n_bits]`` bool/0-1 -> ``[...]`` long, most significant bit first:
+    ``sum_k bit_k << (n_bits - 1 - k)`` (the one bit order of the toolkit; :func:`unpack_bits`
+    inverts it)."""
+    n_bits = bits.shape[-1]
+    if n_bits > MAX_PACKED_BITS:
+        raise ValueError(f"cannot pack {n_bits} bits into an int64 output")
+    weights = torch.ones(n_bits, dtype=torch.long, device=bits.device) << torch.arange(
+        n_bits - 1, -1, -1, device=bits.device
+    )
+    return (bits.long() * weights).sum(-1)
+
+
+def unpack_bits(ids: Tensor, n_bits: int) -> Tensor:
+    """``[...]`` integer ids -> ``[..., n_bits]`` long 0/1, most significant bit first (the
+    inverse of :func:`pack_bits` for ``0 <= ids < 2**n_bits``)."""
+    if not 0 <= n_bits <= MAX_PACKED_BITS:
+        raise ValueError(f"cannot unpack {n_bits} bits from an int64 id")
+    shifts = torch.arange(n_bits - 1, -1, -1, device=ids.device)
+    return (ids.long()[..., None] >> shifts) & 1
+
+
+def bit_patterns(n_bits: int) -> Tensor:
+    """``[2**n_bits, n_bits]`` long 0/1: row ``i`` is ``unpack_bits(i)``, i.e. ``i`` in binary
+    most significant bit first (rows in lexicographic order)."""
+    return unpack_bits(torch.arange(2**n_bits), n_bits)
+
+
+# ---------------------------------------------------------------------- decodings
+class ClassDecoding:
+    """Outputs are classes: per answer position one of ``K = d_vocab_out``; the answer id is the
+    class. ``picked``: answer-position logits ``[..., n_answer, K]``."""
+
+    name = "classes"
+    bits = False
+
+    def predict(self, picked: Tensor) -> Tensor:
+        """``[..., n_answer]`` long: the argmax class."""
+        return picked.argmax(-1)
+
+    def marginals(self, picked: Tensor) -> Tensor:
+        """``[..., n_answer, K]`` float: the softmax over classes."""
+        return torch.softmax(picked.float(), dim=-1)
+
+    def distribution(self, picked: Tensor) -> Tensor:
+        """``[..., n_answer, K]`` float: the distribution over answer ids (the softmax)."""
+        return self.marginals(picked)
+
+    def target_ids(self, targets: Tensor) -> Tensor:
+        """Class targets ``[..., n_answer]`` -> their ids ``[..., n_answer]`` long."""
+        return targets.long()
+
+    def correct(self, picked: Tensor, targets: Tensor) -> Tensor:
+        """``[..., n_answer]`` bool: the argmax class is the target."""
+        return picked.argmax(-1) == targets
+
+    def as_targets(self, picked: Tensor, like: Tensor) -> Tensor:
+        """The predicted answers written as targets of ``like``'s dtype (``[..., n_answer]``)."""
+        return picked.argmax(-1).to(like.dtype)
+
+    def target_logprob(self, picked: Tensor, targets: Tensor) -> Tensor:
+        """``[..., n_answer]`` log-probability of the target class."""
+        return F.log_softmax(picked, -1).gather(-1, targets[..., None])[..., 0]
+
+    def target_prob(self, picked: Tensor, targets: Tensor) -> Tensor:
+        """``[..., n_answer, 1]`` probability of the target class (the softmax gathered)."""
+        return F.softmax(picked, -1).gather(-1, targets[..., None])
+
+    def target_logit_diff(self, picked: Tensor, targets: Tensor) -> Tensor:
+        """``[..., n_answer]``: the target's logit minus the mean of the other logits."""
+        correct = picked.gather(-1, targets[..., None])[..., 0]
+        others = (picked.sum(-1) - correct) / (picked.shape[-1] - 1)
+        return correct - others
+
+    def attributed_units(self, picked: Tensor) -> tuple[Tensor, tuple[str, ...], bool]:
+        """What attribution explains at each answer position: ``(index [batch, n_outputs]``
+        into the flattened ``[n_answer * K]`` logits, a label per output of one answer position,
+        ``log_probs``): the log-probability of the predicted class."""
+        n_answer, n_out = picked.shape[1], picked.shape[2]
+        return torch.arange(n_answer) * n_out + picked.argmax(-1), ("predicted",), True
+
+    def __repr__(self) -> str:
+        return "CLASSES"
+
+
+class BitDecoding:
+    """Outputs are ``V = d_vocab_out`` independent bits per answer position (bit ``k`` is 1 when
+    its logit is > 0); the answer id packs them, most significant first (:func:`pack_bits`).
+    ``picked``: answer-position logits ``[..., n_answer, V]``; targets ``[..., n_answer, V]`` 0/1."""
+
+    name = "bits"
+    bits = True
+
+    def predict(self, picked: Tensor) -> Tensor:
+        """``[..., n_answer]`` long: the thresholded bits packed."""
+        return pack_bits(picked > 0)
+
+    def marginals(self, picked: Tensor) -> Tensor:
+        """``[..., n_answer, V]`` float: each bit's probability of being 1 (sigmoid), independent."""
+        return torch.sigmoid(picked.float())
+
+    def distribution(self, picked: Tensor) -> Tensor:
+        """``[..., n_answer, 2**V]`` float: the product of Bernoullis over every bit pattern,
+        outcome ``i`` the pattern ``unpack_bits(i)`` (so indexed by answer id)."""
+        picked = picked.float()
+        V = picked.shape[-1]
+        if V > MAX_ENUMERATED_BITS:
+            raise ValueError(f"bce answers of {V} bits have 2**{V} outcomes; at most {MAX_ENUMERATED_BITS} bits")
+        outcomes = bit_patterns(V).float()  # [2**V, V]
+        log_on = F.logsigmoid(picked)  # [..., A, V]
+        log_off = F.logsigmoid(-picked)
+        log_p = log_on @ outcomes.T + log_off @ (1 - outcomes).T  # [..., A, 2**V]
+        return log_p.exp()
+
+    def target_ids(self, targets: Tensor) -> Tensor:
+        """0/1 bit targets ``[..., n_answer, V]`` -> packed ids ``[..., n_answer]`` long."""
+        return pack_bits(targets > 0.5)
+
+    def correct(self, picked: Tensor, targets: Tensor) -> Tensor:
+        """``[..., n_answer]`` bool: every bit of the answer right."""
+        return ((picked > 0) == targets.bool()).all(-1)
+
+    def as_targets(self, picked: Tensor, like: Tensor) -> Tensor:
+        """The thresholded bits written as targets of ``like``'s dtype (``[..., n_answer, V]``)."""
+        return (picked > 0).to(like.dtype)
+
+    def target_logprob(self, picked: Tensor, targets: Tensor) -> Tensor:
+        """``[..., n_answer]`` log-probability of the whole target bit pattern (the sum of each
+        bit's)."""
+        return (targets * F.logsigmoid(picked) + (1 - targets) * F.logsigmoid(-picked)).sum(-1)
+
+    def target_prob(self, picked: Tensor, targets: Tensor) -> Tensor:
+        """``[..., n_answer]`` probability of the whole target bit pattern."""
+        return self.target_logprob(picked, targets).exp()
+
+    def target_logit_diff(self, picked: Tensor, targets: Tensor) -> Tensor:
+        """``[..., n_answer, V]``: per bit, the logit of its target value minus the other's
+        (``±logit``)."""
+        return (2 * targets - 1) * picked
+
+    def attributed_units(self, picked: Tensor) -> tuple[Tensor, tuple[str, ...], bool]:
+        """What attribution explains (see :meth:`ClassDecoding.attributed_units`): every bit's
+        logit."""
+        n_answer, n_out = picked.shape[1], picked.shape[2]
+        index = torch.arange(n_answer * n_out).expand(len(picked), -1)
+        return index, tuple(f"bit {u}" for u in range(n_out)), False
+
+    def __repr__(self) -> str:
+        return "BITS"
+
+
+Decoding = ClassDecoding | BitDecoding
+CLASSES = ClassDecoding()
+BITS = BitDecoding()
+
+
+def decoding_for_targets(targets: Tensor) -> Decoding:
+    """The decoding of a batch's targets when no loss kind is at hand (a circuit metric sees
+    only ``(logits, batch)``): float targets ``[batch, pos, V]`` are bits, integer ones
+    ``[batch, pos]`` classes."""
+    return BITS if targets.dtype.is_floating_point else CLASSES
 
 
 class LossKind(NamedTuple):
@@ -32,6 +216,32 @@ class LossKind(NamedTuple):
     judge: Callable[[Tensor, Batch], Tensor] | None = None
     # how the outputs of k seeds combine (seeded_evaluation's rule names), see the module doc
     vote_rules: tuple[str, ...] = ("majority_whole",)
+    # how its logits decode into answers (see the module doc)
+    decoding: Decoding = CLASSES
+
+    @property
+    def bits(self) -> bool:
+        """True when the outputs are independent bits (packed into one id per answer)."""
+        return self.decoding.bits
+
+    def predict(self, picked: Tensor) -> Tensor:
+        """Answer-position logits ``[..., n_answer, K]`` -> answer ids ``[..., n_answer]`` long."""
+        return self.decoding.predict(picked)
+
+    def distribution(self, picked: Tensor) -> Tensor:
+        """``[..., n_answer, n_ids]`` the output distribution over answer ids (what total-variation
+        scores compare)."""
+        return self.decoding.distribution(picked)
+
+    def marginals(self, picked: Tensor) -> Tensor:
+        """``[..., n_answer, K]`` per output unit: class probabilities, or bit probabilities."""
+        return self.decoding.marginals(picked)
+
+    def target_ids(self, batch: Batch) -> Tensor | None:
+        """``[batch, n_answer]`` long, the right answer's id at each answer position, in the
+        encoding of :meth:`predict`; ``None`` for a kind judged without one target (it has a
+        ``judge``, e.g. colouring)."""
+        return None if self.judge is not None else self.decoding.target_ids(batch.answer_targets())
 
 
 def _ce_loss(picked: Tensor, batch: Batch) -> Tensor:
@@ -40,7 +250,7 @@ def _ce_loss(picked: Tensor, batch: Batch) -> Tensor:
 
 
 def _ce_correct(picked: Tensor, batch: Batch) -> Tensor:
-    return picked.argmax(-1) == batch.answer_targets()
+    return CLASSES.correct(picked, batch.answer_targets())
 
 
 def _bce_loss(picked: Tensor, batch: Batch) -> Tensor:
@@ -49,15 +259,16 @@ def _bce_loss(picked: Tensor, batch: Batch) -> Tensor:
 
 
 def _bce_correct(picked: Tensor, batch: Batch) -> Tensor:
-    return ((picked > 0) == batch.answer_targets().bool()).all(-1)
+    return BITS.correct(picked, batch.answer_targets())
 
 
 LOSS_KINDS: Registry[LossKind] = Registry("loss kind", sort=True)
 # cross-entropy against class targets [batch, pos]
 LOSS_KINDS.register("ce", LossKind(_ce_loss, _ce_correct))
 # binary cross-entropy of every output unit against float targets [batch, pos, d_vocab_out]
-# (e.g. recall's value bits); an answer position is right when every bit is
-LOSS_KINDS.register("bce", LossKind(_bce_loss, _bce_correct, vote_rules=("majority_whole", "majority_per_bit")))
+# (e.g. recall's value bits); an answer position is right when every bit is; its outputs are bits
+LOSS_KINDS.register("bce", LossKind(_bce_loss, _bce_correct, vote_rules=("majority_whole", "majority_per_bit"),
+                                    decoding=BITS))
 
 
 def register_loss_kind(name: str, loss: Callable[[Tensor, Batch], Tensor],
@@ -79,6 +290,11 @@ def loss_kinds() -> list[str]:
 
 def _kind(kind: str) -> LossKind:
     return LOSS_KINDS.get(kind)
+
+
+def get_loss_kind(kind: str) -> LossKind:
+    """The registered loss kind ``kind`` (``ValueError`` naming the known ones otherwise)."""
+    return _kind(kind)
 
 
 def answer_logits(logits: Tensor, batch: Batch) -> Tensor:
@@ -109,5 +325,7 @@ def vote_rules(kind: str) -> tuple[str, ...]:
     return _kind(kind).vote_rules
 
 
-__all__ = ["LOSS_KINDS", "LossKind", "answer_correct", "answer_logits", "answer_loss", "loss_kinds", "output_judge",
-           "register_loss_kind", "vote_rules"]
+__all__ = ["BITS", "CLASSES", "LOSS_KINDS", "MAX_ENUMERATED_BITS", "MAX_PACKED_BITS", "BitDecoding", "ClassDecoding",
+           "Decoding", "LossKind", "answer_correct", "answer_logits", "answer_loss", "bit_patterns",
+           "decoding_for_targets", "get_loss_kind", "loss_kinds", "output_judge", "pack_bits", "register_loss_kind",
+           "unpack_bits", "vote_rules"]

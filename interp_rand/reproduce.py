@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 
+from interp_rand.figures.html_page import write_figure
 from interp_rand.figures.reproduction import reproduction_figure
 from interp_rand.job_runner import LOCAL, print_line, run_jobs
 from interp_rand.seeded_evaluation import evaluate_seeded, save_summary
@@ -243,8 +244,7 @@ def write_outputs(task_name: str, scale_name: str, rows: list[dict[str, Any]], o
     (out / "reproduction.md").write_text(table(task_name, rows))
     title = f"{task_name}: ours ({scale_name} scale) and the paper's values"
     drawn = [p for p in exp.paper_points if "bound" not in p]  # a bound is not a point
-    reproduction_figure(aggregate(task_name, rows), drawn, x_key, title).write_html(
-        out / "reproduction.html", include_plotlyjs=True)
+    write_figure(reproduction_figure(aggregate(task_name, rows), drawn, x_key, title), out / "reproduction.html", title)
 
 
 def paper_value(task_name: str, row: dict[str, Any], metric: str) -> str | None:

@@ -12,14 +12,13 @@ from probes.head_roles import RoleScores, register_role, role_names, score_roles
 from probes.report import ReportConfig, ReportData, build_report, report_from_run
 from probes.activations import Activations, check_hooks, collect_activations, hook_names, residual_hooks
 from probes.causal import CausalEffect, causal_check
+from probes.interchange import CausalModel, InterchangeResult, get_causal_model, interchange_accuracy, register_causal_model
 from probes.controls import control_labels, group_split, random_init_like
 from probes.linear_probe import LinearProbe, fit_ridge, probe_accuracy
 from probes.suite import ProbeConfig, ProbeResult, probe_task
 from probes.stored_set import StoredSetStats, stored_set_map, stored_set_stats
 from probes.route_seed import RouteSeedDependence, route_seed_dependence
-from probes.seed_mixing import MixingStrategies, mixing_strategies
 from probes.symmetry import ColourNoiseInformation, NoiseResampleEffect, colour_noise_information, noise_resample_effect
-from probes.symmetry_rule import RuleComparison, classical_coloring, rule_comparison
 from probes.variables import (
     ProbeVariable,
     VariableLabels,
@@ -77,13 +76,13 @@ __all__ = [
     "seed_attribution",
     "stored_set_map",
     "stored_set_stats",
-    "MixingStrategies",
-    "mixing_strategies",
     "RouteSeedDependence",
     "route_seed_dependence",
-    "RuleComparison",
-    "classical_coloring",
-    "rule_comparison",
     "variable_labels",
     "variable_names",
+    "CausalModel",
+    "InterchangeResult",
+    "get_causal_model",
+    "interchange_accuracy",
+    "register_causal_model",
 ]

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from interp_rand.model.hook_names import residual_hooks, seed_offset  # re-exported: probes' API
-from interp_rand.model.transformer import HookedTransformer
+from interp_rand.seeded_evaluation.forward import logits_of, model_args  # the core's one forward on a batch
 from interp_rand.tasks.base import Batch
 
 
@@ -59,25 +59,6 @@ def n_layers(model: nn.Module) -> int:
     return int(model.cfg.n_layers)
 
 
-def model_args(model: nn.Module, batch: Batch) -> tuple[tuple, dict]:
-    """Positional and keyword arguments of ``model``'s forward for ``batch``: ours takes seeds
-    and attention masks; a ``TransformerBridge`` takes token ids only."""
-    if isinstance(model, HookedTransformer):
-        return (batch.inputs,), batch.model_kwargs()
-    if batch.seeds is not None or batch.attention_mask is not None:
-        raise ValueError(
-            f"{type(model).__name__} takes token ids only; this batch has seeds or an attention "
-            "mask (use the toolkit's HookedTransformer)"
-        )
-    return (batch.inputs,), {}
-
-
-def logits_of(model: nn.Module, batch: Batch, fwd_hooks: list | None = None) -> Tensor:
-    """``[batch, pos, d_vocab_out]`` task-position logits, with optional scoped forward hooks."""
-    args, kwargs = model_args(model, batch)
-    with model.hooks(fwd_hooks=fwd_hooks or []):
-        out = model(*args, **kwargs)
-    return out.logits if hasattr(out, "logits") else out
 
 
 @torch.no_grad()

@@ -19,6 +19,7 @@ import torch
 from captum.attr import IntegratedGradients, LayerConductance, LayerIntegratedGradients
 from torch import Tensor, nn
 
+from interp_rand.losses import get_loss_kind
 from interp_rand.model.capture import capture_into
 from interp_rand.tasks.base import Batch
 from probes.activations import check_hooks, logits_of
@@ -66,14 +67,11 @@ def _output_targets(model: nn.Module, task, batch: Batch) -> tuple[Tensor, tuple
     """``[batch, n_outputs]`` flat indices into ``[n_answer * d_vocab_out]`` and their names."""
     with torch.no_grad():
         logits = logits_of(model, batch)[:, batch.answer_positions]  # [b, A, V]
-    n_answer, n_out = logits.shape[1], logits.shape[2]
     positions = batch.answer_positions.tolist()
-    if getattr(task, "loss_kind", "ce") == "bce":
-        index = torch.arange(n_answer * n_out).expand(len(batch), -1)
-        names = tuple(f"pos {p} bit {u}" for p in positions for u in range(n_out))
-        return index, names, False
-    index = torch.arange(n_answer) * n_out + logits.argmax(-1)  # the predicted class
-    return index, tuple(f"pos {p} predicted" for p in positions), True
+    # the loss kind says what to explain: the predicted class's log-probability, or every bit
+    decoding = get_loss_kind(getattr(task, "loss_kind", "ce")).decoding
+    index, units, log_probs = decoding.attributed_units(logits)
+    return index, tuple(f"pos {p} {u}" for p in positions for u in units), log_probs
 
 
 def _forward_fn(model: nn.Module, batch: Batch, channels: list[str], log_probs: bool):

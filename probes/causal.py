@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from interp_rand.losses import get_loss_kind
 from interp_rand.tasks.base import Batch
 from probes.activations import collect_activations, logits_of, seed_offset
 from probes.linear_probe import LinearProbe
@@ -31,7 +32,8 @@ class CausalEffect:
     Attributes:
         hook, position, instance, mode: where and how it intervened.
         n: examples intervened on (held-out rows).
-        changed: fraction whose output (argmax, or bits for BCE tasks) changed.
+        changed: fraction whose output (the loss kind's answer: argmax class, or bits for BCE
+            tasks) changed.
         placebo_changed: the same for the norm-matched random direction.
         counterfactual: fraction whose output became what the variable's new value implies
             (e.g. the carried digit moved by one); ``None`` where the variable has no such rule.
@@ -52,11 +54,6 @@ class CausalEffect:
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
-
-
-def _predictions(logits: Tensor, loss_kind: str) -> Tensor:
-    """``[n, ...]`` comparable predictions: class ids, or 0/1 bits for BCE tasks."""
-    return (logits > 0).long() if loss_kind == "bce" else logits.argmax(-1)
 
 
 @torch.no_grad()
@@ -134,13 +131,13 @@ def causal_check(
 
     out_index = None if variable.output_index is None else int(variable.output_index[k])
     positions = batch.answer_positions if out_index is None or out_index < 0 else batch.answer_positions[out_index : out_index + 1]
-    loss_kind = getattr(task, "loss_kind", "ce")
+    kind = get_loss_kind(getattr(task, "loss_kind", "ce"))  # decodes the outputs compared
     if clean_logits is None:
         clean_logits = logits_of(model, rows)
-    before = _predictions(clean_logits[:, positions], loss_kind)
-    steered = _predictions(logits_of(model, rows, intervene(False))[:, positions], loss_kind)
+    before = kind.predict(clean_logits[:, positions])
+    steered = kind.predict(logits_of(model, rows, intervene(False))[:, positions])
     probe_hit = float((probe.predict(seen["after"]) == target).float().mean())
-    placebo = _predictions(logits_of(model, rows, intervene(True))[:, positions], loss_kind)
+    placebo = kind.predict(logits_of(model, rows, intervene(True))[:, positions])
 
     def changed(after: Tensor) -> float:
         return float((after != before).reshape(len(after), -1).any(-1).float().mean())

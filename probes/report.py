@@ -1,7 +1,8 @@
 """What the attention-pattern report shows, computed (drawing lives in :mod:`probes.report_html`):
 mean and metadata-conditioned patterns per head, head-role scores, example patterns chosen by
-metadata, the probe table with controls and causal checks, and, for seeded models, the seed
-channel's share of attribution.
+metadata, the probe table with controls and causal checks, for seeded models the seed
+channel's share of attribution, and, when asked for heads (``qk_heads``), their query/key
+attribution with its patching check (:mod:`probes.qk_attribution`).
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ class ReportData:
     probe_layers: dict[str, dict[str, Any]]
     seed_share: dict[str, float] | None
     seconds: dict[str, float] = field(default_factory=dict)
+    # (attribution, patching check) per head asked for with ``qk_heads`` (optional section)
+    qk: tuple[tuple[Any, Any], ...] = ()
 
 
 def position_labels(task, n_pos: int) -> list[str]:
@@ -119,10 +122,13 @@ def _probe_layers(results) -> dict[str, dict[str, Any]]:
 
 
 def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), *,
-                 batch_fn=None, info: dict[str, Any] | None = None, progress: bool = False) -> ReportData:
+                 batch_fn=None, info: dict[str, Any] | None = None, progress: bool = False,
+                 qk_heads: tuple[tuple[int, int, int], ...] = (), qk_examples: int = 256) -> ReportData:
     """Compute everything the report shows. ``batch_fn(batch) -> batch`` adjusts sampled
     batches (e.g. pins a fixed-seed model's seed to ``r0``); ``progress``: name the stages on
-    stderr (:mod:`interp_rand.progress`)."""
+    stderr (:mod:`interp_rand.progress`); ``qk_heads``: ``(layer, head, query position)`` (a
+    residual-stream position: a seed token, if any, is 0) whose query/key attribution and
+    patching check the report adds, on the first ``qk_examples`` examples."""
     from interp_rand.progress import note
 
     seconds: dict[str, float] = {}
@@ -157,6 +163,18 @@ def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), 
         share.update({name: float(v) for name, v in zip(attr.outputs, attr.mean_share_per_output)})
         seconds["attribution"] = time.perf_counter() - began
 
+    qk = []
+    if qk_heads:
+        from probes.qk_attribution import qk_attribution, qk_patching_check
+
+        began = time.perf_counter()
+        note(f"query/key attribution of {len(qk_heads)} head(s)", progress)
+        part = batch[:qk_examples]
+        for layer, head, query in qk_heads:
+            attr = qk_attribution(model, part, layer, head, query)
+            qk.append((attr, qk_patching_check(model, part, attr, seed=config.seed)))
+        seconds["qk attribution"] = time.perf_counter() - began
+
     from interp_rand.zoo.location import run_label
 
     info = dict(info or {})
@@ -173,6 +191,7 @@ def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), 
         probe_layers=layers,
         seed_share=share,
         seconds=seconds,
+        qk=tuple(qk),
     )
 
 

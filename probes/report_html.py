@@ -1,6 +1,6 @@
-"""Draw a :class:`~probes.report.ReportData` as one self-contained HTML file: plotly.js is
-inlined once in the page head and every figure is a ``div`` that uses it, so the file works
-offline and stays small (plotly.js is ~4.7 MB; the figures add little).
+"""Draw a :class:`~probes.report.ReportData` as one self-contained HTML file, written by the
+toolkit's one page writer (:mod:`interp_rand.figures.html_page`: plotly.js inlined once in the
+page head, every figure a ``div`` that uses it, so the file works offline and stays small).
 """
 
 from __future__ import annotations
@@ -10,22 +10,11 @@ import json
 from pathlib import Path
 
 import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 from torch import Tensor
 
+from interp_rand.figures.html_page import page_html, write_page
 from probes.report import ReportData
-
-_STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 1em 0; }
-th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; }
-th { background: #f3f3f3; } td.l { text-align: left; }
-.note { color: #555; font-size: 0.9em; max-width: 60em; }
-.scroll { overflow-x: auto; max-width: 100%; }
-pre { white-space: pre-wrap; word-break: break-all; }
-"""
-_CONFIG = {"displaylogo": False, "responsive": True}
 
 
 def _round(t: Tensor, digits: int = 3) -> list:
@@ -110,8 +99,48 @@ def probe_layers_figure(data: ReportData) -> go.Figure:
     return fig
 
 
-def _div(fig: go.Figure, div_id: str) -> str:
-    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=_CONFIG)
+def qk_attribution_figure(attr, labels: list[str] | None = None, key: int | None = None) -> go.Figure:
+    """A :class:`~probes.qk_attribution.QKAttribution` as two annotated heatmaps (query node
+    down, key node across; readable without hovering): the mean contributions to the score at
+    ``key`` (default: the key the head attends most on average), and the same minus their mean
+    over the row's other allowed keys, i.e. what makes the head prefer that key (under softmax a
+    term equal at every key changes nothing). ``labels``: the residual stream's position labels."""
+    mean_row = attr.mean_pattern
+    key = int(mean_row.argmax() if attr.softmax else mean_row.abs().argmax()) if key is None else key
+    name = (lambda p: labels[p] if labels and p < len(labels) else f"pos {p}")
+    panels = [("score at the key", attr.mean[key]), ("against the other keys", attr.contrast(key))]
+    top = max((float(z.nan_to_num().abs().max()) for _, z in panels), default=0.0) or 1.0
+    nodes = list(attr.nodes)
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=[t for t, _ in panels])
+    for col, (title, z) in enumerate(panels, start=1):
+        values = _round(z, 2)
+        text = [["" if v != v else ("0" if abs(v) < 0.005 else f"{v:.2f}") for v in row] for row in values]
+        fig.add_trace(go.Heatmap(z=values, x=nodes, y=nodes, text=text, texttemplate="%{text}",
+                                 textfont={"size": 11}, zmin=-top, zmax=top, zmid=0.0, colorscale="RdBu",
+                                 showscale=col == 1, colorbar={"title": {"text": "score"}},
+                                 hovertemplate="query node %{y}<br>key node %{x}<br>%{z:.3f}<extra></extra>"),
+                      row=1, col=col)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(title_text="query-side node", col=1)
+    fig.update_xaxes(title_text="key-side node", tickangle=-45)
+    side = 36 * len(nodes) + 160
+    fig.update_layout(
+        title=(f"a{attr.layer}.{attr.head}: query {name(attr.query)} attends key {name(key)} "
+               f"(mean attention {float(mean_row[key]):.2f})<br>score split by query node x key node"),
+        height=side + 80, width=max(640, 2 * side + 200), font={"size": 12}, margin=dict(l=60, r=40, t=100, b=60))
+    return fig
+
+
+def qk_table_rows(data: ReportData) -> list[dict]:
+    """One row per head of the query/key attribution section: its top contributors and the
+    patching check against random other contributors."""
+    rows = []
+    for attr, check in data.qk:
+        d = check.to_dict()
+        rows.append({"head": f"a{attr.layer}.{attr.head}", "query": attr.query, "top 3": ", ".join(check.top),
+                     "top change": d["top_change"], "random mean": d["random_mean"], "random max": d["random_max"],
+                     "draws": d["n_draws"], "verdict": d["verdict"], "sum error": f"{attr.max_error:.1e}"})
+    return rows
 
 
 def _table(rows: list[dict], columns: list[str]) -> str:
@@ -132,28 +161,27 @@ _PROBE_COLUMNS = ["variable", "instance", "hook", "position", "accuracy", "contr
                   "causal_changed", "causal_placebo", "causal_counterfactual"]
 
 
-def render_html(data: ReportData) -> str:
-    """The whole page as one string."""
-    parts = [f"<h1>{html.escape(data.title)}</h1>",
-             "<pre>" + html.escape(json.dumps(data.info, indent=1, default=str)) + "</pre>"]
+def _sections(data: ReportData) -> list:
+    """The page's sections (HTML strings and ``(div id, figure)``), after its title."""
+    parts: list = ["<pre>" + html.escape(json.dumps(data.info, indent=1, default=str)) + "</pre>"]
     parts.append("<h2>Head roles</h2>")
     parts.append(_table([{"role": r, "template": data.roles.templates[r],
                           "best head": "L{}H{}".format(*data.roles.best(r)[:2]), "score": data.roles.best(r)[2]}
                          for r in data.roles.scores], ["role", "template", "best head", "score"]))
-    parts.append(_div(roles_figure(data), "roles"))
+    parts.append(("roles", roles_figure(data)))
     parts.append("<h2>Average attention per head</h2>")
     labels, names = list(data.position_labels), list(data.position_names)
     shared = pattern_scale(*data.mean_patterns.values())
     for i, (name, pattern) in enumerate(data.mean_patterns.items()):
-        parts.append(_div(pattern_figure(pattern, labels, f"mean pattern: {name}", ticks=names, scale=shared),
-                          f"mean-{i}"))
+        parts.append((f"mean-{i}", pattern_figure(pattern, labels, f"mean pattern: {name}", ticks=names,
+                                                  scale=shared)))
     parts.append("<h2>Example patterns (chosen by metadata)</h2>")
     if data.examples:
         shared = pattern_scale(*(ex.pattern for ex in data.examples))
     for i, ex in enumerate(data.examples):
         ticks = (["seed"] if len(ex.labels) > len(names) else []) + names
-        parts.append(_div(pattern_figure(ex.pattern, list(ex.labels), ex.title, ticks=ticks, scale=shared),
-                          f"example-{i}"))
+        parts.append((f"example-{i}", pattern_figure(ex.pattern, list(ex.labels), ex.title, ticks=ticks,
+                                                     scale=shared)))
     if data.probe_rows:
         parts.append("<h2>Probes</h2><p class='note'>Held-out accuracy on unseen input groups at the most "
                      "selective hook/position; control = the same probe on random-but-fixed labels per input "
@@ -162,26 +190,40 @@ def render_html(data: ReportData) -> str:
                      "steering along the probe's pattern (placebo: a random direction of equal norm) and "
                      "share that became the answer the new value implies.</p>")
         parts.append(_table(list(data.probe_rows), _PROBE_COLUMNS))
-        parts.append(_div(probe_layers_figure(data), "probe-layers"))
+        parts.append(("probe-layers", probe_layers_figure(data)))
     if data.seed_share is not None:
         parts.append("<h2>Seed channel</h2><p class='note'>Share of integrated-gradients attribution "
                      "(captum) that goes to the seed rather than the task input, per output.</p>")
         parts.append(_table([{"output": k, "seed share": v} for k, v in data.seed_share.items()],
                             ["output", "seed share"]))
+    if data.qk:
+        parts.append("<h2>Why heads attend where they do (query/key attribution)</h2><p class='note'>Each head's "
+                     "pre-softmax score at one query, split exactly into query-side node x key-side node terms "
+                     "(LayerNorm linearised at its frozen per-position scale; the terms sum to the model's "
+                     "score within 1e-4). Patching check: the top 3 contributors (a node on the query or key "
+                     "side) removed from the head's q/k input only, against random sets of 3 other "
+                     "contributors; change = total variation of the head's pattern row, mean over examples. "
+                     "Holds when the top change is >= random + 0.05 and >= twice it.</p>")
+        parts.append(_table(qk_table_rows(data), ["head", "query", "top 3", "top change", "random mean",
+                                                  "random max", "draws", "verdict", "sum error"]))
+        offset = len(data.examples[0].labels) - len(names) if data.examples else 0
+        stream = (["seed"] * offset) + names
+        for i, (attr, _) in enumerate(data.qk):
+            parts.append((f"qk-{i}", qk_attribution_figure(attr, stream)))
     parts.append("<p class='note'>computed in " + html.escape(
         ", ".join(f"{k} {v:.1f} s" for k, v in data.seconds.items())) + "</p>")
-    return ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
-            f"<title>{html.escape(data.title)}</title><style>{_STYLE}</style>"
-            f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
-            + "\n".join(parts) + "</body></html>")
+    return parts
+
+
+def render_html(data: ReportData) -> str:
+    """The whole page as one string."""
+    return page_html(data.title, _sections(data))
 
 
 def write_report(data: ReportData, path: str | Path) -> Path:
     """Write the page to ``path`` (folders created); return the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(data), encoding="utf-8")
-    return path
+    return write_page(path, data.title, _sections(data))
 
 
-__all__ = ["pattern_figure", "pattern_scale", "probe_layers_figure", "render_html", "roles_figure", "write_report"]
+__all__ = ["pattern_figure", "pattern_scale", "probe_layers_figure", "qk_attribution_figure", "qk_table_rows",
+           "render_html", "roles_figure", "write_report"]

@@ -31,7 +31,8 @@ import torch
 from torch import Tensor
 
 from interp_rand.distances import total_variation
-from probes.activations import logits_of
+from interp_rand.seeded_evaluation.forward import logits_of
+from interp_rand.tasks.coloring import neighbours, noise_rank
 
 
 def mutual_information(a: Tensor, b: Tensor) -> float:
@@ -61,19 +62,6 @@ def entropy(a: Tensor) -> float:
     p = torch.bincount(a.flatten().long()).double()
     p = p[p > 0] / p.sum()
     return float(-(p * p.log2()).sum())
-
-
-def neighbours(batch: Any) -> Tensor:
-    """``[batch, N, 2]`` the two neighbours of each vertex (from the cycle mask), ascending."""
-    return batch.attention_mask.float().topk(2, dim=-1).indices.sort(-1).values
-
-
-def noise_rank(batch: Any) -> Tensor:
-    """``[batch, N]`` rank of each vertex's noise among itself and its two neighbours (0..2)."""
-    noise = batch.seeds[..., 0]  # [batch, N]
-    nbrs = neighbours(batch)
-    nbr_noise = noise.gather(1, nbrs.flatten(1)).view_as(nbrs)  # [batch, N, 2]
-    return (nbr_noise < noise[..., None]).sum(-1)
 
 
 @dataclass(frozen=True)

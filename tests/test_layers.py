@@ -108,3 +108,12 @@ def test_imports_follow_the_layers(path):
 ])
 def test_the_rule_itself_refuses_what_it_should(module, imported, allowed):
     assert (_violations(module, imported) is None) == allowed
+
+
+def test_the_tests_mirror_the_packages():
+    """Every test folder (but the examples') is the test folder of a package folder."""
+    folders = {p.parent.relative_to(ROOT / "tests") for p in (ROOT / "tests").rglob("test_*.py")}
+    folders -= {Path("."), Path("examples")}
+    assert folders, "no test folders found"
+    missing = sorted(str(f) for f in folders if not (ROOT / f / "__init__.py").exists())
+    assert not missing, f"test folders without a package folder of the same path: {missing}"

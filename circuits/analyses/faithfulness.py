@@ -23,6 +23,7 @@ from circuits.interventions.edge_patching import run_with_edges
 from circuits.graph.model_graph import ModelGraph
 from circuits.interventions.metrics import Metric, evaluate_metric, get_metric
 from circuits.graph.scores import EdgeScores
+from circuits.graph.selection import select
 from interp_rand.progress import bar
 
 
@@ -94,6 +95,7 @@ def faithfulness(
     curve_sizes: list[int] | None = None,
     n_resamples: int = 0,
     seed: int = 0,
+    selection: str = "top_k",
     progress: bool = False,
 ) -> Faithfulness:
     """Measure ``circuit`` on ``clean`` with everything outside it ablated by ``ablation``.
@@ -102,6 +104,8 @@ def faithfulness(
         scores: edge scores for the faithfulness curve (top-k circuits for ``curve_sizes``,
             default about 12 sizes from 0 to every edge).
         n_resamples: bootstrap resamples of the examples for ``spread`` (seeded by ``seed``).
+        selection: how the curve's circuits are chosen from ``scores``
+            (:data:`circuits.graph.selection.SELECTION_RULES`; ``connected`` drops dangling edges).
         progress: report the curve and the resamples on stderr (:mod:`interp_rand.progress`).
     """
     mismatch = architecture(model).mismatch(circuit.arch)
@@ -123,7 +127,8 @@ def faithfulness(
         n = graph.n_edges
         sizes = curve_sizes or sorted({round(n * f) for f in (0, .01, .02, .05, .1, .2, .3, .5, .7, 1)} | {len(circuit)})
         for k in bar(sizes, desc="faithfulness curve: circuit sizes", enabled=progress):
-            curve.append((k, (_metric_of(model, graph, clean, scores.top_k_mask(k), data.replacement, metric_fn) - empty) / (full - empty)))
+            at_k = graph.keep_mask(list(select(scores, k, selection).edges))
+            curve.append((k, (_metric_of(model, graph, clean, at_k, data.replacement, metric_fn) - empty) / (full - empty)))
 
     spread: list[float] = []
     generator = torch.Generator().manual_seed(seed)
@@ -151,6 +156,7 @@ def smallest_faithful_circuit(
     ablation: Ablation | None = None,
     target: float = 0.8,
     reference: Any = None,
+    selection: str = "connected",
     progress: bool = False,
 ) -> tuple[Circuit, tuple[tuple[int, float], ...]]:
     """The smallest top-k circuit of ``scores`` that recovers the model's behaviour: the least
@@ -160,21 +166,24 @@ def smallest_faithful_circuit(
 
     Requiring every larger size to stay within the band skips a lucky small circuit before a
     dip; when the full-vs-empty gap is tiny the curve is noise and the answer is every edge
-    that scores non-zero (or all of them)."""
+    that scores non-zero (or all of them). ``selection`` chooses each size's circuit
+    (default ``connected``: the top-k edges without those on no input -> logits path; ``top_k``
+    is the rule before dangling edges were dropped)."""
     if not 0 < target <= 1:
         raise ValueError(f"target={target!r} must lie in (0, 1]")
     n = scores.graph.n_edges
     sizes = sorted({k for k in CANDIDATE_SIZES if k < n} | {n})
     curve = faithfulness(model, scores.circuit(top_k=n), clean, corrupted, metric=metric, ablation=ablation,
-                         reference=reference, scores=scores, curve_sizes=sizes, progress=progress).curve
+                         reference=reference, scores=scores, curve_sizes=sizes, selection=selection,
+                         progress=progress).curve
     band = 1 - target
     chosen = n
     for k, recovered in reversed(curve):
         if abs(recovered - 1) > band:
             break
         chosen = k
-    circuit = scores.circuit(top_k=chosen)
-    return replace(circuit, settings={**circuit.settings, "selection": "smallest faithful", "target": target}), curve
+    circuit = select(scores, chosen, selection)
+    return replace(circuit, settings={**circuit.settings, "size_rule": "smallest faithful", "target": target}), curve
 
 
 __all__ = ["CANDIDATE_SIZES", "TINY_GAP", "Faithfulness", "behaviour_gap", "faithfulness", "smallest_faithful_circuit"]

@@ -10,7 +10,8 @@ Two measurements on any seeded model of the toolkit (the paper's ``A(x, r)``):
   seed information to the output (exactly 0 when the node's activation does not depend on the
   seed); the whole-model seed resample (the same input under the other seed) is the reference,
   and ``share = score / reference`` says how much of the model's seed use flows through the
-  node. The fraction of answers whose argmax changes (``flip``) is reported alongside.
+  node. The fraction of answers whose decoded answer (argmax class, or bit pattern) changes
+  (``flip``) is reported alongside.
 - :func:`seed_entry`: for a grid of inputs x seeds, the variance of each residual-stream hook
   across seeds (same input) relative to the variance across inputs (same seed), per layer:
   the earliest hook whose seed fraction exceeds a threshold is where seed information enters
@@ -36,45 +37,30 @@ from circuits.interventions.ablation import Ablation, replaced_nodes
 from circuits.graph.architecture import run_model
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Node
-from interp_rand.model.hook_names import residual_hooks, seed_offset
 from interp_rand.distances import total_variation
+from interp_rand.losses import MAX_ENUMERATED_BITS, get_loss_kind  # noqa: F401 (MAX_ENUMERATED_BITS: kept importable here)
 from interp_rand.model.capture import capture_into
+from interp_rand.model.hook_names import residual_hooks, seed_offset
 from interp_rand.seeded_evaluation.run import expand_over_seeds
-
-# Exact output distributions of multi-bit (BCE) answers are enumerated up to this many bits.
-MAX_ENUMERATED_BITS = 12
 
 
 # ---------------------------------------------------------------------- output distributions
 
 
 def answer_distribution(logits: Tensor, answer_positions: Tensor, loss_kind: str) -> Tensor:
-    """``[batch, n_answer, n_outcomes]`` the model's output distribution at each answer position.
+    """``[batch, n_answer, n_outcomes]`` the model's output distribution at each answer position,
+    over the loss kind's answer ids (:meth:`~interp_rand.losses.LossKind.distribution`).
 
     ``bce`` answers are ``V`` independent bits (``logits [batch, pos, V]``): the distribution over
-    all ``2**V`` bit patterns (most significant bit first). Every other kind: softmax classes.
+    all ``2**V`` bit patterns (most significant bit first). Class kinds: the softmax.
     """
-    picked = logits[:, answer_positions].float()  # [batch, A, V]
-    if loss_kind != "bce":
-        return picked.softmax(-1)
-    V = picked.shape[-1]
-    if V > MAX_ENUMERATED_BITS:
-        raise ValueError(f"bce answers of {V} bits have 2**{V} outcomes; at most {MAX_ENUMERATED_BITS} bits")
-    powers = 2 ** torch.arange(V - 1, -1, -1)
-    outcomes = ((torch.arange(2**V)[:, None] // powers) % 2).float()  # [2**V, V]
-    log_on = torch.nn.functional.logsigmoid(picked)  # [batch, A, V]
-    log_off = torch.nn.functional.logsigmoid(-picked)
-    log_p = log_on @ outcomes.T + log_off @ (1 - outcomes).T  # [batch, A, 2**V]
-    return log_p.exp()
+    return get_loss_kind(loss_kind).distribution(logits[:, answer_positions])
 
 
 def answers(logits: Tensor, answer_positions: Tensor, loss_kind: str) -> Tensor:
-    """``[batch, n_answer]`` long: the decoded answer (argmax class, or the bits packed)."""
-    picked = logits[:, answer_positions]
-    if loss_kind != "bce":
-        return picked.argmax(-1)
-    powers = 2 ** torch.arange(picked.shape[-1] - 1, -1, -1, device=picked.device)
-    return ((picked > 0).long() * powers).sum(-1)
+    """``[batch, n_answer]`` long: the decoded answer (argmax class, or the bits packed most
+    significant first), :meth:`~interp_rand.losses.LossKind.predict`."""
+    return get_loss_kind(loss_kind).predict(logits[:, answer_positions])
 
 
 def seed_pairs(model: Any, task: Any, batch: Any, generator: torch.Generator) -> Any:
@@ -90,8 +76,7 @@ def seed_pairs(model: Any, task: Any, batch: Any, generator: torch.Generator) ->
     with torch.no_grad():
         picked = run_model(model, batch)[:, batch.answer_positions]
     targets = batch.targets.clone()
-    targets[:, batch.answer_positions] = (picked > 0).to(targets.dtype) if targets.dtype.is_floating_point \
-        else picked.argmax(-1).to(targets.dtype)
+    targets[:, batch.answer_positions] = get_loss_kind(task.loss_kind).decoding.as_targets(picked, targets)
     clean = dataclasses.replace(batch, targets=targets)
     corrupted = task.with_seeds(clean, task.sample_seeds(len(batch), generator))
     return PairBatch(clean=clean, corrupted=corrupted, changed=torch.full((len(batch),), -1, dtype=torch.long))
@@ -114,7 +99,7 @@ class RandomnessUsage:
 
     Attributes:
         score: ``{node name: mean TV}`` between clean and node-patched output distributions.
-        flip: ``{node name: fraction of answers whose argmax changes}``.
+        flip: ``{node name: fraction of answers whose decoded answer changes}``.
         reference: mean TV of the whole-model seed resample (same input, the other seed).
         reference_flip: answer-change fraction of the whole-model seed resample.
         share: ``{node name: score / reference}`` (``None`` where the reference is 0).
@@ -155,7 +140,8 @@ def randomness_usage(
 
     Args:
         batch: a :class:`~interp_rand.tasks.Batch` with seeds (``len >= 2``).
-        loss_kind: the task's (``bce``: bit answers; else class answers).
+        loss_kind: the task's registered loss kind, which decodes the answers (``bce``: bit
+            answers; ``ce`` and colouring: class answers).
         n_resamples: seed permutations averaged (``Ablation("seed-resample", seed + i)``).
         per_position: also patch each node at one task position at a time (labels
             ``name@p``, ``p`` a task position: a seed token, if any, is not counted).

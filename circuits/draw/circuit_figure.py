@@ -19,6 +19,7 @@ from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Node
 from circuits.analyses.flow import FlowEdge, attention_flow
 from circuits.draw.layout import layered_layout, position_centre
+from interp_rand.figures.html_page import write_figure
 
 POSITIVE, NEGATIVE = "rgba(40,90,200,{a})", "rgba(210,50,50,{a})"
 DASH = {"q": "dot", "k": "dash", "v": "solid"}
@@ -158,9 +159,7 @@ def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None
 def write_circuit_html(circuit: Circuit, path: str | Path, title: str | None = None, **options) -> Path:
     """Write the figure (``options``: :func:`circuit_figure`'s) as one HTML file with plotly.js
     inlined once (works offline)."""
-    path = Path(path)
-    circuit_figure(circuit, title, **options).write_html(str(path), include_plotlyjs=True, full_html=True)
-    return path
+    return write_figure(circuit_figure(circuit, title, **options), path)
 
 
 def _pos_name(p: int, names: list[str] | None) -> str:

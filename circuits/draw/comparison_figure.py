@@ -16,6 +16,7 @@ from circuits.analyses.comparison import CircuitComparison
 from circuits.draw.circuit_figure import FONT, add_edges, add_legend, add_nodes, column_axis, drawn_nodes, figure_height, position_axis
 from circuits.analyses.flow import attention_flow
 from circuits.draw.layout import layered_layout
+from interp_rand.figures.html_page import write_figure
 
 SHARED_COLOUR = "rgba(40,90,200,{a})"
 UNIQUE_COLOUR = "rgba(230,120,20,{a})"
@@ -69,9 +70,7 @@ def write_comparison_html(a: Circuit, b: Circuit, result: CircuitComparison, pat
                           title: str | None = None, **options) -> Path:
     """Write the figure (``options``: :func:`comparison_figure`'s) as one HTML file with
     plotly.js inlined (works offline)."""
-    path = Path(path)
-    comparison_figure(a, b, result, title, **options).write_html(str(path), include_plotlyjs=True, full_html=True)
-    return path
+    return write_figure(comparison_figure(a, b, result, title, **options), path)
 
 
 __all__ = ["comparison_figure", "shared_layout", "write_comparison_html"]

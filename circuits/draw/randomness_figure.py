@@ -2,8 +2,8 @@
 or its JSON ``{"runs": [...], "summary": {...}}``), drawn from its results (so this module
 computes nothing): usage score per node, seed fraction of the residual stream per
 layer, the recall stored-set map and coverage, the colouring noise-resample effect by ring
-distance. :func:`write_randomness_html` writes one self-contained, offline HTML page (plotly.js
-inlined once).
+distance. :func:`write_randomness_html` writes one self-contained, offline HTML page
+(:func:`interp_rand.figures.html_page.write_page`: plotly.js inlined once).
 
     >>> write_randomness_html(randomness_report("zoo:recall-Aq_R"), "randomness.html")
     >>> write_randomness_html(json.loads(Path("randomness.json").read_text()), "randomness.html")
@@ -16,14 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
 
-_CONFIG = {"displaylogo": False, "responsive": True}
-_STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; } .note { color: #555; max-width: 60em; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 1em 0; }
-th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; } td.l { text-align: left; }
-"""
+from interp_rand.figures.html_page import write_page
 
 
 def usage_figure(runs: list[dict[str, Any]]) -> go.Figure:
@@ -147,26 +141,18 @@ def _summary_table(summary: dict[str, dict[str, Any]]) -> str:
         f"<tr><td class='l'>{html.escape(k)}</td>" + "".join(f"<td>{_cell(summary[n].get(k))}</td>" for n in names) + "</tr>"
         for k in keys
     )
-    return f"<table><tr><th></th>{head}</tr>{body}</table>"
+    return f"<div class='scroll'><table><tr><th></th>{head}</tr>{body}</table></div>"
 
 
 def write_randomness_html(report: Any, path: str | Path) -> Path:
     """One self-contained HTML page with the figures and the report's key numbers (``report``: a
     ``RandomnessReport`` or its JSON dict)."""
-    path, report = Path(path), _as_dict(report)
-    divs = "".join(f.to_html(full_html=False, include_plotlyjs=False, div_id=f"fig{i}", config=_CONFIG)
-                   for i, f in enumerate(randomness_figures(report)))
-    summary = _summary_table(report.get("summary", {}))
-    path.write_text(
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>randomness channel</title>"
-        f"<style>{_STYLE}</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
-        f"<h1>The randomness channel</h1><p class='note'>Usage score: mean total variation between "
-        f"the clean output distribution and the one with a single node's activation taken from the "
-        f"same input under another seed (0 = the node carries no seed information to the output).</p>"
-        f"{summary}{divs}</body></html>",
-        encoding="utf-8",
-    )
-    return path
+    report = _as_dict(report)
+    intro = ("<h1>The randomness channel</h1><p class='note'>Usage score: mean total variation between "
+             "the clean output distribution and the one with a single node's activation taken from the "
+             "same input under another seed (0 = the node carries no seed information to the output).</p>")
+    sections = [intro, _summary_table(report.get("summary", {})), *randomness_figures(report)]
+    return write_page(path, "randomness channel", sections, heading=False)
 
 
 __all__ = [

@@ -4,7 +4,8 @@ Every metric averages per-example values, so EAP scores on a batch are the avera
 per-example scores (TransformerLens's convention). Class targets (``[batch, pos]`` long) are read
 as a softmax over ``d_vocab_out``; float targets ``[batch, pos, d_vocab_out]`` (multi-label
 tasks, ``loss_kind="bce"``, e.g. recall's value bits) as independent bits, so "the correct
-answer" is the whole bit pattern.
+answer" is the whole bit pattern. The arithmetic of each belongs to the decoding of
+:mod:`interp_rand.losses` (``target_logprob``, ``target_logit_diff``, ``target_prob``).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
+from interp_rand.losses import Decoding, decoding_for_targets
 from interp_rand.registry import Registry
 
 Metric = Callable[[Tensor, Any], Tensor]
@@ -45,50 +46,36 @@ def get_metric(name_or_fn: str | Metric) -> Metric:
     return METRICS.get(name_or_fn)
 
 
-def _answer_logits(logits: Tensor, batch: Any) -> tuple[Tensor, Tensor]:
+def _answer_logits(logits: Tensor, batch: Any) -> tuple[Tensor, Tensor, Decoding]:
     """``[batch, n_answer, vocab]`` logits and ``[batch, n_answer]`` class targets (or
-    ``[batch, n_answer, vocab]`` bit targets) at the answers."""
+    ``[batch, n_answer, vocab]`` bit targets) at the answers, and their decoding (a metric sees
+    no task: :func:`~interp_rand.losses.decoding_for_targets` reads it off the targets)."""
     pos = batch.answer_positions
-    return logits[:, pos], batch.targets[:, pos]
-
-
-def _is_bits(target: Tensor) -> bool:
-    return target.dtype.is_floating_point
-
-
-def _answer_logprob(answer: Tensor, target: Tensor) -> Tensor:
-    """``[batch, n_answer]`` log-probability of the correct class, or of the correct bit
-    pattern (the sum of each bit's log-probability)."""
-    if _is_bits(target):
-        return (target * F.logsigmoid(answer) + (1 - target) * F.logsigmoid(-answer)).sum(-1)
-    return F.log_softmax(answer, -1).gather(-1, target[..., None])[..., 0]
+    target = batch.targets[:, pos]
+    return logits[:, pos], target, decoding_for_targets(target)
 
 
 @register_metric("logprob", "mean log-probability of the correct answer at the answer positions")
 def logprob(logits: Tensor, batch: Any) -> Tensor:
-    """Mean log-probability of the correct answer over answer positions (higher is better)."""
-    return _answer_logprob(*_answer_logits(logits, batch)).mean()
+    """Mean log-probability of the correct answer over answer positions (higher is better): of
+    the correct class, or of the correct bit pattern (the sum of each bit's log-probability)."""
+    answer, target, decoding = _answer_logits(logits, batch)
+    return decoding.target_logprob(answer, target).mean()
 
 
 @register_metric("logit_diff", "mean correct logit minus the mean other logit at the answer positions")
 def logit_diff(logits: Tensor, batch: Any) -> Tensor:
     """Mean of (correct logit − mean of the other logits) over answer positions; for bits, the
     mean over bits of (logit of the correct value − logit of the other), ``±logit``."""
-    answer, target = _answer_logits(logits, batch)
-    if _is_bits(target):
-        return ((2 * target - 1) * answer).mean()
-    correct = answer.gather(-1, target[..., None])[..., 0]
-    others = (answer.sum(-1) - correct) / (answer.shape[-1] - 1)
-    return (correct - others).mean()
+    answer, target, decoding = _answer_logits(logits, batch)
+    return decoding.target_logit_diff(answer, target).mean()
 
 
 @register_metric("prob", "mean probability of the correct answer at the answer positions")
 def prob(logits: Tensor, batch: Any) -> Tensor:
     """Mean probability of the correct answer over answer positions."""
-    answer, target = _answer_logits(logits, batch)
-    if _is_bits(target):
-        return _answer_logprob(answer, target).exp().mean()
-    return F.softmax(answer, -1).gather(-1, target[..., None]).mean()
+    answer, target, decoding = _answer_logits(logits, batch)
+    return decoding.target_prob(answer, target).mean()
 
 
 def evaluate_metric(metric: Metric, logits: Tensor, batch: Any) -> Tensor:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from interp_rand import progress
 from interp_rand.cli.options import at_least, output_path
+from interp_rand.cli.circuit import add_card_options
 from interp_rand.reports.case_study import STUDIES
 
 
@@ -30,6 +31,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--controls", type=at_least(2), default=10, help="random control sets (default: 10)")
     parser.add_argument("--n", type=at_least(2), default=None,
                         help="evaluation examples (default: carry 2000, sort 4000)")
+    add_card_options(parser)
     return parser
 
 
@@ -38,9 +40,10 @@ def run(args: argparse.Namespace) -> int:
 
     with progress.scope(f"case-study {args.study}"):
         report = case_study_report(args.study, args.run_dir, seed=args.seed, n_controls=args.controls, n=args.n,
-                                   progress=True)
+                                   card=not args.no_card, card_resamples=args.card_resamples, progress=True)
         progress.note("writing case_study.json, circuit.json, case_study.html")
     report.write(args.out)
     print(report.text())
-    print(f"wrote {args.out}/case_study.json, circuit.json, case_study.html")
+    cards = ", card.json, card.html" if report.card is not None else ""
+    print(f"wrote {args.out}/case_study.json, circuit.json, case_study.html{cards}")
     return 0

@@ -76,6 +76,8 @@ def option_specs(cls: type) -> list[OptionSpec]:
 def generate() -> dict[str, Any]:
     """The catalogue as the registries and configs say it now (imports torch and all)."""
     from circuits import ABLATION_KINDS, method_names, metric_names
+    from circuits.graph.selection import SELECTION_RULES
+    from circuits.analyses.planted import PLANTED_MODELS
     from circuits.interventions.metrics import METRICS
     from circuits.methods.discovery import DISCOVERY_METHODS
     from interp_rand import reproduce
@@ -114,6 +116,8 @@ def generate() -> dict[str, Any]:
             "method": list(method_names()),
             "metric": list(metric_names()),
             "ablation": list(ABLATION_KINDS),
+            "selection": list(SELECTION_RULES),
+            "planted_model": list(PLANTED_MODELS),
             "reproduce_task": list(reproduce.EXPERIMENTS),
             "reproduce_scale": list(dict.fromkeys(s for e in reproduce.EXPERIMENTS.values() for s in e.scales)),
             "gridworld_scale": list(gridworld_config.SCALES),

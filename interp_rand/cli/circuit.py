@@ -51,6 +51,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--circuit", type=Path, default=None,
                         help="measure and draw this circuit JSON instead of discovering one "
                         "(refused if it belongs to another architecture)")
+    add_card_options(parser)
     parser.add_argument("--out", type=output_path, required=True, help="output folder")
     return parser
 
@@ -61,11 +62,15 @@ def run(args: argparse.Namespace) -> int:
     check_size_options(args)
     report = circuit_report(args.run_dir, method=args.method, metric=args.metric, ablation=args.ablation, n=args.n,
                             pairs=args.pairs, seed=args.seed, top_k=args.top_k, target=args.target,
-                            threshold=args.threshold, options=method_options(args, args.method), by_position=not args.no_positions,
-                            n_resamples=args.resamples, circuit=args.circuit, progress=True)
+                            threshold=args.threshold, options=method_options(args, args.method),
+                            selection=args.selection, by_position=not args.no_positions, n_resamples=args.resamples,
+                            card=not args.no_card, card_resamples=args.card_resamples, circuit=args.circuit, progress=True)
     report.write(args.out)
     print(json.dumps(report.key_numbers(), indent=2))
-    print(f"wrote {args.out}/circuit.json, circuit.graphml, circuit.dot, faithfulness.json, circuit.html")
+    for line in report.card_lines():
+        print(line)
+    cards = ", card.json, card.html" if report.card is not None else ""
+    print(f"wrote {args.out}/circuit.json, circuit.graphml, circuit.dot, faithfulness.json, circuit.html{cards}")
     return 0
 
 
@@ -83,6 +88,21 @@ def add_size_options(parser: argparse.ArgumentParser, default: str | None, defau
     parser.add_argument("--target", type=float, default=0.8,
                         help="with --top-k auto: the recovered share required, within 1 +- (1 - target); in "
                         "(0, 1] (default: 0.8)")
+    parser.add_argument("--selection", choices=catalogue.choices("selection"), default="connected",
+                        help="how the top edges become a circuit: connected (default: the top-k edges, then "
+                        "every edge on no input -> logits path is dropped, and the circuit says how many), "
+                        "greedy (MIB's growth from the logits), top_k (the top-k edges as they are: the rule "
+                        "before dangling edges were dropped)")
+
+
+def add_card_options(parser: argparse.ArgumentParser) -> None:
+    """``--no-card`` and ``--card-resamples``: every circuit a command writes carries a claim card."""
+    parser.add_argument("--no-card", action="store_true",
+                        help="skip the claim card (card.json, card.html: sufficiency and necessity against random "
+                        "circuits, the random-initialised model, MIB's CPR/CMD, stability over resampled data)")
+    parser.add_argument("--card-resamples", type=at_least(1), default=2,
+                        help="resampled-data circuits the card's stability is measured on (default: 2; each is one "
+                        "more discovery run)")
 
 
 def check_size_options(args: argparse.Namespace) -> None:

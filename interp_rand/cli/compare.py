@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from interp_rand.cli import catalogue
-from interp_rand.cli.circuit import add_pairs_option, add_size_options, check_size_options
+from interp_rand.cli.circuit import add_card_options, add_pairs_option, add_size_options, check_size_options
 from interp_rand.cli.options import (
     add_method_options,
     at_least,
@@ -51,6 +51,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
                         help="one edge per component pair over all positions (default: per position)")
     parser.add_argument("--controls", type=at_least(1), default=3,
                         help="random circuits per cross-faithfulness measurement, its control (default: 3)")
+    add_card_options(parser)
     parser.add_argument("--out", type=output_path, required=True, help="output folder")
     return parser
 
@@ -61,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
     check_size_options(args)
     report = compare_report(args.run_a, args.run_b, method=args.method, metric=args.metric, ablation=args.ablation,
                             top_k=args.top_k, target=args.target, n=args.n, pairs=args.pairs, seed=args.seed,
-                            options=method_options(args, args.method), by_position=not args.no_positions, n_controls=args.controls,
+                            options=method_options(args, args.method), selection=args.selection,
+                            card=not args.no_card, card_resamples=args.card_resamples,
+                            by_position=not args.no_positions, n_controls=args.controls,
                             progress=True)
     report.write(args.out)
     print(report.text())

@@ -36,6 +36,7 @@ def read_metrics(path: Path) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from interp_rand.figures.html_page import write_figure
     from interp_rand.figures.training_curve import training_curve_figure
     from interp_rand.zoo.location import output_folder, resolve_run, run_label
 
@@ -45,6 +46,6 @@ def run(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     last = records[-1] if records else {}
     title = f"training curve: {run_label(args.run_dir)} ({len(records)} evaluations, last step {last.get('step', '-')})"
-    training_curve_figure(records, title).write_html(str(out), include_plotlyjs=True, full_html=True)
+    write_figure(training_curve_figure(records, title), out, title)
     print(f"wrote {out}")
     return 0

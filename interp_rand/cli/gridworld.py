@@ -104,12 +104,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.gridworld_command == "eval":
         from interp_rand.figures.first_visit import first_visit_figure
+        from interp_rand.figures.html_page import write_figure
 
         summary = experiment.evaluate_run(args.path, n_seeds=args.seeds, out=args.out)
         folder = Path(summary["folder"])
-        first_visit_figure({str(args.path): summary["first_visit_map"]},
-                           summary["scale"]["grid"]["episode_steps"]).write_html(
-            folder / "first_visit.html", include_plotlyjs=True)
+        write_figure(first_visit_figure({str(args.path): summary["first_visit_map"]},
+                                        summary["scale"]["grid"]["episode_steps"]), folder / "first_visit.html")
         keys = ("average", "worst_5pct", "worst_cell", "first_visit_max", "first_visit_min", "n_distinct_routes")
         print(json.dumps({k: summary[k] for k in keys}, indent=2))
         print(f"wrote {folder / experiment.EVALUATION_FILE} and {folder / 'first_visit.html'}")
@@ -125,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"run_dir": str(out), **{k: summary[k] for k in keys}}, indent=2))
         return 0
     from interp_rand.figures.first_visit import first_visit_figure
+    from interp_rand.figures.html_page import write_figure
 
     out = args.out or Path("reproduction") / f"gridworld-{args.scale}"
     printer = _printer(args, scale.pgpe.generations)
@@ -137,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     markdown = experiment.table(rows)
     (Path(out) / "comparison.md").write_text(markdown + "\n")
     figure = first_visit_figure({r["variant"]: r["first_visit_map"] for r in rows}, scale.grid.episode_steps)
-    figure.write_html(Path(out) / "first_visit.html", include_plotlyjs=True)
+    write_figure(figure, Path(out) / "first_visit.html")
     print(markdown)
     print(f"wrote comparison.json, comparison.md and first_visit.html to {out}")
     return 0

@@ -34,6 +34,7 @@ COMMANDS = (
     "randomness",
     "case_study",
     "compare",
+    "ground_truth",
     "zoo",
 )
 # What a command may raise for bad input or a bad run: printed as one line, exit code 2

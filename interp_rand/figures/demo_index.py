@@ -9,17 +9,20 @@ import json
 from pathlib import Path
 from typing import Any
 
+from interp_rand.figures.html_page import page_html
+
 # Shown first when a step's JSON has them (top level or one level down); then other numbers.
 KEY_NUMBERS = ("exact_match", "average", "worst_5pct", "recovered", "n_edges", "jaccard", "n_shared", "n_only_a",
                "n_only_b", "spearman_shared", "carry_removed", "control_mean", "summary")
 MAX_NUMBERS = 8
+# the index's own rules, after the shared style (html_page.STYLE)
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; padding: 0 1em; }
+body { margin: 2em auto; max-width: 72em; padding: 0 1em; }
 section { border: 1px solid #ddd; border-radius: 6px; padding: 0.6em 1em; margin: 1em 0; }
 h2 { font-size: 1.1em; margin: 0.2em 0; } code { background: #f4f4f4; padding: 1px 4px; word-break: break-all; }
-.files a { margin-right: 1.2em; } .scroll { overflow-x: auto; }
-table { border-collapse: collapse; font-size: 0.9em; margin: 0.5em 0; }
-td { border: 1px solid #ddd; padding: 2px 8px; } td.v { text-align: right; font-variant-numeric: tabular-nums; }
+.files a { margin-right: 1.2em; }
+table { font-size: 0.9em; margin: 0.5em 0; }
+td { border: 1px solid #ddd; padding: 2px 8px; text-align: left; } td.v { text-align: right; font-variant-numeric: tabular-nums; }
 .muted { color: #666; font-size: 0.9em; }
 """
 
@@ -73,11 +76,9 @@ def demo_index(out: str | Path, steps: list[dict[str, Any]], title: str = "inter
     """The page: ``steps`` as :func:`interp_rand.demo.run_tour` records them (``folder``,
     ``what``, ``command``, ``seconds``), each folder under ``out``."""
     out = Path(out)
-    body = "".join(_step(out, step) for step in steps)
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
-            "<p class='muted'>Each step's command, its key numbers (from the JSON it wrote) and every file "
-            f"it wrote; the figures are offline HTML.</p>{body}</body></html>")
+    intro = ("<p class='muted'>Each step's command, its key numbers (from the JSON it wrote) and every file "
+             "it wrote; the figures are offline HTML.</p>")
+    return page_html(title, [intro, "".join(_step(out, step) for step in steps)], style=_STYLE)
 
 
 __all__ = ["demo_index", "key_numbers"]

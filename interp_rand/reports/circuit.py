@@ -18,8 +18,7 @@ from typing import Any
 from interp_rand import progress as _progress
 from interp_rand.reports.inputs import load_run_inputs
 
-# The seed of the data when none is given (the CLI's default).
-DEFAULT_SEED = 20_261_130
+from interp_rand.defaults import DEFAULT_SEED
 
 
 def position_names(model: Any, task: Any) -> list[str]:
@@ -41,15 +40,19 @@ def check_top_k(top_k: int | str | None, model: Any, pairs: Any, by_position: bo
 
 
 def top_k_circuit(scores: Any, top_k: int | str | None, model: Any, pairs: Any, ablation: Any, *,
-                  metric: str = "logprob", target: float = 0.8, progress: bool = False) -> Any:
-    """The top ``top_k`` edges, or with ``"auto"`` (or ``None``) the smallest faithful circuit."""
+                  metric: str = "logprob", target: float = 0.8, selection: str = "connected",
+                  progress: bool = False) -> Any:
+    """The top ``top_k`` edges chosen by ``selection`` (:mod:`circuits.graph.selection`), or with
+    ``"auto"`` (or ``None``) the smallest faithful circuit."""
     from circuits import smallest_faithful_circuit
+    from circuits.graph.selection import select
 
     if top_k in (None, "auto"):
         _progress.note("choosing the smallest faithful circuit", progress)
         return smallest_faithful_circuit(model, scores, pairs.clean, pairs.corrupted, metric=metric,
-                                         ablation=ablation, target=target, progress=progress)[0]
-    return scores.circuit(top_k=top_k)
+                                         ablation=ablation, target=target, selection=selection,
+                                         progress=progress)[0]
+    return select(scores, top_k, selection)
 
 
 def check_circuit_options(method: str, top_k: int | str | None, threshold: float | None,
@@ -63,6 +66,31 @@ def check_circuit_options(method: str, top_k: int | str | None, threshold: float
         raise ValueError("--circuit measures the given circuit: --top-k and --threshold do not apply")
 
 
+def circuit_card(model: Any, data: Any, circuit: Any, scores: Any, *, progress: bool = False, **kwargs: Any) -> Any:
+    """The claim card (:func:`circuits.analyses.claim_card.claim_card`) of ``circuit``, chosen from
+    ``scores`` on the clean/corrupted ``data`` (a pair batch), with progress on stderr."""
+    from circuits.analyses.claim_card import claim_card
+
+    _progress.note(f"the claim card of {kwargs.get('subject', 'the circuit')}: random circuits, the "
+                   f"random-initialised model, integrals over sizes, {kwargs.get('n_resamples', 2)} resampled "
+                   "circuits", progress)
+    return claim_card(model, data.clean, data.corrupted, circuit=circuit, scores=scores, **kwargs)
+
+
+def card_lines(card: Any) -> list[str]:
+    """A claim card's verdict and its claims, one line each."""
+    return [f"claim card ({card.subject}): {card.verdict.upper()} (CPR {card.integrals.cpr:.3f}, "
+            f"CMD {card.integrals.cmd:.3f})", *(c.line() for c in card.claims)]
+
+
+def write_card(card: Any, out: Path, stem: str = "card") -> None:
+    """``{stem}.json`` and ``{stem}.html`` of ``card`` in ``out``."""
+    from circuits.draw.claim_card import claim_card_html
+
+    (out / f"{stem}.json").write_text(json.dumps(card.to_dict(), indent=1))
+    (out / f"{stem}.html").write_text(claim_card_html(card), encoding="utf-8")
+
+
 @dataclass
 class CircuitReport:
     """Attributes:
@@ -71,6 +99,8 @@ class CircuitReport:
     summary: what faithfulness.json holds (method, discovery seconds, the faithfulness figures).
     title: the drawing's title; attention: mean attention per layer for the drawing (None
     over all positions); position_names: the model's position names.
+    card: the circuit's :class:`~circuits.analyses.claim_card.ClaimCard` (``None`` for a given
+    ``--circuit``, which has no scores to integrate, or when not asked for).
     """
 
     circuit: Any
@@ -79,6 +109,7 @@ class CircuitReport:
     title: str
     attention: Any
     position_names: list[str]
+    card: Any = None
 
     def to_json(self) -> str:
         return json.dumps(self.summary, indent=2)
@@ -86,6 +117,10 @@ class CircuitReport:
     def key_numbers(self) -> dict[str, Any]:
         """The summary without the curve and the bootstrap spread (what the CLI prints)."""
         return {k: v for k, v in self.summary.items() if k not in ("curve", "spread")}
+
+    def card_lines(self) -> list[str]:
+        """The claim card's verdict and its claims, one line each (nothing without a card)."""
+        return [] if self.card is None else card_lines(self.card)
 
     def write(self, out: str | Path) -> Path:
         """circuit.json, circuit.graphml, circuit.dot, faithfulness.json and circuit.html in ``out``."""
@@ -97,6 +132,8 @@ class CircuitReport:
         self.circuit.write_graphml(out / "circuit.graphml")
         self.circuit.write_dot(out / "circuit.dot")
         (out / "faithfulness.json").write_text(self.to_json())
+        if self.card is not None:
+            write_card(self.card, out)
         write_circuit_html(self.circuit, out / "circuit.html", self.title, attention=self.attention,
                            position_names=self.position_names)
         return out
@@ -105,12 +142,14 @@ class CircuitReport:
 def circuit_report(run: str | Path, *, method: str = "eap", metric: str = "logprob", ablation: str = "resample",
                    n: int = 256, pairs: str = "task", seed: int = DEFAULT_SEED, top_k: int | str | None = None,
                    target: float = 0.8, threshold: float | None = None, options: dict[str, Any] | None = None,
-                   by_position: bool = True,
+                   selection: str = "connected", by_position: bool = True, card: bool = True,
+                   card_resamples: int = 2, card_random: int = 20,
                    n_resamples: int = 5, circuit: str | Path | None = None, progress: bool = False) -> CircuitReport:
     """Score every edge of ``run``'s model on ``n`` clean/corrupted ``pairs`` of its task, keep a
     circuit (``top_k`` edges, those above ``threshold``, ACDC's own, or by default the smallest
     faithful one reaching ``target``), or measure the saved ``circuit`` instead, and measure its
-    faithfulness (``n_resamples`` bootstrap resamples). ``options``: the method's options (its
+    faithfulness (``n_resamples`` bootstrap resamples), and with ``card`` its claim card
+    (``card_random`` random circuits, ``card_resamples`` resampled-data circuits). ``options``: the method's options (its
     registry entry lists them; e.g. ``{"steps": 5}`` for eap-ig); ACDC's search threshold is
     ``threshold`` (default 0.01)."""
     from circuits import Ablation, Circuit, discover, faithfulness
@@ -140,21 +179,29 @@ def circuit_report(run: str | Path, *, method: str = "eap", metric: str = "logpr
         elif threshold is not None:
             found = scores.circuit(threshold=threshold)
         else:
-            found = top_k_circuit(scores, top_k, model, data, abl, metric=metric, target=target, progress=progress)
+            found = top_k_circuit(scores, top_k, model, data, abl, metric=metric, target=target,
+                                  selection=selection, progress=progress)
     seconds = time.perf_counter() - start
     found = dataclasses.replace(found, settings={**found.settings, "by_position": by_position,
                                 "run": str(ckpt.path), "task": ckpt.spec.task_name, "data_seed": seed})
     _progress.note(f"measuring the faithfulness of {len(found)} edges", progress)
     result = faithfulness(model, found, data.clean, data.corrupted, metric=metric, ablation=abl, scores=scores,
-                          n_resamples=n_resamples, seed=seed, progress=progress)
+                          n_resamples=n_resamples, seed=seed, selection=selection, progress=progress)
     name = str(circuit) if circuit else method
     summary = {"method": name, "discovery_seconds": round(seconds, 3), **result.to_dict()}
+    claim = None
+    if card and scores is not None:
+        claim = circuit_card(model, data, found, scores, method=method, metric=metric, ablation=abl,
+                             selection=selection, by_position=by_position, options=options,
+                             pairs=f"{pairs} pairs of {ckpt.spec.task_name} (seed {seed})",
+                             subject=f"{run_label(run)}: {method}, {len(found)} edges", n_random=card_random,
+                             n_resamples=card_resamples, seed=seed, progress=progress)
     return CircuitReport(
         circuit=found, faithfulness=result, summary=summary,
         title=f"{run_label(run)}: {name}, {len(found)} of {found.total_edges} edges",
         attention=mean_attention(model, data.clean) if by_position else None,
-        position_names=position_names(model, task))
+        position_names=position_names(model, task), card=claim)
 
 
-__all__ = ["CircuitReport", "DEFAULT_SEED", "check_circuit_options", "check_top_k", "circuit_report",
+__all__ = ["CircuitReport", "DEFAULT_SEED", "card_lines", "circuit_card", "write_card", "check_circuit_options", "check_top_k", "circuit_report",
            "position_names", "top_k_circuit"]

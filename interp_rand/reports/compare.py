@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from interp_rand import progress as _progress
-from interp_rand.reports.circuit import DEFAULT_SEED, check_top_k, position_names, top_k_circuit
+from interp_rand.reports.circuit import (
+    DEFAULT_SEED,
+    card_lines,
+    check_top_k,
+    circuit_card,
+    position_names,
+    top_k_circuit,
+    write_card,
+)
 from interp_rand.reports.inputs import load_run_inputs
 
 # the summary keys the CLI prints
@@ -47,6 +55,7 @@ class ComparisonReport:
     metric: str
     attention: Any
     position_names: list[str]
+    cards: tuple[Any, Any] | None = None
 
     def to_json(self) -> str:
         return json.dumps(self.summary, indent=2)
@@ -64,7 +73,8 @@ class ComparisonReport:
 
     def text(self) -> str:
         """What the CLI prints: the key numbers (JSON), the claim lines and the notes."""
-        return "\n".join([json.dumps(self.key_numbers(), indent=2), "\n".join(self.lines), *self.notes()])
+        cards = [line for card in (self.cards or ()) for line in card_lines(card)]
+        return "\n".join([json.dumps(self.key_numbers(), indent=2), "\n".join(self.lines), *cards, *self.notes()])
 
     def write(self, out: str | Path) -> Path:
         """circuit_a.json, circuit_b.json, comparison.json and comparison.html (the claim lines at
@@ -80,6 +90,8 @@ class ComparisonReport:
                                      position_names=self.position_names)
         block = "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in self.lines) + "</ul>"
         page.write_text(page.read_text().replace("<body>", "<body>\n" + block, 1))
+        for card, stem in zip(self.cards or (), ("card_a", "card_b")):
+            write_card(card, out, stem)
         return out
 
 
@@ -101,7 +113,8 @@ def check_same_task(ckpt_a: Any, ckpt_b: Any, model_a: Any, model_b: Any) -> Non
 def compare_report(run_a: str | Path, run_b: str | Path, *, method: str = "eap-ig", metric: str = "logprob",
                    ablation: str = "resample", top_k: int | str | None = "auto", target: float = 0.8, n: int = 128,
                    pairs: str = "task", seed: int = DEFAULT_SEED, options: dict[str, Any] | None = None,
-                   by_position: bool = True,
+                   selection: str = "connected", by_position: bool = True, card: bool = True,
+                   card_resamples: int = 2,
                    n_controls: int = 3, progress: bool = False) -> ComparisonReport:
     """Discover a circuit in ``run_a`` and in ``run_b`` (same task and architecture) on ``n``
     ``pairs`` each drawn with ``seed``, compare them and judge each claim against random
@@ -119,13 +132,14 @@ def compare_report(run_a: str | Path, run_b: str | Path, *, method: str = "eap-i
     check_top_k(top_k, a.model, a.pairs, by_position=by_position)
     abl = Ablation(ablation, seed=seed)
     options = dict(options or {})
-    found = []
+    found, all_scores = [], []
     for k, (run, inputs) in enumerate(((run_a, a), (run_b, b)), 1):
         _progress.note(f"run {k} of 2 ({run}): discovering its circuit", progress)
         scores = discover(inputs.model, inputs.pairs.clean, inputs.pairs.corrupted, metric=metric, method=method,
                           ablation=abl, by_position=by_position, progress=progress, **options)
         circuit = top_k_circuit(scores, top_k, inputs.model, inputs.pairs, abl, metric=metric, target=target,
-                                progress=progress)
+                                selection=selection, progress=progress)
+        all_scores.append(scores)
         found.append(dataclasses.replace(circuit, settings={
             **circuit.settings, "by_position": by_position, "run": str(inputs.ckpt.path),
             "task": inputs.ckpt.spec.task_name, "data_seed": seed}))
@@ -142,11 +156,19 @@ def compare_report(run_a: str | Path, run_b: str | Path, *, method: str = "eap-i
                "method": method, "top_k": top_k,
                "edges": [len(found[0]), len(found[1])], "n": n,
                "claims": [c.to_dict() for c in claims], "verdicts": verdict_counts(claims), **result.to_dict()}
+    cards = None
+    if card:
+        cards = tuple(circuit_card(x.model, x.pairs, c, sc, method=method, metric=metric, ablation=abl,
+                                   selection=selection, by_position=by_position, options=options,
+                                   pairs=f"{pairs} pairs of {x.ckpt.spec.task_name} (seed {seed})",
+                                   subject=f"{label}: {method}, {len(c)} edges", n_resamples=card_resamples,
+                                   seed=seed, progress=progress)
+                      for x, c, sc, label in zip((a, b), found, all_scores, labels))
     attention = None if not by_position else (mean_attention(a.model, a.pairs.clean),
                                              mean_attention(b.model, b.pairs.clean))
     return ComparisonReport(circuits=(found[0], found[1]), result=result, claims=claims, lines=lines, gaps=gaps,
                             labels=labels, summary=summary, metric=metric, attention=attention,
-                            position_names=position_names(a.model, a.task))
+                            position_names=position_names(a.model, a.task), cards=cards)
 
 
 __all__ = ["ComparisonReport", "KEY_NUMBERS", "check_same_task", "compare_report"]

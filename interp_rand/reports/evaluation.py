@@ -17,7 +17,7 @@ from typing import Any
 from interp_rand import progress as _progress
 from interp_rand.reports.inputs import load_run_inputs
 
-DEFAULT_EVAL_SEED = 20_261_130
+from interp_rand.defaults import DEFAULT_SEED as DEFAULT_EVAL_SEED
 # the seeded metrics the CLI prints
 SEEDED_KEY_NUMBERS = ("n_inputs", "n_seeds", "average", "worst_5pct", "predictive_variance")
 

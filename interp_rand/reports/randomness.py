@@ -21,7 +21,7 @@ from typing import Any
 
 from interp_rand import progress as _progress
 
-DEFAULT_SEED = 20_261_130
+from interp_rand.defaults import DEFAULT_SEED
 
 
 def load_seeded(run: str | Path) -> Any:

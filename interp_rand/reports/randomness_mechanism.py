@@ -1,7 +1,7 @@
 """The mechanism lines of the randomness report (:mod:`interp_rand.reports.randomness`):
 recall's per-seed stored sets against the deterministic capacity, which seed bits decide
-storage and through which nodes (:mod:`probes.seed_mixing`, :mod:`circuits.analyses.seed_bits`),
-and colouring's learned rule against the classical one (:mod:`probes.symmetry_rule`). Each
+storage and through which nodes (:mod:`interp_rand.seeded_evaluation.mixing`, :mod:`circuits.analyses.seed_bits`),
+and colouring's learned rule against the classical one (:mod:`interp_rand.seeded_evaluation.symmetry_rule`). Each
 function returns JSON-ready dicts; the printed rows come from :func:`mechanism_numbers`."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def recall_mechanism(model: Any, task: Any, seed_source: str, inputs: Any, store
     """``stored [n_inputs, 2**bits, N]`` over ``task.all_seeds()`` for the key/value ``inputs``."""
     from circuits.analyses.seed_bits import bit_flip_effect, bit_flip_routes
     from probes.controls import random_init_like
-    from probes.seed_mixing import deterministic_capacity, mixing_strategies
+    from interp_rand.seeded_evaluation.mixing import deterministic_capacity, mixing_strategies
     from probes.stored_set import stored_matrix
 
     seeds = task.all_seeds()
@@ -44,7 +44,7 @@ def recall_mechanism(model: Any, task: Any, seed_source: str, inputs: Any, store
 
 
 def coloring_mechanism(model: Any, task: Any, batch: Any, seed: int) -> dict[str, Any]:
-    from probes.symmetry_rule import rule_comparison
+    from interp_rand.seeded_evaluation.symmetry_rule import rule_comparison
 
     return {"rule": rule_comparison(model, task, batch, torch.Generator().manual_seed(seed)).to_dict()}
 
@@ -52,7 +52,7 @@ def coloring_mechanism(model: Any, task: Any, batch: Any, seed: int) -> dict[str
 def compare_capacity(runs: list[dict[str, Any]]) -> None:
     """Judge the first recall run's per-seed sets against the second run's capacity (the
     ``--compare`` model, e.g. its ERM twin) when both have the same task size; in place."""
-    from probes.seed_mixing import MixingStrategies
+    from interp_rand.seeded_evaluation.mixing import MixingStrategies
 
     if len(runs) < 2 or not all("mechanism" in r and "mixing" in r["mechanism"] for r in runs[:2]):
         return

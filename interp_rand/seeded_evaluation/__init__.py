@@ -20,6 +20,13 @@ metrics are plain functions of that :class:`SeedRun`:
 :func:`summarize`            all of the above as a JSON-serialisable dict
 ===========================  =================================================================
 
+Two behavioural analyses of what seeded models output (not what their activations encode):
+:func:`mixing_strategies` (recall: do different seeds store different key sets?,
+:mod:`.mixing`) and :func:`rule_comparison` (colouring: the learned rule against the classical
+compare-your-neighbours' routine, :mod:`.symmetry_rule`). :func:`logits_of` /
+:func:`model_args` (:mod:`.forward`) are the one way to run a model, ours or a
+``TransformerBridge``, on a batch.
+
 Pure computation: no plotting. Everything is vectorised over inputs and seeds; the only loop
 is over chunks of rows (the model's forward pass) and of inputs (majority-k), for memory.
 """
@@ -32,6 +39,7 @@ from interp_rand.seeded_evaluation.amplification import (
     las_vegas_exact,
     majority_success,
 )
+from interp_rand.seeded_evaluation.forward import logits_of, model_args
 from interp_rand.seeded_evaluation.metrics import (
     average_success,
     per_input_success,
@@ -43,6 +51,7 @@ from interp_rand.seeded_evaluation.metrics import (
     worst_case_success,
 )
 from interp_rand.seeded_evaluation.paper_metrics import evaluate_seeded
+from interp_rand.seeded_evaluation.mixing import MixingStrategies, deterministic_capacity, mixing_strategies
 from interp_rand.seeded_evaluation.run import (
     BIT_LOSS_KINDS,
     SeedRun,
@@ -50,22 +59,31 @@ from interp_rand.seeded_evaluation.run import (
     resolve_seeds,
     success_matrix,
 )
+from interp_rand.seeded_evaluation.symmetry_rule import RuleComparison, classical_coloring, rule_comparison
 
 __all__ = [
     "BIT_LOSS_KINDS",
     "DEFAULT_N_GROUPS",
+    "MixingStrategies",
     "RULES",
+    "RuleComparison",
     "SeedRun",
     "average_success",
+    "classical_coloring",
+    "deterministic_capacity",
     "draw_seed_groups",
     "evaluate_seeded",
     "expand_over_seeds",
     "group_success",
     "las_vegas_exact",
+    "logits_of",
     "majority_success",
+    "mixing_strategies",
+    "model_args",
     "per_input_success",
     "predictive_variance",
     "resolve_seeds",
+    "rule_comparison",
     "sampled_success",
     "save_summary",
     "success_histogram",

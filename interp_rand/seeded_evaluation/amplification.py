@@ -152,7 +152,7 @@ def group_success(run: SeedRun, groups: Tensor, rule: str = "majority_whole") ->
     if rule == "majority_per_bit":
         if run.target_outputs is None:
             raise ValueError("majority_per_bit needs target outputs (a bit kind judged against its targets)")
-        # outputs are bits packed least-significant first (seeded_evaluation.run.pack_bits)
+        # outputs are bits packed by interp_rand.losses.pack_bits; each bit is voted on alone
         n_bits = max(1, int(max(run.outputs.max(), run.target_outputs.max())).bit_length())
         bit = torch.arange(n_bits, device=run.outputs.device)
     result = torch.empty(n, n_groups, dtype=torch.bool, device=run.success.device)

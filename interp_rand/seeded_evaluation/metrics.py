@@ -19,7 +19,8 @@ from interp_rand.seeded_evaluation.amplification import (
     group_success,
     las_vegas_exact,
 )
-from interp_rand.seeded_evaluation.run import SeedRun, pack_bits
+from interp_rand.losses import pack_bits
+from interp_rand.seeded_evaluation.run import SeedRun
 
 # ----------------------------------------------------------------------------------------
 # Metrics

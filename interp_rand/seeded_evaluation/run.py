@@ -10,15 +10,17 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from interp_rand import losses
 from interp_rand.evaluation import check_model_fits_task
+from interp_rand.losses import answer_correct, answer_logits, get_loss_kind, loss_kinds, output_judge, vote_rules
 from interp_rand.model.fast import FastForward, hooks_attached
 from interp_rand.model.transformer import HookedTransformer
-from interp_rand.losses import answer_correct, answer_logits, output_judge, vote_rules
 from interp_rand.tasks.base import Batch, Task
 
-#: Loss kinds whose logits are independent bits (one logit per output unit); every other
-#: kind's logits are classes (argmax / softmax).
-BIT_LOSS_KINDS = ("bce",)
+#: Loss kinds whose logits are independent bits (one logit per output unit), as registered when
+#: this module was imported; every other kind's logits are classes. The loss kind itself says
+#: (``get_loss_kind(kind).bits``, which :attr:`SeedRun.bits` reads).
+BIT_LOSS_KINDS = tuple(k for k in loss_kinds() if get_loss_kind(k).bits)
 
 
 @dataclass(frozen=True)
@@ -29,8 +31,10 @@ class SeedRun:
         success: ``[n, S]`` bool, every answer position of input ``i`` under seed ``j`` right
             (``answer_correct(...).all(-1)``, so the task's own notion of correct).
         outputs: ``[n, S, n_answer]`` long, one hashable discrete output per answer position:
-            the argmax class, or for bit tasks (``"bce"``) the thresholded bits packed into an
-            integer, ``sum_k (logit_k > 0) << k``.
+            the loss kind's answer id (:meth:`~interp_rand.losses.LossKind.predict`: the argmax
+            class, or for bit kinds (``"bce"``) the thresholded bits packed into an integer by
+            :func:`interp_rand.losses.pack_bits`, most significant bit first: the one bit order of
+            the toolkit).
         probs: ``[n, S, n_answer, K]`` float, the output distribution: the softmax over
             ``K = d_vocab_out`` classes, or for bit tasks the per-bit sigmoid probabilities
             (``K = n_bits``; bit ``k`` is 1 with probability ``probs[..., k]``, independently;
@@ -76,8 +80,9 @@ class SeedRun:
 
     @property
     def bits(self) -> bool:
-        """True when outputs are packed bits (``probs`` then holds per-bit probabilities)."""
-        return self.loss_kind in BIT_LOSS_KINDS
+        """True when outputs are packed bits (``probs`` then holds per-bit probabilities): the
+        loss kind's decoding says; a kind the registry does not know has class outputs."""
+        return self.loss_kind in loss_kinds() and get_loss_kind(self.loss_kind).bits
 
 
 # ----------------------------------------------------------------------------------------
@@ -142,38 +147,14 @@ def expand_over_seeds(batch: Batch, seeds: Tensor | None) -> Batch:
     return _expand_rows(batch, seeds, 0, len(batch) * n_seeds)
 
 
-def pack_bits(bits: Tensor) -> Tensor:
-    """``[..., n_bits]`` bool/0-1 -> ``[...]`` long, ``sum_k bit_k << k``."""
-    n_bits = bits.shape[-1]
-    if n_bits > 62:
-        raise ValueError(f"cannot pack {n_bits} bits into an int64 output")
-    weights = torch.ones(n_bits, dtype=torch.long, device=bits.device) << torch.arange(
-        n_bits, device=bits.device
-    )
-    return (bits.long() * weights).sum(-1)
-
-
-def _discrete(picked: Tensor, loss_kind: str, fast: bool = False) -> tuple[Tensor, Tensor]:
+def _discrete(picked: Tensor, kind: losses.LossKind) -> tuple[Tensor, Tensor]:
     """Answer-position logits ``[rows, n_answer, K]`` -> (outputs ``[rows, n_answer]`` long,
-    probs ``[rows, n_answer, K]``).
-
-    ``fast``: the softmax over ``K`` runs with ``K`` as the outer axis (torch's CPU softmax over
-    a last axis of a few entries is ~15x slower), equal to the plain one within float rounding;
-    the fast path's logits are themselves within rounding of the hooked ones, so the hooked
-    path keeps the plain softmax and with it its exact probabilities."""
-    if loss_kind in BIT_LOSS_KINDS:
-        return pack_bits(picked > 0), torch.sigmoid(picked.float())
-    if fast:
-        return picked.argmax(-1), torch.softmax(picked.float().movedim(-1, 0), dim=0).movedim(0, -1)
-    return picked.argmax(-1), torch.softmax(picked.float(), dim=-1)
+    probs ``[rows, n_answer, K]``), decoded by the loss kind."""
+    return kind.predict(picked), kind.marginals(picked)
 
 
-def _target_outputs(batch: Batch, loss_kind: str) -> Tensor | None:
-    if loss_kind == "ce":
-        return batch.answer_targets().long()
-    if loss_kind in BIT_LOSS_KINDS:
-        return pack_bits(batch.answer_targets() > 0.5)
-    return None
+def _target_outputs(batch: Batch, kind: losses.LossKind) -> Tensor | None:
+    return kind.target_ids(batch)
 
 
 def evaluation_forward(model: nn.Module, hooked: bool = False) -> Callable[..., Tensor]:
@@ -237,6 +218,7 @@ def success_matrix(
     seeds = resolve_seeds(task, seeds)
     n_seeds = _check_seeds(batch, seeds)
     n, kind = len(batch), task.loss_kind
+    decoder = get_loss_kind(kind)
     total = n * n_seeds
     forward = evaluation_forward(model, hooked)
     # every input's mask serves all its seeds: the fast path finds its keys once per input
@@ -252,7 +234,7 @@ def success_matrix(
             if not torch.isfinite(logits).all():
                 raise FloatingPointError("the model produced non-finite logits during evaluation")
             success = answer_correct(logits, part, kind).all(-1)
-            out, prob = _discrete(answer_logits(logits, part), kind, fast=forward is not model)
+            out, prob = _discrete(answer_logits(logits, part), decoder)
             return success, out, (prob if keep_probs else None)
 
     was_training = model.training
@@ -275,7 +257,7 @@ def success_matrix(
         outputs=torch.cat(outputs).view(n, n_seeds, n_answer),
         probs=torch.cat(probs).view(n, n_seeds, n_answer, -1) if keep_probs else None,
         loss_kind=kind,
-        target_outputs=_target_outputs(batch, kind),
+        target_outputs=_target_outputs(batch, decoder),
         judge=output_judge(kind, batch),
         vote_rules=vote_rules(kind),
     )

@@ -446,3 +446,18 @@ class ColoringTask:
         swapped[rows, second] = order[rows, first]
         corrupted = self._build(swapped, batch.seeds)
         return PairBatch(clean=batch, corrupted=corrupted, changed=torch.minimum(first, second))
+
+
+# ------------------------------------------------------------------ neighbourhood facts
+
+def neighbours(batch: Batch) -> Tensor:
+    """``[batch, N, 2]`` the two neighbours of each vertex (from the cycle mask), ascending."""
+    return batch.attention_mask.float().topk(2, dim=-1).indices.sort(-1).values
+
+
+def noise_rank(batch: Batch) -> Tensor:
+    """``[batch, N]`` rank of each vertex's noise among itself and its two neighbours (0..2)."""
+    noise = batch.seeds[..., 0]  # [batch, N]
+    nbrs = neighbours(batch)
+    nbr_noise = noise.gather(1, nbrs.flatten(1)).view_as(nbrs)  # [batch, N, 2]
+    return (nbr_noise < noise[..., None]).sum(-1)

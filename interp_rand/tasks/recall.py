@@ -254,14 +254,15 @@ class RecallTask:
 
     def all_seeds(self) -> Tensor:
         """``[2**seed_bits, seed_bits]`` float: row ``i`` is ``i`` in binary, most significant
-        bit first (so rows are in lexicographic order). Only for ``seed_bits <= 16``."""
+        bit first (so rows are in lexicographic order; the toolkit's one bit order,
+        :func:`interp_rand.losses.bit_patterns`). Only for ``seed_bits <= 16``."""
+        from interp_rand.losses import bit_patterns  # losses imports the tasks package
         if self.seed_bits > MAX_ENUMERABLE_SEED_BITS:
             raise ValueError(
                 f"all_seeds() needs seed_bits <= {MAX_ENUMERABLE_SEED_BITS} "
                 f"(2**seed_bits rows); got seed_bits={self.seed_bits}"
             )
-        powers = 2 ** torch.arange(self.seed_bits - 1, -1, -1)
-        return ((torch.arange(2**self.seed_bits)[:, None] // powers) % 2).float()
+        return bit_patterns(self.seed_bits).float()
 
     def with_seeds(self, batch: Batch, seeds: Tensor) -> Batch:
         """``batch`` with ``seeds: [len(batch), seed_bits]`` in place of its own."""

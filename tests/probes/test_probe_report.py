@@ -70,12 +70,42 @@ def _tiny_report(task_name: str, **kw):
 
 def test_report_holds_patterns_roles_probes_and_seed_share():
     data = _tiny_report("recall", n_pairs=5, value_bits=2, seed_bits=3)
+    # the patterns are the model's own: run_with_cache on the report's 100 examples (config seed 0)
+    task = make_task("recall", n_pairs=5, value_bits=2, seed_bits=3)
+    model = HookedTransformer(task.model_config(d_model=16), seed=0).eval()
+    batch = task.sample(100, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        _, cache = model.run_with_cache(batch.inputs, **batch.model_kwargs())
+    cached = torch.stack([cache[f"blocks.{layer}.attn.hook_pattern"] for layer in range(2)], 1)  # [b, L, H, q, k]
     assert set(data.mean_patterns) == {"all", "recent query", "distant query"}
     assert data.mean_patterns["all"].shape == (2, 1, 6, 6)
+    close = dict(atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(data.mean_patterns["all"], cached.mean(0), **close)
+    query = batch.metadata["query_index"]  # 5 pairs: recent = the last pair, distant = 2+ pairs back
+    torch.testing.assert_close(data.mean_patterns["recent query"], cached[query == 4].mean(0), **close)
+    torch.testing.assert_close(data.mean_patterns["distant query"], cached[query <= 2].mean(0), **close)
+    torch.testing.assert_close(data.examples[0].pattern, cached[0], **close)
+    # head roles by hand: |pattern| rows normalised to 1, the mass on the template's key
+    mass = cached.abs() / cached.abs().sum(-1, keepdim=True)
+    previous = mass[..., torch.arange(1, 6), torch.arange(0, 5)].mean((0, 3))  # q reads q - 1
+    key_match = mass[torch.arange(100), :, :, 5, query].mean(0)  # the query reads the queried pair
     assert set(data.roles.scores) == {"previous_token", "key_match", "seed_reader"}
-    assert {row["variable"] for row in data.probe_rows} == {"seed_bit", "key_stored"}
-    assert all("random_selectivity" in row for row in data.probe_rows)
-    assert data.seed_share is not None and 0 <= data.seed_share["mean"] <= 1
+    torch.testing.assert_close(data.roles.scores["previous_token"], previous, **close)
+    torch.testing.assert_close(data.roles.scores["key_match"], key_match, **close)
+    assert ((data.roles.scores["seed_reader"] >= 0) & (data.roles.scores["seed_reader"] <= 1)).all()
+    # probes: one row per seed bit and per key; selectivity is the accuracy over the control
+    # task's, at the best (hook, position), where the causal check ran; random-init: its best is its max
+    rows = data.probe_rows
+    assert [(r["variable"], r["instance"]) for r in rows] == \
+        [("seed_bit", f"bit {i}") for i in range(3)] + [("key_stored", f"key {i}") for i in range(5)]
+    for row in rows:
+        assert row["selectivity"] == pytest.approx(row["accuracy"] - row["control"], abs=1e-6)
+        assert row["random_best_selectivity"] >= row["random_selectivity"] - 1e-6
+        assert 0 <= row["accuracy"] <= 1 and row["causal_hook"] == row["hook"]
+    # the seed share: a fraction, and its mean is the mean of the two answer bits' shares
+    share = data.seed_share
+    assert set(share) == {"mean", "pos 5 bit 0", "pos 5 bit 1"} and 0 < share["mean"] < 1
+    assert share["mean"] == pytest.approx((share["pos 5 bit 0"] + share["pos 5 bit 1"]) / 2, rel=1e-5)
     assert [ex.title.split(" (")[0] for ex in data.examples] == ["first example", "recent query", "distant query"]
     assert data.examples[0].labels[0].startswith("0 k0: key ")
     assert data.position_names == ("k0", "k1", "k2", "k3", "k4", "query")

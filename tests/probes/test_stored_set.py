@@ -97,10 +97,27 @@ def test_zero_seed_model_stores_the_same_set_under_every_seed():
 
 
 def test_seeded_random_model_storage_depends_on_the_seed():
-    # control for the test above: the same weights with W_seed kept do change what is stored
     task, model = tiny_recall(zero_seed=False)
-    stats, _ = stored_set_map(model, task, 6, torch.Generator().manual_seed(0))
-    assert stats.seed_dependent > 0
+    stats, stored = stored_set_map(model, task, 6, torch.Generator().manual_seed(0))
+    # by hand: the same 6 inputs, every seed and queried position, straight through the forward
+    batch = task.sample(6, torch.Generator().manual_seed(0))
+    key_order, values = batch.metadata["key_order"], batch.metadata["values"]
+    seeds = task.all_seeds()
+    by_hand = torch.zeros(6, len(seeds), 4, dtype=torch.bool)
+    with torch.no_grad():
+        for s, p in itertools.product(range(len(seeds)), range(4)):
+            one = task.build(key_order, values, torch.full((6,), p), seeds[s].expand(6, -1))
+            bits = (model(one.inputs, **one.model_kwargs())[:, 4] > 0).long()  # at the query
+            by_hand[:, s, p] = (bits == values[:, p]).all(-1)
+    assert torch.equal(stored, by_hand)
+    varies = by_hand.any(1) & ~by_hand.all(1)  # (input, position) stored under some seeds, not all
+    assert stats.seed_dependent == pytest.approx(float(varies.double().mean()))
+    # by a stated margin: at least a quarter of the 24 (input, position) cells (13 here) ...
+    assert stats.seed_dependent >= 0.25
+    # ... against the seed-free control, the same weights with W_seed zeroed: exactly none
+    _, control_model = tiny_recall(zero_seed=True)
+    control, _ = stored_set_map(control_model, task, 6, torch.Generator().manual_seed(0))
+    assert control.seed_dependent == 0.0
 
 
 def test_stored_set_map_is_for_recall():

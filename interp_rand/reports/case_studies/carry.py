@@ -39,8 +39,10 @@ from interp_rand.reports.case_studies.components import (
 )
 from circuits.graph.circuit import Circuit
 from circuits.graph.architecture import run_model
+from circuits.graph.selection import select
 from circuits.methods.discovery import discover
 from circuits.graph.nodes import Node
+from interp_rand.losses import answer_correct
 from interp_rand.model.hook_names import hook_name
 from interp_rand.tasks.base import Batch
 from interp_rand.validation import check_ints
@@ -110,6 +112,9 @@ class CarryStudy:
     cascade_nodes: list[dict[str, Any]]
     lookback: dict[str, list[float]]
     settings: dict[str, Any] = field(default_factory=dict)
+    # what the circuit was chosen from, for its claim card (not written to case_study.json)
+    edge_scores: Any = field(default=None, repr=False, compare=False)
+    pairs: tuple[Batch, Batch] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         def mean(accs: tuple[DigitAccuracy, ...]) -> dict[str, Any]:
@@ -205,8 +210,7 @@ def correct_with_carry_removed(model: Any, task, batch: Batch, nodes: list[Node]
             logits = run_model(model, batch)
     else:
         logits = run_model(model, batch)
-    pos = batch.answer_positions
-    return logits[:, pos].argmax(-1) == batch.targets[:, pos]
+    return answer_correct(logits, batch, task.loss_kind)
 
 
 def digit_accuracy(correct: Tensor, batch: Batch, cascade: Batch | None = None,
@@ -242,7 +246,7 @@ def carry_study(model: Any, task, config: CarryConfig = CarryConfig(), progress:
         raise ValueError(f"no component at the answer positions recovers >= {config.min_share} of the carry gap")
     note("scoring edges (eap) for the circuit drawing", progress)
     edge_scores = discover(model, clean, corrupted, metric=carry_metric, method="eap")
-    circuit = edge_scores.circuit(top_k=config.top_k_edges)
+    circuit = select(edge_scores, config.top_k_edges, "connected")
     circuit = dataclasses.replace(circuit, settings={**circuit.settings, "metric": "carry logprob",
                                                      "pairs": "carry flip"})
 
@@ -296,7 +300,8 @@ def carry_study(model: Any, task, config: CarryConfig = CarryConfig(), progress:
     return CarryStudy(
         components=tuple(components), scores=scores, circuit=circuit, baseline=baseline, removed=removed,
         controls=controls, mean_ablated=mean_ablated, mean_controls=mean_controls,
-        probe_hook=probe_hook, probe=probe, cascade_nodes=cascade_nodes,
+        probe_hook=probe_hook, probe=probe, cascade_nodes=cascade_nodes, edge_scores=edge_scores,
+        pairs=(clean, corrupted),
         lookback=_lookback(model, task, cascade, heads),
         settings={**dataclasses.asdict(config), "n_digits": task.n_digits, "min_cascade": min_cascade,
                   "answer_order": task.answer_order},

@@ -22,6 +22,7 @@ from circuits.graph.architecture import run_model
 from circuits.interventions.metrics import Metric, evaluate_metric, get_metric
 from circuits.interventions.node_patching import patch_sweep
 from circuits.graph.nodes import Node
+from interp_rand.losses import answer_logits, decoding_for_targets
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,9 @@ def random_controls(model: Any, nodes: list[Node], n_positions: int, n_draws: in
 @torch.no_grad()
 def correct_under_ablation(model: Any, batch: Any, nodes: list[Node], ablation: Ablation,
                            reference: Any = None) -> Tensor:
-    """``[batch, n_answer]`` bool: answer token right (argmax) with ``nodes`` ablated.
+    """``[batch, n_answer]`` bool: answer right with ``nodes`` ablated, decoded as the batch's
+    targets say (:func:`~interp_rand.losses.decoding_for_targets`: the argmax class for the
+    class targets of addition and sort, every bit for bit targets).
 
     ``mean`` ablation takes its means over ``reference`` (default: ``batch``)."""
     if nodes:
@@ -116,8 +119,7 @@ def correct_under_ablation(model: Any, batch: Any, nodes: list[Node], ablation: 
             logits = run_model(model, batch)
     else:
         logits = run_model(model, batch)
-    pos = batch.answer_positions
-    return logits[:, pos].argmax(-1) == batch.targets[:, pos]
+    return decoding_for_targets(batch.targets).correct(answer_logits(logits, batch), batch.answer_targets())
 
 
 __all__ = ["ComponentScores", "all_components", "correct_under_ablation", "node_patch_scores", "random_controls"]

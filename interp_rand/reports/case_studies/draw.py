@@ -1,5 +1,6 @@
 """Figures of the case studies (plotly) and their offline HTML page: the circuit drawing from
-:mod:`circuits.draw.circuit_figure` and the ablation figures, plotly.js inlined once."""
+:mod:`circuits.draw.circuit_figure` and the ablation figures, on one page
+(:func:`interp_rand.figures.html_page.write_page`: plotly.js inlined once)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import plotly.graph_objects as go
 from interp_rand.reports.case_studies.carry import CarryStudy
 from interp_rand.reports.case_studies.sorting import SortStudy
 from circuits.draw.circuit_figure import circuit_figure
+from interp_rand.figures.html_page import write_page
 
 
 def carry_ablation_figure(study: CarryStudy) -> go.Figure:
@@ -68,16 +70,8 @@ def role_score_figure(study: SortStudy) -> go.Figure:
 
 def write_case_study_html(path: str | Path, title: str, claims: list[str], figures: list[go.Figure]) -> Path:
     """One self-contained HTML page: the printed claims, then each figure (plotly.js once)."""
-    parts = [f"<html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head><body>",
-             f"<h1>{html.escape(title)}</h1><ul>"]
-    parts += [f"<li>{html.escape(c)}</li>" for c in claims]
-    parts.append("</ul>")
-    for i, fig in enumerate(figures):
-        parts.append(fig.to_html(include_plotlyjs=i == 0, full_html=False))
-    parts.append("</body></html>")
-    path = Path(path)
-    path.write_text("\n".join(parts))
-    return path
+    claim_list = "<ul>" + "".join(f"<li>{html.escape(c)}</li>" for c in claims) + "</ul>"
+    return write_page(path, title, [claim_list, *figures])
 
 
 def study_figures(study: Any) -> list[go.Figure]:

@@ -25,6 +25,7 @@ from torch import Tensor
 from circuits.interventions.ablation import Ablation
 from interp_rand.reports.case_studies.components import correct_under_ablation
 from circuits.graph.circuit import Circuit
+from circuits.graph.selection import select
 from circuits.methods.discovery import discover
 from circuits.graph.nodes import Node
 from interp_rand.tasks.base import Batch
@@ -88,6 +89,9 @@ class SortStudy:
     chance_score: float = 0.0
     random_init_best: float = 0.0
     settings: dict[str, Any] = field(default_factory=dict)
+    # what the circuit was chosen from, for its claim card (not written to case_study.json)
+    edge_scores: Any = field(default=None, repr=False, compare=False)
+    pairs: tuple[Batch, Batch] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         def r(t: Tensor) -> list:
@@ -140,8 +144,8 @@ def sort_study(model: Any, task, config: SortConfig = SortConfig(), progress: bo
 
     note("scoring edges (eap) for the circuit drawing", progress)
     pairs = task.corrupt(task.sample(config.n_pairs, gen), gen)
-    circuit = discover(model, pairs.clean, pairs.corrupted, metric="logprob", method="eap").circuit(
-        top_k=config.top_k_edges)
+    edge_scores = discover(model, pairs.clean, pairs.corrupted, metric="logprob", method="eap")
+    circuit = select(edge_scores, config.top_k_edges, "connected")
 
     note(f"ablating the {len(heads)} next-element head(s) per output position", progress)
     ablation = Ablation("mean")
@@ -156,6 +160,7 @@ def sort_study(model: Any, task, config: SortConfig = SortConfig(), progress: bo
     note("duplicates and near-ties", progress)
     return SortStudy(
         heads=tuple(heads), role_scores=role, mass_per_position=mass.mean(0), circuit=circuit,
+        edge_scores=edge_scores, pairs=(pairs.clean, pairs.corrupted),
         baseline=baseline, ablated=ablated, controls=controls, control_heads=tuple(control_heads),
         ties=_ties(model, task, batch, patterns, heads), chance_score=chance,
         random_init_best=float(random_role.max()),

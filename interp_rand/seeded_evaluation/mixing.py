@@ -4,7 +4,7 @@ The mixing-strategies picture: under a memory limit a deterministic model stores
 set of about ``C`` keys (its capacity); a randomized model can store about as many keys under
 *each* seed, but *different* keys under different seeds, so that the union over seeds covers
 every key. From a stored-set matrix ``stored [n_inputs, n_seeds, N]``
-(:func:`probes.stored_set.stored_matrix`), :func:`mixing_strategies` measures
+(e.g. :func:`probes.stored_set.stored_matrix`), :func:`mixing_strategies` measures
 
 - the stored-set size per seed (mean, spread, histogram) against the deterministic capacity:
   the mean stored-set size of a deterministic model on the *same task size* (``capacity``,

@@ -2,9 +2,11 @@
 seed reaching every token), corruption, validation, the paper's model on it."""
 
 import dataclasses
+import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from interp_rand.evaluation import evaluate
 from interp_rand.losses import answer_loss
@@ -131,14 +133,49 @@ def test_model_rejects_more_positions_than_n_ctx():
         HookedTransformer(task.model_config(d_model=16))(bigger.inputs, **bigger.model_kwargs())
 
 
+class FixedLogits(torch.nn.Module):
+    """Returns the logits it was given, whatever the inputs (evaluate's chunks slice them)."""
+
+    def __init__(self, logits: torch.Tensor):
+        super().__init__()
+        self.logits, self.seen = logits, 0
+
+    def forward(self, inputs, **kwargs):
+        out = self.logits[self.seen : self.seen + len(inputs)]
+        self.seen += len(inputs)
+        return out
+
+
 def test_bce_loss_of_a_model_is_finite_and_evaluate_runs():
     task = RecallTask(n_pairs=5)
-    model = HookedTransformer(task.model_config(d_model=16), seed=1)
     batch = task.sample(16, gen(3))
-    loss = answer_loss(model(batch.inputs, **batch.model_kwargs()), batch, task.loss_kind)
-    assert loss.shape == (16,) and torch.isfinite(loss).all() and (loss > 0).all()
-    result = evaluate(model, task, batch)
-    assert 0 <= result.exact_match <= 1 and len(result.per_position) == 1
+    meta = batch.metadata
+    queried = meta["values"][torch.arange(16), meta["query_index"]].float()  # [16, value_bits], the answer
+    position = int(batch.answer_positions)
+    # known logits: random at the answer position, huge (and ignored) elsewhere
+    logits = torch.full((16, batch.inputs.shape[1], task.value_bits), 1e4)
+    logits[:, position] = torch.randn(16, task.value_bits, generator=gen(4)) * 3
+    expected = F.binary_cross_entropy_with_logits(logits[:, position], queried, reduction="none").mean(-1)
+    torch.testing.assert_close(answer_loss(logits, batch, task.loss_kind), expected)
+    # logits of 0 are a coin flip on every bit: ln 2 per example
+    zero = answer_loss(torch.zeros_like(logits), batch, task.loss_kind)
+    torch.testing.assert_close(zero, torch.full((16,), math.log(2)))
+    # evaluate on the same logits: the loss is their mean, exact match the sign test by hand
+    result = evaluate(FixedLogits(logits), task, batch, chunk_size=5)
+    assert result.loss == pytest.approx(float(expected.mean()), rel=1e-6)
+    by_hand = ((logits[:, position] > 0) == queried.bool()).all(-1).float().mean()
+    assert result.exact_match == pytest.approx(float(by_hand)) and len(result.per_position) == 1
+    # right signs on the first 12 examples only: exact match 12/16 exactly
+    right = (2 * queried - 1) * 3
+    right[12:] *= -1
+    logits[:, position] = right
+    assert evaluate(FixedLogits(logits), task, batch).exact_match == 0.75
+    # and a real model's loss is the same formula on its own logits
+    model = HookedTransformer(task.model_config(d_model=16), seed=1)
+    with torch.no_grad():
+        own = model(batch.inputs, **batch.model_kwargs())[:, position]
+    torch.testing.assert_close(evaluate(model, task, batch).loss,
+                               float(F.binary_cross_entropy_with_logits(own, queried).double()), rtol=1e-5, atol=1e-6)
 
 
 def test_corrupt_queries_another_pair_with_a_different_value():

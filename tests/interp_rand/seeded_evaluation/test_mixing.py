@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from probes.seed_mixing import deterministic_capacity, mixing_strategies, pairwise_jaccard
+from interp_rand.seeded_evaluation.mixing import deterministic_capacity, mixing_strategies, pairwise_jaccard
 
 
 def rotating_pairs() -> torch.Tensor:

@@ -7,6 +7,7 @@ import pytest
 from circuits import Circuit, Edge, Node, discover
 from circuits.draw.circuit_figure import circuit_figure, write_circuit_html
 from circuits.draw.layout import layered_layout
+from circuits.graph.selection import connected_edges
 from interp_rand.cli.main import main
 from interp_rand.tasks import make_task
 from interp_rand.training import TrainConfig, train
@@ -100,12 +101,25 @@ def test_cli_end_to_end(tmp_path, capsys):
           run_dir, progress=False)
     out = tmp_path / "out"
     assert main(["circuit", str(run_dir), "--method", "eap-ig", "--steps", "2", "--n", "16",
-                 "--top-k", "15", "--resamples", "2", "--out", str(out)]) == 0
-    for name in ("circuit.json", "circuit.graphml", "circuit.dot", "faithfulness.json", "circuit.html"):
+                 "--top-k", "15", "--selection", "top_k", "--resamples", "2", "--out", str(out)]) == 0
+    for name in ("circuit.json", "circuit.graphml", "circuit.dot", "faithfulness.json", "circuit.html",
+                 "card.json", "card.html"):
         assert (out / name).stat().st_size > 0
     summary = json.loads((out / "faithfulness.json").read_text())
     assert summary["n_edges"] == 15 and len(summary["spread"]) == 2 and summary["curve"]
     assert json.loads((out / "circuit.json").read_text())["settings"]["task"] == "sort"
+    card = json.loads((out / "card.json").read_text())
+    assert card["n_edges"] == 15 and card["found_with"]["selection"] == "top_k" and len(card["claims"]) == 4
+    assert card["sufficiency"] == pytest.approx(summary["recovered"], abs=1e-5)  # the same circuit, measured twice
+    assert card["verdict"].upper() in (out / "card.html").read_text() and "claim card" in capsys.readouterr().out
+    # the default selection drops dangling edges and says how many
+    connected = tmp_path / "connected"
+    assert main(["circuit", str(run_dir), "--method", "eap-ig", "--steps", "2", "--n", "16", "--top-k", "15",
+                 "--resamples", "0", "--no-card", "--out", str(connected)]) == 0
+    saved = json.loads((connected / "circuit.json").read_text())
+    edges = [Edge.from_dict(e) for e in saved["edges"]]
+    assert saved["settings"]["selection"] == "connected" and len(edges) == 15 - saved["settings"]["n_dropped"]
+    assert set(connected_edges(edges)) == set(edges) and not (connected / "card.json").exists()
     # ACDC, edges over all positions
     assert main(["circuit", str(run_dir), "--method", "acdc", "--n", "8", "--resamples", "0",
                  "--no-positions", "--out", str(tmp_path / "acdc")]) == 0

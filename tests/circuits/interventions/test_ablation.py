@@ -64,10 +64,29 @@ def test_ablation_errors_name_the_problem(pairs):
         Ablation("resample").source_batch(clean, corrupted.inputs[:, :4])
 
 
-def test_ablation_runs_on_a_bridge(bridge, pairs):
+def test_ablation_runs_on_a_bridge(model, bridge, pairs):
+    """A resample ablation of head (0, 1) on the bridge equals the same ablation done by hand
+    with TransformerLens hooks (head 1's ``hook_z`` replaced by its value on the corrupted
+    inputs), and equals the ablation on our model the bridge was converted from."""
     clean, corrupted = pairs
+    name = "blocks.0.attn.hook_z"
     with torch.no_grad():
         before = run_model(bridge, clean.inputs)
         with ablate_nodes(bridge, [Node("head", 0, 1)], Ablation("resample"), clean.inputs, corrupted.inputs):
             inside = run_model(bridge, clean.inputs)
-    assert (inside - before).abs().max() > 1e-5
+        _, cache = bridge.run_with_cache(corrupted.inputs, names_filter=[name])
+
+        def by_hand(z, hook):
+            z = z.clone()
+            z[:, :, 1] = cache[name][:, :, 1]  # [batch, pos, head, d_head]
+            return z
+
+        expected = bridge.run_with_hooks(clean.inputs, fwd_hooks=[(name, by_hand)])
+        expected = getattr(expected, "logits", expected)
+        with ablate_nodes(model, [Node("head", 0, 1)], Ablation("resample"), clean.inputs, corrupted.inputs):
+            ours = run_model(model, clean.inputs)
+        after = run_model(bridge, clean.inputs)
+    torch.testing.assert_close(inside, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(inside, ours, atol=1e-4, rtol=1e-4)
+    assert torch.equal(after, before)  # scoped: nothing left behind
+    assert (inside - before).abs().max() > 1e-3  # the head matters, so the check has teeth

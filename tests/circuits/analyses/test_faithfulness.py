@@ -54,8 +54,9 @@ def test_smallest_faithful_circuit_is_the_least_size_that_stays_in_the_band(mode
     circuit, curve = smallest_faithful_circuit(model, scores, clean, corrupted, target=target)
     sizes = [k for k, _ in curve]
     assert sizes == sorted(sizes) and sizes[-1] == scores.graph.n_edges
-    k = len(circuit)
-    assert k in sizes and circuit.settings["selection"] == "smallest faithful"
+    k = circuit.settings["top_k"]  # the size chosen; the connected circuit drops its dangling edges
+    assert len(circuit) == k - circuit.settings["n_dropped"]
+    assert k in sizes and circuit.settings["size_rule"] == "smallest faithful" and circuit.settings["selection"] == "connected"
     in_band = {size: abs(r - 1) <= 1 - target for size, r in curve}
     assert all(in_band[size] for size in sizes if size >= k)
     smaller = [size for size in sizes if size < k]

@@ -91,7 +91,12 @@ def test_cli_compare_end_to_end_and_refusals(tmp_path, capsys):
     assert main(["compare", str(run_a), str(run_b), "--method", "eap-ig", "--steps", "2", "--n", "16",
                  "--top-k", "12", "--out", str(out)]) == 0
     summary = json.loads((out / "comparison.json").read_text())
-    assert summary["n_shared"] + summary["n_only_a"] == 12 == summary["n_shared"] + summary["n_only_b"]
+    sizes = [len(json.loads((out / f"circuit_{x}.json").read_text())["edges"]) for x in "ab"]
+    dropped = [json.loads((out / f"circuit_{x}.json").read_text())["settings"]["n_dropped"] for x in "ab"]
+    assert sizes == [12 - d for d in dropped]  # the connected selection drops dangling edges
+    assert summary["n_shared"] + summary["n_only_a"] == sizes[0] and summary["n_shared"] + summary["n_only_b"] == sizes[1]
+    cards = [json.loads((out / f"card_{x}.json").read_text()) for x in "ab"]
+    assert [c["n_edges"] for c in cards] == sizes and all((out / f"card_{x}.html").exists() for x in "ab")
     assert set(summary["cross_faithfulness"]) == {"a_on_a", "b_on_a", "b_on_b", "a_on_b"}
     printed = capsys.readouterr().out
     assert "jaccard" in printed and (out / "comparison.html").stat().st_size > 1_000_000
@@ -146,7 +151,7 @@ def test_cli_compare_picks_each_runs_smallest_faithful_circuit_by_default(tmp_pa
     for size, side in zip(summary["edges"], ("a", "b")):
         assert summary["n_shared"] + summary[f"n_only_{side}"] == size
     for name in ("circuit_a.json", "circuit_b.json"):
-        assert json.loads((out / name).read_text())["settings"]["selection"] == "smallest faithful"
+        assert json.loads((out / name).read_text())["settings"]["size_rule"] == "smallest faithful"
     # each circuit recovers its own run's behaviour within the band of the default target 0.8
     assert abs(summary["cross_faithfulness"]["a_on_a"] - 1) <= 0.2 + 1e-6
     assert abs(summary["cross_faithfulness"]["b_on_b"] - 1) <= 0.2 + 1e-6

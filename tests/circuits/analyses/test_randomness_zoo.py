@@ -59,7 +59,7 @@ def test_random_init_control_is_above_erm(task_name):
 
 def test_recall_randomized_model_stores_a_different_key_set_under_each_seed():
     from circuits.analyses.seed_bits import bit_flip_effect
-    from probes.seed_mixing import mixing_strategies
+    from interp_rand.seeded_evaluation.mixing import mixing_strategies
 
     stats, mixing, flips = {}, {}, {}
     for name in ("recall-Aq_R", "recall-AE_R"):

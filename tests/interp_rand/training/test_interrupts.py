@@ -19,7 +19,7 @@ from interp_rand.tasks import SortTask
 from interp_rand.training import RunLocked, TrainConfig, TrainingInterrupted, load_checkpoint, train
 from interp_rand.training.checkpoint import MODEL_FILE, list_checkpoints, step_dir
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TASK = SortTask(length=4, vocab=8)
 MODEL = dict(d_model=16, n_heads=2, n_layers=1)
 CLI_STEPS = 150

@@ -9,8 +9,8 @@ from torch import nn
 
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.coloring import ColoringTask
-from probes.symmetry import neighbours
-from probes.symmetry_rule import best_relabelling, classical_coloring, rank_patterns, rule_comparison, valid_on
+from interp_rand.tasks.coloring import neighbours, noise_rank
+from interp_rand.seeded_evaluation.symmetry_rule import best_relabelling, classical_coloring, rank_patterns, rule_comparison, valid_on
 
 TASK = ColoringTask(n_vertices=8)
 
@@ -18,6 +18,18 @@ TASK = ColoringTask(n_vertices=8)
 def ring_batch(noise: list[float]):
     order = torch.arange(len(noise))[None]  # vertex i at ring position i
     return ColoringTask(n_vertices=len(noise)).build(order, torch.tensor(noise)[None, :, None])
+
+
+def test_neighbours_and_noise_ranks_are_the_colouring_tasks_facts():
+    # ring 0 - 2 - 1 - 3 - 0 (vertex ids at ring positions), noise per vertex id
+    order = torch.tensor([[0, 2, 1, 3]])
+    batch = ColoringTask(n_vertices=4).build(order, torch.tensor([[[0.1], [0.9], [0.5], [0.3]]]))
+    assert neighbours(batch).tolist() == [[[2, 3], [2, 3], [0, 1], [0, 1]]]
+    # vertex 0 (0.1) < 0.5, 0.3: rank 0; vertex 1 (0.9) > both: 2; vertex 2 (0.5): 1; vertex 3 (0.3): 1
+    assert noise_rank(batch).tolist() == [[0, 2, 1, 1]]
+    import probes.symmetry
+
+    assert probes.symmetry.neighbours is neighbours and probes.symmetry.noise_rank is noise_rank  # one owner
 
 
 def test_classical_rule_on_hand_made_rings():

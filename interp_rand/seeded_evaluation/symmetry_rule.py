@@ -14,7 +14,7 @@ model.
 
 (b) How well a vertex's **noise-rank pattern** predicts the model's colour: the 1-hop pattern
 is the vertex's rank among itself and its two neighbours (0 lowest .. 2 highest,
-:func:`probes.symmetry.noise_rank`); the 2-hop pattern (what a 2-block model can see) adds its
+:func:`interp_rand.tasks.coloring.noise_rank`); the 2-hop pattern (what a 2-block model can see) adds its
 two neighbours' own ranks, unordered (the cycle mask gives no orientation): ``(r, {a, b})``.
 Reported as the table P(colour | pattern) with the most common colour per pattern and the
 accuracy of that prediction, against a shuffled control (the same colours with another row's
@@ -40,8 +40,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from probes.activations import logits_of
-from probes.symmetry import neighbours, noise_rank
+from interp_rand.seeded_evaluation.forward import logits_of
+from interp_rand.tasks.coloring import neighbours, noise_rank
 
 CLASSICAL_RULE = "one round: local maximum of the noise -> 0, local minimum -> 1, otherwise 2"
 # the unordered pairs {a <= b} of neighbour ranks, in the order of the 2-hop pattern code

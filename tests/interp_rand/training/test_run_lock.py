@@ -19,7 +19,7 @@ from interp_rand.training import RunLocked, RunWriteError, TrainConfig, load_che
 from interp_rand.training.checkpoint import list_checkpoints
 from interp_rand.training.run_lock import LOCK_FILE
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TASK = SortTask(length=4, vocab=8)
 TINY_GRID = GridworldScale(
     grid=GridConfig(size=2, episode_steps=3),

@@ -300,14 +300,15 @@ def test_sampled_needs_a_judge_without_targets():
 
 # --- bce: packed bits --------------------------------------------------------------------------
 def test_bce_outputs_are_packed_bits():
-    # input 0 logits (+,-,+,+,-) -> bits 1,0,1,1,0 -> 1 + 4 + 8 = 13; input 1 (-,-,-,-,+) -> 16
+    # most significant bit first (the toolkit's one bit order, interp_rand.losses.pack_bits):
+    # input 0 logits (+,-,+,+,-) -> bits 1,0,1,1,0 -> 16 + 4 + 2 = 22; input 1 (-,-,-,-,+) -> 1
     signs = torch.tensor([[1, -1, 1, 1, -1], [-1, -1, -1, -1, 1]], dtype=torch.float)
     targets = torch.tensor([[1, 0, 1, 1, 0], [0, 0, 0, 0, 0]], dtype=torch.float)[:, None]
     batch = make_batch(2, targets=targets)
     model = Scripted(lambda ids, seed: (signs[ids] * 3.0)[:, None])
     run = success_matrix(model, BCE, batch, seed_values(3))
-    assert run.outputs[:, :, 0].tolist() == [[13] * 3, [16] * 3]
-    assert run.target_outputs.tolist() == [[13], [0]]
+    assert run.outputs[:, :, 0].tolist() == [[22] * 3, [1] * 3]
+    assert run.target_outputs.tolist() == [[22], [0]]
     assert run.success.tolist() == [[True] * 3, [False] * 3]
     assert run.probs.shape == (2, 3, 1, 5)
     assert torch.allclose(run.probs[1, 0, 0], torch.sigmoid(signs[1] * 3.0))

@@ -13,7 +13,7 @@ import pytest
 
 from interp_rand.cli import catalogue
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HEAVY = ("torch", "transformer_lens", "interp_rand.tasks.base", "interp_rand.training.trainer", "circuits", "probes",
          "numpy", "plotly")
 # Runs main(argv) in a fresh interpreter, then reports its exit code and the heavy modules loaded.

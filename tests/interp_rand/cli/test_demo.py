@@ -1,0 +1,118 @@
+"""``interp-rand demo``: the tour runs every step on the zoo and links its figures; ``--train``
+trains, evaluates and draws the training curves."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import pytest
+
+from interp_rand import demo
+from interp_rand.cli.main import main
+from interp_rand.training import TrainConfig
+
+
+# The tour's commands on their smallest settings: what each command computes is checked by its
+# own tests (the carry claims in tests/interp_rand/reports/test_case_studies_zoo.py, the seed usage in
+# tests/circuits/analyses/test_randomness_zoo.py, the addition model's accuracy in tests/interp_rand/zoo/test_zoo.py);
+# this test checks what only the tour does: every step runs in order, each into its own folder,
+# and the index links what each one wrote.
+SMALL = {"eval": {"--n": "200"}, "case-study": {"--n": "200", "--controls": "2"},
+         "report": {"--n-examples": "64", "--n-probe-examples": "128", "--n-attribution-examples": "4"},
+         "randomness": {"--n": "16", "--stored-inputs": "2"}, "compare": {"--n": "16", "--controls": "2"},
+         "gridworld": {"--seeds": "2"}}
+# what the carry study's CLI does not set: its pairs, cascades and probe problems
+SMALL_CARRY = {"n_pairs": 64, "n_cascade": 64, "n_probe": 400}
+# the page (or file) each step must write, under its folder
+WRITES = {"addition": "eval.json", "carry": "case_study.html", "sort": "case_study.html", "report": "report.html",
+          "randomness": "randomness.html", "recall": "randomness.html", "compare": "comparison.html",
+          "gridworld": "first_visit.html"}
+
+
+def smallest(argv: list[str]) -> list[str]:
+    """``argv`` with :data:`SMALL`'s values for its command (replaced, or appended)."""
+    argv = list(argv)
+    for option, value in SMALL.get(argv[0], {}).items():
+        if option in argv:
+            argv[argv.index(option) + 1] = value
+        else:
+            argv += [option, value]
+    return argv
+
+
+@pytest.mark.slow
+def test_tour_runs_every_step_on_the_zoo(tmp_path, monkeypatch, capsys):
+    from interp_rand.reports import case_studies
+
+    tour = [(folder, what, smallest(argv)) for folder, what, argv in demo.TOUR]
+    monkeypatch.setattr(demo, "TOUR", tour)
+    monkeypatch.setattr(case_studies, "CarryConfig", functools.partial(case_studies.CarryConfig, **SMALL_CARRY))
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    steps = json.loads((tmp_path / "tour.json").read_text())
+    # every step, in the tour's order, each shown as a user would type it, writing into its own folder
+    assert [s["folder"] for s in steps] == [folder for folder, _, _ in tour]
+    positions = [printed.index(s["command"]) for s in steps]
+    assert positions == sorted(positions)  # printed one after the other, in order
+    for step, (folder, _, argv) in zip(steps, tour):
+        assert step["command"].startswith("interp-rand --threads 1 " + argv[0])
+        if "OUT" in " ".join(argv):
+            assert str(tmp_path / folder) in step["command"]  # OUT is the step's own folder
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == sorted(WRITES)  # zoo list writes nothing
+    # the index: one section per step, a link to every file the steps wrote, their key numbers
+    index = (tmp_path / "index.html").read_text()
+    assert index.count("<section>") == len(steps)
+    for folder, name in WRITES.items():
+        assert (tmp_path / folder / name).is_file(), (folder, name)
+    written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")
+                     if p.suffix in (".html", ".json") and p.parent != tmp_path)
+    assert written and all(f'href="{name}"' in index for name in written)
+    for name in written:
+        if name.endswith(".html"):  # every figure page opens offline: plotly.js inlined
+            page = (tmp_path / name).read_text()
+            assert "<script src=" not in page and "Plotly.newPlot" in page, name
+    assert "exact_match" in index  # read from addition/eval.json
+
+
+def test_train_demo_trains_evaluates_and_draws(tmp_path, monkeypatch, capsys):
+    tiny = TrainConfig(steps=4, batch_size=16, lr=3e-3, warmup_steps=1, eval_every=2, eval_size=32,
+                       checkpoint_every=4)
+    runs = {"sort": {"task": {"name": "sort", "length": 3, "vocab": 5}, "model": {"d_model": 16, "n_layers": 1},
+                     "train": tiny, "eval": {"fresh": 64}},
+            "addition": {"task": {"name": "addition", "n_digits": 1}, "model": {"d_model": 16, "n_layers": 1},
+                         "train": tiny, "eval": {"exhaustive": True}}}
+    monkeypatch.setattr(demo, "DEMO_RUNS", runs)
+    assert main(["demo", "--train", "--quiet", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["addition"]["evaluated_on"] == "all 100 problems" and summary["sort"]["step"] == 4
+    assert "Plotly.newPlot" in (tmp_path / "training_curves.html").read_text()
+    assert "exact match" in capsys.readouterr().out
+
+
+def test_index_shows_each_steps_key_numbers_and_links_every_output(tmp_path):
+    import browser
+
+    from interp_rand.figures.demo_index import demo_index
+
+    (tmp_path / "addition").mkdir()
+    (tmp_path / "addition" / "eval.json").write_text(json.dumps(
+        {"checkpoint": "/abs/path", "exact_match": 0.99991, "per_position": [1.0, 0.99], "n": 100000}))
+    (tmp_path / "compare").mkdir()
+    (tmp_path / "compare" / "comparison.json").write_text(json.dumps(
+        {"jaccard": 0.25, "n_shared": 12, "cross_faithfulness": {"a_on_b": 0.5}}))
+    (tmp_path / "compare" / "comparison.html").write_text("<html><body>figure</body></html>")
+    steps = [{"folder": "addition", "what": "the addition model", "command": "interp-rand eval zoo:addition " + "x" * 300,
+              "seconds": 1.5},
+             {"folder": "compare", "what": "two circuits", "command": "interp-rand compare a b", "seconds": 2.0},
+             {"folder": "zoo", "what": "the zoo", "command": "interp-rand zoo list", "seconds": 0.1}]
+    page = demo_index(tmp_path, steps)
+    for needle in ('href="addition/eval.json"', 'href="compare/comparison.html"', 'href="compare/comparison.json"',
+                   "exact_match", "0.9999", "jaccard", "0.25", "n_shared", "cross_faithfulness.a_on_b", "100,000"):
+        assert needle in page, needle
+    assert "/abs/path" not in page  # strings are not key numbers
+    index = tmp_path / "index.html"
+    index.write_text(page)
+    result = browser.render(index, browser.screenshot_path(tmp_path, "index.png"), "1200,900")
+    browser.assert_readable(result, figures=0)  # no wider than the window, even with a long command
+    assert len(result["tables"]) == 2

@@ -1,0 +1,61 @@
+"""The one page writer: sections in order, plotly.js inlined once in the head (only with a
+figure), named figure divs, the shared style; and a page of figures and a wide table that a real
+browser draws with nothing cut off."""
+
+from __future__ import annotations
+
+import re
+
+import plotly.graph_objects as go
+
+from interp_rand.figures.html_page import STYLE, page_html, write_figure, write_page
+
+PLOTLY_BANNER = re.compile(r"\* plotly\.js v\d")
+
+
+def bars(title: str) -> go.Figure:
+    fig = go.Figure(go.Bar(x=["a", "b", "c"], y=[0.2, 0.5, 0.9], text=["0.2", "0.5", "0.9"], textposition="outside"))
+    return fig.update_layout(title=title, height=360, yaxis={"range": [0, 1.1]})
+
+
+def test_sections_in_order_and_plotly_once_in_the_head():
+    page = page_html("a <title> & more", ["<p id='first'>claims</p>", bars("one"), ("named", bars("two")),
+                                         "<p id='last'>end</p>"])
+    head, body = page.split("<body>")
+    assert len(PLOTLY_BANNER.findall(page)) == 1 and PLOTLY_BANNER.search(head)  # once, in the head
+    assert "<script src=" not in page  # nothing fetched: works offline
+    assert "<title>a &lt;title&gt; &amp; more</title>" in head and STYLE in head
+    assert body.count("Plotly.newPlot") == 2 and page.count("<body>") == 1
+    order = [body.index(s) for s in ("<h1>a &lt;title&gt; &amp; more</h1>", "id='first'", 'id="fig0"', 'id="named"',
+                                     "id='last'")]
+    assert order == sorted(order)
+
+
+def test_a_page_without_figures_carries_no_plotly_and_options_apply(tmp_path):
+    path = write_page(tmp_path / "deep" / "index.html", "index", ["<p>text</p>"], heading=False,
+                      style=".x { color: red; }")
+    page = path.read_text(encoding="utf-8")
+    assert "plotly" not in page.lower() and "<h1>" not in page and ".x { color: red; }" in page
+    assert page.index(STYLE) < page.index(".x { color: red; }")  # page rules come after the shared ones
+
+
+def test_one_figure_page_is_titled_by_its_figure(tmp_path):
+    page = write_figure(bars("usage<br>per node"), tmp_path / "f.html").read_text(encoding="utf-8")
+    assert "<title>usage per node</title>" in page and "<h1>" not in page
+    assert page.count("Plotly.newPlot") == 1 and len(PLOTLY_BANNER.findall(page)) == 1
+
+
+def test_a_page_of_figures_and_a_wide_table_in_a_browser(tmp_path):
+    import browser
+
+    cells = "".join(f"<td>{i * 1.25:.3f} a long cell</td>" for i in range(40))
+    table = f"<div class='scroll'><table><tr>{cells}</tr></table></div>"
+    wide = bars("wider than the window").update_layout(width=1600)
+    page = write_page(tmp_path / "page.html", "two figures", ["<ul><li>a claim</li></ul>", table, bars("first"),
+                                                             ("second", bars("second")), wide])
+    result = browser.render(page, browser.screenshot_path(tmp_path, "page.png"), "1200,1400")
+    # no page error, nothing outside a figure, no page-wide scroll (the wide figure scrolls in its box)
+    browser.assert_readable(result, figures=3)
+    assert set(result["figures"]) == {"fig0", "second", "fig2"}
+    assert result["figures"]["second"]["xticks"] == ["a", "b", "c"]
+    assert result["figures"]["fig2"]["width"] == 1600  # kept at its own width, not squeezed
