@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from interp_rand import losses
 from interp_rand.evaluation import check_model_fits_task
 from interp_rand.losses import answer_correct, answer_logits, get_loss_kind, loss_kinds, output_judge, vote_rules
-from interp_rand.model.fast import FastForward, hooks_attached
+from interp_rand.model.fast import FastForward
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Batch, Task
 
@@ -160,12 +160,14 @@ def _target_outputs(batch: Batch, kind: losses.LossKind) -> Tensor | None:
 def evaluation_forward(model: nn.Module, hooked: bool = False) -> Callable[..., Tensor]:
     """What evaluation calls for ``model``'s logits: its :class:`FastForward` when ``model`` is
     a :class:`~interp_rand.model.HookedTransformer` (its own ``forward``, not a subclass's) with
-    no hook attached and ``hooked`` is false; otherwise ``model`` itself (the hooked path, so
-    hooks, ablations and patches act as always)."""
+    no hook attached (on a hook point or any other module) and ``hooked`` is false; otherwise
+    ``model`` itself (the hooked path, so hooks, ablations and patches act as always)."""
     if hooked or not isinstance(model, HookedTransformer) or type(model).forward is not HookedTransformer.forward:
         return model
-    if hooks_attached(model):
-        return model
+    if "forward" in vars(model) or any(
+        m._forward_hooks or m._forward_pre_hooks or m._backward_hooks for m in model.modules()
+    ):
+        return model  # an ablation or patch must act
     return FastForward.from_model(model)
 
 

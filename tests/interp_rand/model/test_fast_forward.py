@@ -10,7 +10,7 @@ import torch
 
 from interp_rand import zoo
 from interp_rand.model import HookedTransformer, ModelConfig
-from interp_rand.model.fast import FastForward, hooks_attached, regular_key_index
+from interp_rand.model.fast import FastForward, regular_key_index
 from interp_rand.seeded_evaluation import success_matrix
 from interp_rand.seeded_evaluation.run import evaluation_forward
 from interp_rand.tasks import make_task
@@ -156,12 +156,16 @@ def test_success_matrix_runs_the_fast_path_unless_hooks_or_asked():
     model = HookedTransformer(task.model_config(), seed=0)
     assert isinstance(evaluation_forward(model), FastForward)
     assert evaluation_forward(model, hooked=True) is model
-    handle = model.blocks[0].attn.hook_pattern.add_hook(lambda t, hook: t)
+    model.blocks[0].attn.hook_pattern.add_hook(lambda t, hook: t)
     try:
-        assert hooks_attached(model) and evaluation_forward(model) is model
+        assert model._hooks_attached() and evaluation_forward(model) is model
     finally:
         model.reset_hooks()
-    assert not hooks_attached(model)
+    assert not model._hooks_attached()
+    handle = model.blocks[1].attn.register_forward_hook(lambda module, args, out: out)  # a plain torch hook
+    assert evaluation_forward(model) is model
+    handle.remove()
+    assert isinstance(evaluation_forward(model), FastForward)
 
     seen = []  # a hook that would change the result must act: success_matrix runs hooked then
     model.blocks[0].hook_attn_out.add_hook(lambda t, hook: seen.append(1) or t * 0.0)
