@@ -11,7 +11,8 @@ repeated), and a per-example mask in which every query may read the same number 
 It holds no weights of its own: every call reads the model's parameters (the fused q/k/v
 matrix is rebuilt whenever a parameter changes), and it reuses the model's own pieces where
 they are functions (:func:`~interp_rand.model.layer_norm.layer_norm`, the MLP activations of
-:data:`~interp_rand.model.mlp.ACTIVATIONS`, ``PosEmbed``/``SeedEmbed``'s tables). The hooked
+:data:`~interp_rand.model.mlp.ACTIVATIONS` through each MLP's own ``act`` and
+``pre_activation``, ``PosEmbed``'s table, the model's own input checks and mask rule). The hooked
 model stays the one model for analysis and interventions: this path has no hook points, so
 anything that needs hooks (caches, patching, ablations) runs the hooked forward.
 
@@ -27,7 +28,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from interp_rand.model.layer_norm import layer_norm
-from interp_rand.model.mlp import ACTIVATIONS
 
 
 def regular_key_index(allowed: Tensor) -> Tensor | None:

@@ -231,7 +231,8 @@ def success_matrix(
             part = _expand_rows(batch, seeds, start, min(start + chunk_size, total))
             kwargs = part.model_kwargs()
             if key_index is not None:
-                kwargs["key_index"] = key_index[torch.arange(start, start + len(part), device=key_index.device) // n_seeds]
+                rows = torch.arange(start, start + len(part), device=key_index.device)
+                kwargs["key_index"] = key_index[rows // n_seeds]
             logits = forward(part.inputs, **kwargs)
             if not torch.isfinite(logits).all():
                 raise FloatingPointError("the model produced non-finite logits during evaluation")
