@@ -13,6 +13,8 @@ from torch import Tensor, nn
 from interp_rand import losses
 from interp_rand.evaluation import check_model_fits_task
 from interp_rand.losses import answer_correct, answer_logits, get_loss_kind, loss_kinds, output_judge, vote_rules
+from interp_rand.model.fast import FastForward
+from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Batch, Task
 
 #: Loss kinds whose logits are independent bits (one logit per output unit), as registered when
@@ -155,6 +157,20 @@ def _target_outputs(batch: Batch, kind: losses.LossKind) -> Tensor | None:
     return kind.target_ids(batch)
 
 
+def evaluation_forward(model: nn.Module, hooked: bool = False) -> Callable[..., Tensor]:
+    """What evaluation calls for ``model``'s logits: its :class:`FastForward` when ``model`` is
+    a :class:`~interp_rand.model.HookedTransformer` (its own ``forward``, not a subclass's) with
+    no hook attached (on a hook point or any other module) and ``hooked`` is false; otherwise
+    ``model`` itself (the hooked path, so hooks, ablations and patches act as always)."""
+    if hooked or not isinstance(model, HookedTransformer) or type(model).forward is not HookedTransformer.forward:
+        return model
+    if "forward" in vars(model) or any(
+        m._forward_hooks or m._forward_pre_hooks or m._backward_hooks for m in model.modules()
+    ):
+        return model  # an ablation or patch must act
+    return FastForward.from_model(model)
+
+
 def success_matrix(
     model: nn.Module,
     task: Task,
@@ -164,6 +180,7 @@ def success_matrix(
     chunk_size: int = 4096,
     keep_probs: bool = True,
     workers: int | None = None,
+    hooked: bool = False,
 ) -> SeedRun:
     """Run ``model`` on every (input, seed) pair of ``batch`` x ``seeds``.
 
@@ -185,6 +202,11 @@ def success_matrix(
             (default: ``torch.get_num_threads()``). The models here are small, so whole chunks
             side by side use the cores better than each small op split across them. The
             result does not depend on it.
+        hooked: run the hooked forward even where the fast path applies. By default a
+            :class:`~interp_rand.model.HookedTransformer` with no hook attached runs through
+            :class:`~interp_rand.model.fast.FastForward` (its weights, no hook dispatch; logits
+            within float rounding of the hooked forward); any other model, or one with a hook
+            attached, is called itself.
 
     Runs without autograd in eval mode; the model's mode and the thread count are restored.
     """
@@ -200,11 +222,18 @@ def success_matrix(
     n, kind = len(batch), task.loss_kind
     decoder = get_loss_kind(kind)
     total = n * n_seeds
+    forward = evaluation_forward(model, hooked)
+    # every input's mask serves all its seeds: the fast path finds its keys once per input
+    key_index = forward.key_index(batch.attention_mask) if isinstance(forward, FastForward) else None
 
     def run_chunk(start: int) -> tuple[Tensor, Tensor, Tensor | None]:
         with torch.inference_mode():  # grad mode is per thread
             part = _expand_rows(batch, seeds, start, min(start + chunk_size, total))
-            logits = model(part.inputs, **part.model_kwargs())
+            kwargs = part.model_kwargs()
+            if key_index is not None:
+                rows = torch.arange(start, start + len(part), device=key_index.device)
+                kwargs["key_index"] = key_index[rows // n_seeds]
+            logits = forward(part.inputs, **kwargs)
             if not torch.isfinite(logits).all():
                 raise FloatingPointError("the model produced non-finite logits during evaluation")
             success = answer_correct(logits, part, kind).all(-1)

@@ -1,0 +1,196 @@
+"""The fast evaluation path (:mod:`interp_rand.model.fast`) against the hooked forward: logits
+within 1e-5 on every zoo model (trained weights) and on configs covering every option it
+implements, the colouring success matrix identical on the whole exhaustive cycle set, and the
+dispatch of ``success_matrix`` (fast by default, hooked where hooks are attached or asked for)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from interp_rand import zoo
+from interp_rand.model import HookedTransformer, ModelConfig
+from interp_rand.model.fast import FastForward, regular_key_index
+from interp_rand.seeded_evaluation import success_matrix
+from interp_rand.seeded_evaluation.run import evaluation_forward
+from interp_rand.tasks import make_task
+from interp_rand.zoo.entries import ENTRIES, AgentEntry
+
+# Logits agree to 1e-5 of their own scale (``max(1, max |logit|)``): a trained colouring model's
+# logits reach ~50, where one float32 ulp is 3.8e-6, so an absolute 1e-5 is 3 ulps; the hooked
+# forward itself is further than that from a float64 forward (5.8e-5 on the addition model).
+TOLERANCE = 1e-5
+
+
+def _scale(logits: torch.Tensor) -> float:
+    return max(1.0, logits.abs().max().item())
+
+
+def _inputs(cfg: ModelConfig, batch: int, n_pos: int, g: torch.Generator) -> torch.Tensor:
+    if cfg.input_kind == "tokens":
+        return torch.randint(0, cfg.d_vocab, (batch, n_pos), generator=g)
+    return torch.randn(batch, n_pos, cfg.d_input, generator=g)
+
+
+def _kwargs(cfg: ModelConfig, batch: int, n_pos: int, g: torch.Generator, per_position: bool = False) -> dict:
+    kwargs = {}
+    if cfg.has_seed:
+        shape = (batch, n_pos, cfg.d_seed) if per_position else (batch, cfg.d_seed)
+        kwargs["seeds"] = torch.rand(shape, generator=g)
+    if cfg.mask == "custom":
+        kwargs["attention_mask"] = torch.rand(batch, n_pos, n_pos, generator=g) < 0.5
+    return kwargs
+
+
+def _assert_close(model: HookedTransformer, inputs: torch.Tensor, kwargs: dict) -> None:
+    with torch.inference_mode():
+        hooked = model(inputs, **kwargs)
+        fast = FastForward.from_model(model)(inputs, **kwargs)
+    assert fast.shape == hooked.shape
+    assert (fast - hooked).abs().max().item() <= TOLERANCE * _scale(hooked)
+
+
+# ------------------------------------------------------------------------------ zoo models
+@pytest.mark.parametrize("name", list(ENTRIES))
+def test_fast_logits_match_hooked_on_zoo_model(name):
+    entry = ENTRIES[name]
+    g = torch.Generator().manual_seed(0)
+    if isinstance(entry, AgentEntry):
+        model = zoo.load(name).model
+        model = model() if callable(model) and not isinstance(model, torch.nn.Module) else model
+        cfg = model.cfg
+        n_pos = cfg.n_ctx - cfg.seed_offset
+        inputs, kwargs = _inputs(cfg, 16, n_pos, g), _kwargs(cfg, 16, n_pos, g)
+    else:
+        model = zoo.load(name).model()
+        task = make_task(entry.task_name, **entry.task_config)
+        batch = task.sample(64, g)
+        inputs, kwargs = batch.inputs, batch.model_kwargs()
+        if task.name in ("coloring", "recall"):
+            kwargs["seeds"] = task.sample_seeds(64, g).reshape(kwargs["seeds"].shape)
+    _assert_close(model.eval(), inputs, kwargs)
+
+
+# ------------------------------------------------------------------------------ every option
+OPTION_CONFIGS = {
+    "tokens_ln_mlp": dict(d_vocab=7),
+    "gelu_new": dict(d_vocab=7, act_fn="gelu_new"),
+    "relu_no_ln": dict(d_vocab=7, act_fn="relu", normalization_type=None),
+    "full_mask": dict(d_vocab=7, mask="full"),
+    "custom_mask": dict(d_vocab=7, mask="custom"),
+    "linear_causal": dict(d_vocab=7, attention="linear", use_attn_scale=False),
+    "linear_full": dict(d_vocab=7, attention="linear", mask="full"),
+    "no_bias_sinusoidal": dict(d_vocab=7, attn_bias=False, positional="sinusoidal"),
+    "no_positions": dict(d_vocab=7, positional="none"),
+    "seed_add": dict(d_vocab=7, d_seed=3, seed_mode="add"),
+    "seed_append_mlp": dict(d_vocab=7, d_seed=3, seed_mode="append", d_input_mlp=24),
+    "seed_append_no_w_in": dict(d_vocab=7, d_seed=3, seed_mode="append", d_input_mlp=32, input_mlp_w_in=False),
+    "seed_token": dict(d_vocab=7, d_seed=3, seed_mode="token"),
+    "seed_token_custom": dict(d_vocab=7, d_seed=3, seed_mode="token", mask="custom"),
+    "vectors_custom_seed": dict(input_kind="vectors", d_input=5, d_vocab_out=3, mask="custom", d_seed=1),
+    "input_mlp_tokens": dict(d_vocab=7, d_input_mlp=20),
+}
+
+
+@pytest.mark.parametrize("name", list(OPTION_CONFIGS))
+def test_fast_logits_match_hooked_on_every_option(name):
+    cfg = ModelConfig(d_model=32, n_layers=2, n_heads=4, n_ctx=9, **OPTION_CONFIGS[name])
+    model = HookedTransformer(cfg, seed=1).eval()
+    with torch.no_grad():  # non-zero biases, so that a dropped bias would show
+        for param_name, param in model.named_parameters():
+            if param_name.split(".")[-1].startswith("b") or param_name.endswith(".w"):
+                param.add_(0.3 * torch.randn(param.shape, generator=torch.Generator().manual_seed(len(param_name))))
+    g = torch.Generator().manual_seed(2)
+    n_pos = cfg.n_ctx - cfg.seed_offset
+    _assert_close(model, _inputs(cfg, 12, n_pos, g), _kwargs(cfg, 12, n_pos, g))
+    if cfg.has_seed and not cfg.seed_offset:
+        _assert_close(model, _inputs(cfg, 12, n_pos, g), _kwargs(cfg, 12, n_pos, g, per_position=True))
+
+
+def test_sparse_and_dense_masks_agree_and_empty_rows_read_nothing():
+    cfg = ModelConfig(d_model=16, n_heads=2, n_ctx=6, d_vocab=5, mask="custom")
+    model = HookedTransformer(cfg, seed=0).eval()
+    g = torch.Generator().manual_seed(0)
+    inputs = torch.randint(0, 5, (8, 6), generator=g)
+    # every query reads exactly 2 keys (the regular case the gathered path serves)
+    keys = torch.stack([torch.randperm(6, generator=g)[:2] for _ in range(48)]).view(8, 6, 2)
+    regular = torch.zeros(8, 6, 6, dtype=torch.bool).scatter_(2, keys, True)
+    assert torch.equal(regular_key_index(regular), keys.sort(-1).values)
+    with torch.inference_mode():
+        hooked = model(inputs, attention_mask=regular)
+        for sparse in (True, False):
+            out = FastForward(model, sparse_keys=sparse)(inputs, attention_mask=regular)
+            assert (out - hooked).abs().max().item() <= TOLERANCE * _scale(hooked)
+        fast = FastForward(model)
+        index = fast.key_index(regular)
+        assert torch.equal(fast(inputs, attention_mask=regular, key_index=index), fast(inputs, attention_mask=regular))
+        with pytest.raises(ValueError, match="key_index"):
+            fast(inputs, attention_mask=regular, key_index=index[:3])
+    # a query with no allowed key reads nothing (the hooked rule), and the mask is not regular
+    irregular = regular.clone()
+    irregular[:, 0] = False
+    assert regular_key_index(irregular) is None
+    _assert_close(model, inputs, {"attention_mask": irregular})
+
+
+def test_fast_forward_follows_weight_changes_and_checks_inputs():
+    cfg = ModelConfig(d_model=16, n_heads=2, n_ctx=6, d_vocab=5)
+    model = HookedTransformer(cfg, seed=0).eval()
+    fast = FastForward.from_model(model)
+    inputs = torch.randint(0, 5, (3, 6), generator=torch.Generator().manual_seed(0))
+    before = fast(inputs)
+    with torch.no_grad():
+        model.blocks[0].attn.W_Q.mul_(2.0)  # the fused q/k/v matrix must be rebuilt
+    after = fast(inputs)
+    assert not torch.allclose(before, after)
+    assert (after - model(inputs)).abs().max().item() <= TOLERANCE * _scale(after)
+    with pytest.raises(ValueError, match="token ids"):
+        fast(inputs + 10)
+    with pytest.raises(ValueError, match="no seed channel"):
+        fast(inputs, seeds=torch.zeros(3, 1))
+
+
+# ------------------------------------------------------------------------------ dispatch
+def test_success_matrix_runs_the_fast_path_unless_hooks_or_asked():
+    task = make_task("coloring")
+    model = HookedTransformer(task.model_config(), seed=0)
+    assert isinstance(evaluation_forward(model), FastForward)
+    assert evaluation_forward(model, hooked=True) is model
+    model.blocks[0].attn.hook_pattern.add_hook(lambda t, hook: t)
+    try:
+        assert model._hooks_attached() and evaluation_forward(model) is model
+    finally:
+        model.reset_hooks()
+    assert not model._hooks_attached()
+    handle = model.blocks[1].attn.register_forward_hook(lambda module, args, out: out)  # a plain torch hook
+    assert evaluation_forward(model) is model
+    handle.remove()
+    assert isinstance(evaluation_forward(model), FastForward)
+
+    seen = []  # a hook that would change the result must act: success_matrix runs hooked then
+    model.blocks[0].hook_attn_out.add_hook(lambda t, hook: seen.append(1) or t * 0.0)
+    batch = task.sample(6, torch.Generator().manual_seed(0))
+    seeds = task.sample_seeds(3, torch.Generator().manual_seed(1))
+    ablated = success_matrix(model, task, batch, seeds)
+    model.reset_hooks()
+    assert seen
+    plain = success_matrix(model, task, batch, seeds)
+    forced = success_matrix(model, task, batch, seeds, hooked=True)
+    assert torch.equal(plain.success, forced.success) and torch.equal(plain.outputs, forced.outputs)
+    assert (plain.probs - forced.probs).abs().max().item() <= TOLERANCE
+    assert not torch.equal(ablated.probs, plain.probs)
+
+
+def test_exhaustive_coloring_success_identical_on_trained_models():
+    """Every one of the 181,440 cycles, 2 seeds, each zoo colouring model: the fast path's success
+    matrix and outputs are identical to the hooked path's."""
+    task = make_task("coloring")
+    batch = task.exhaustive()
+    seeds = task.sample_seeds(2, torch.Generator().manual_seed(0))
+    for name in ("coloring-Aq_R", "coloring-AE_R"):
+        model = zoo.load(name).model()
+        fast = success_matrix(model, task, batch, seeds, keep_probs=False, chunk_size=16384)
+        hooked = success_matrix(model, task, batch, seeds, keep_probs=False, chunk_size=16384, hooked=True)
+        differing = (fast.success != hooked.success).any(1).nonzero().flatten().tolist()
+        assert differing == [], f"{name}: rows {differing[:10]} differ"
+        assert torch.equal(fast.outputs, hooked.outputs)
