@@ -140,11 +140,12 @@ def test_circuit_report_is_what_the_command_writes_and_prints(runs, tmp_path, ca
     from interp_rand.reports.circuit import circuit_report
 
     out = tmp_path / "cli"
-    stdout = cli(["circuit", runs["sort"], "--n", "16", "--top-k", "6", "--resamples", "1", "--out", str(out)], capsys)
-    report = circuit_report(runs["sort"], n=16, top_k=6, n_resamples=1)
+    stdout = cli(["circuit", runs["sort"], "--n", "16", "--top-k", "6", "--resamples", "1", "--no-card",
+                  "--out", str(out)], capsys)
+    report = circuit_report(runs["sort"], n=16, top_k=6, n_resamples=1, card=False)
     written = json.loads((out / "faithfulness.json").read_text())
     drop = lambda d: {k: v for k, v in json.loads(json.dumps(d)).items() if k != "discovery_seconds"}  # noqa: E731
-    assert drop(report.summary) == drop(written) and len(report.circuit) == 6
+    assert drop(report.summary) == drop(written) and len(report.circuit) == 6 - report.circuit.settings["n_dropped"]
     assert drop(json.loads(stdout.split("\nwrote ")[0])) == drop(report.key_numbers())
     report.write(tmp_path / "py")
     assert (tmp_path / "py" / "circuit.json").read_text() == (out / "circuit.json").read_text()
@@ -157,8 +158,8 @@ def test_compare_report_is_what_the_command_writes_and_prints(runs, tmp_path, ca
 
     out = tmp_path / "cli"
     stdout = cli(["compare", runs["recall"], runs["recall-r0"], "--n", "8", "--method", "eap", "--top-k", "5",
-                  "--controls", "1", "--out", str(out)], capsys)
-    report = compare_report(runs["recall"], runs["recall-r0"], n=8, method="eap", top_k=5, n_controls=1)
+                  "--controls", "1", "--no-card", "--out", str(out)], capsys)
+    report = compare_report(runs["recall"], runs["recall-r0"], n=8, method="eap", top_k=5, n_controls=1, card=False)
     assert json.loads(report.to_json()) == json.loads((out / "comparison.json").read_text())
     assert stdout.startswith(report.text() + "\n")
     assert report.summary["behaviour_gap"] == report.gaps and len(report.lines) == len(report.claims) + 1
@@ -188,6 +189,9 @@ def test_case_study_report_is_what_the_command_writes_and_prints(runs, tmp_path,
     report = case_study_report("sort", "zoo:sort", n=100, n_controls=2)
     assert json.loads(report.to_json()) == json.loads((out / "case_study.json").read_text())
     assert stdout.startswith(report.text() + "\n") and report.data["verdicts"]
+    card = json.loads((out / "card.json").read_text())   # the study circuit's claim card
+    assert card["verdict"] == report.card.verdict and card["n_edges"] == len(report.result.circuit)
+    assert card["found_with"]["selection"] == "connected" and "claim card" in stdout
     assert {name: s.task for name, s in studies().items()} == {"carry": "addition", "sort": "sort"}
     assert tuple(studies()) == STUDIES
     with pytest.raises(ValueError, match="needs a addition run"):
