@@ -266,17 +266,55 @@ def _stack_from(model: Any, graph: ModelGraph, acts: dict[str, Tensor], first: i
     return torch.cat(parts, dim=2)[:, :, : upto - first]
 
 
-def _copy_delta(ablated: Tensor, diff: Tensor, positions: Tensor | slice) -> Tensor:
-    """``ablated: [E, slots, w, r]`` float; ``diff: [E or 1, b, len(positions), w, d]`` →
-    ``[E, b, len(positions), r, d]``."""
-    if ablated.shape[1] == 1:
-        if diff.shape[0] == 1:
-            return torch.einsum("bpwd,ewr->ebprd", diff[0], ablated[:, 0])
-        return torch.einsum("ebpwd,ewr->ebprd", diff, ablated[:, 0])
-    a = ablated[:, positions]  # [E, p, w, r]
-    if diff.shape[0] == 1:
-        return torch.einsum("bpwd,epwr->ebprd", diff[0], a)
-    return torch.einsum("ebpwd,epwr->ebprd", diff, a)
+def _shared_delta(ablated: Tensor, diff: Tensor, positions: Tensor | slice) -> Tensor:
+    """:func:`_delta` for a mask shared by every row: ``ablated: [slots, w, r]`` float; ``diff:
+    [rows, len(positions), w, d]`` → ``[rows, len(positions), r, d]``."""
+    if ablated.shape[0] == 1:
+        return einops.einsum(diff, ablated[0], "b p w d, w r -> b p r d")
+    b, d = diff.shape[0], diff.shape[3]
+    per_position = einops.rearrange(diff, "b p w d -> p w (b d)")
+    out = torch.bmm(ablated[positions].transpose(1, 2), per_position)
+    return einops.rearrange(out, "p r (b d) -> b p r d", b=b, d=d)
+
+
+def _copy_deltas(ablated: Tensor, diff_pre: Tensor | None, diff_live: Tensor | None, positions: Tensor | slice,
+                 n_positions: int) -> Tensor:
+    """Each copy's ``Σ_w ablated[e, p, w, r] · diff_e[p, w]`` → ``[E, b, len(positions), r, d]``.
+
+    ``ablated: [E, slots, n_w, r]`` float; ``diff_pre: [b or 1, p, n_pre, d]`` (the writers before
+    the forward's start, the same for every copy) and ``diff_live: [E, b, p, n_w - n_pre, d]``.
+    The edges every copy ablates go through one matmul (:func:`_shared_delta`); the few edges
+    that differ between copies are added one by one (an indexed accumulate)."""
+    E, S = ablated.shape[:2]
+    n_pre = 0 if diff_pre is None else diff_pre.shape[2]
+    ref = diff_live if diff_live is not None else diff_pre[None]
+    b, p, d, r = ref.shape[1], ref.shape[2], ref.shape[4], ablated.shape[3]
+    base = ablated.amin(0)  # [slots, n_w, r]: ablated in every copy
+    extra = ablated - base
+    delta = torch.zeros(E, b, p, r, d, dtype=ablated.dtype)
+    if n_pre and base[:, :n_pre].any():
+        delta += _shared_delta(base[:, :n_pre], diff_pre, positions)[None]
+    if diff_live is not None and base[:, n_pre:].any():
+        delta += _shared_delta(base[:, n_pre:], diff_live.flatten(0, 1), positions).unflatten(0, (E, b))
+    nz = extra.nonzero()
+    if len(nz):
+        e, slot, w, r_ = nz.unbind(1)
+        if S == 1:  # the edge spans every position
+            t = len(e)
+            pi = torch.arange(p).repeat(t)
+            e, w, r_ = (x.repeat_interleave(p) for x in (e, w, r_))
+        else:
+            inverse = torch.full((n_positions,), -1, dtype=torch.long)
+            inverse[positions] = torch.arange(p)
+            pi = inverse[slot]
+        vals = torch.empty(len(e), b, d, dtype=ablated.dtype)
+        pre = w < n_pre
+        if pre.any():
+            vals[pre] = diff_pre[:, pi[pre], w[pre]].expand(b, -1, -1).transpose(0, 1)
+        if (~pre).any():
+            vals[~pre] = diff_live[e[~pre], :, pi[~pre], w[~pre] - n_pre]
+        delta.permute(0, 2, 3, 1, 4).index_put_((e, pi, r_), vals, accumulate=True)
+    return delta
 
 
 @torch.no_grad()
@@ -321,16 +359,13 @@ def run_with_edge_sets(
         if len(positions) == P:
             positions = slice(None)
         n_pre = min(first, n_w)
-        delta = None
+        diff_pre = diff_live = None
         if n_pre:  # writers before the start: the unpatched run's values, the same for every copy
-            diff = replacement[:, positions, :n_pre] - clean.writers[:, positions, :n_pre]
-            delta = _copy_delta(ablated[:, :, :n_pre, span], diff[None], positions)
+            diff_pre = replacement[:, positions, :n_pre] - clean.writers[:, positions, :n_pre]
         if n_w > n_pre:
             live = _stack_from(model, graph, acts, n_pre, n_w, positions)
-            live = live.unflatten(0, (E, rows // E))
-            diff = replacement[None, :, positions, n_pre:n_w] - live
-            part = _copy_delta(ablated[:, :, n_pre:n_w, span], diff, positions)
-            delta = part if delta is None else delta + part
+            diff_live = replacement[None, :, positions, n_pre:n_w] - live.unflatten(0, (E, rows // E))
+        delta = _copy_deltas(ablated[:, :, :n_w, span], diff_pre, diff_live, positions, P)
         return positions, delta.flatten(0, 1)  # [rows, p, r, d]
 
     def site_hook(site: ReaderSite):
