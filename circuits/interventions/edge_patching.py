@@ -388,6 +388,8 @@ def run_with_edge_sets(
                 task = dest >= 0
                 dest, x, delta, readers_hit = dest[task], x[:, task], delta[:, task], readers_hit[:, task]
             rebuilt = site.rebuild(model, x[:, :, None] + delta)
+            if isinstance(dest, slice) and bool(readers_hit.all()):  # every copy rebuilds it everywhere
+                return rebuilt
             out = value.clone()
             rows_hit = readers_hit.repeat_interleave(rows // E, 0)  # [rows, p, n]
             if site.per_head:
