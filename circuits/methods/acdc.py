@@ -21,7 +21,10 @@ outcome. Two facts still let one forward carry many tests:
   ``j`` with tests ``1..j−1`` assumed removed (ACDC removes most edges). Walking the results in
   order, every test up to and including the first kept edge was evaluated on exactly the kept
   set the sequential search would have used; the rest are discarded and re-run from there.
-  ``K`` doubles after a fully accepted block and falls back after a kept edge. So the kept set
+  ``K`` doubles after a fully accepted block and after a kept edge becomes the number of
+  removals just before it (so a run of kept edges costs one forward each, as sequentially).
+  With ``threshold=0`` no removal is ever accepted, so every test is evaluated on its own
+  against the kept set and nothing is discarded. So the kept set
   is the sequential search's (:func:`acdc_scores_sequential`, the reference), and the scores
   agree up to float rounding. Across readers nothing is batched: a reader's checks read the
   decisions about its node's outgoing edges, made at the readers visited just before.
@@ -96,7 +99,8 @@ def acdc_scores(
                 i += 1
             if i == len(events):
                 break
-            # speculative keep masks: test j with every test before it (from i) removed
+            # speculative keep masks: test j with every test before it (from i) removed; with
+            # threshold 0 no removal is ever accepted, so each test is on its own
             masks, tests, trial, j = [], [], keep.clone(), i
             while j < len(events) and len(masks) < size:
                 slot, w = events[j]
@@ -106,9 +110,11 @@ def acdc_scores(
                     trial[slot, w, r] = False
                     masks.append(trial.clone())
                     tests.append(j)
+                    if threshold == 0:
+                        trial[slot, w, r] = True
                 j += 1
             logits = run_with_edge_sets(model, graph, clean, torch.stack(masks), replacement, cache)
-            accepted_all = True
+            accepted = 0
             for e, j in enumerate(tests):
                 for k in range(i, j):  # unreachable-slot removals between the tests
                     keep[events[k][0], :, r] = False
@@ -120,11 +126,13 @@ def acdc_scores(
                     keep[slot, w, r] = False
                     current = value
                     scores[slot, w, r] = change
+                    accepted += 1
                 else:
                     scores[slot, w, r] = change if change != 0 else threshold
-                    accepted_all = False
-                    break
-            size = min(limit, 2 * size) if accepted_all else max(1, min(4, limit))
+                    if threshold > 0:  # the later masks assumed this edge removed
+                        break
+            # grow while the guesses hold; after a kept edge, guess as far as the last run went
+            size = min(limit, 2 * size) if accepted == len(tests) or threshold == 0 else max(1, accepted)
     return scores
 
 
