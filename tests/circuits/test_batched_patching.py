@@ -122,10 +122,11 @@ def test_discover_exact_is_the_reference_in_its_denoising_form():
 
 
 @pytest.mark.parametrize("by_position", [True, False])
-@pytest.mark.parametrize("name", ["plain", "seed-token", "seed-append+input-mlp", "recall-paths"])
+@pytest.mark.parametrize("name,on", [("plain", "ours"), ("plain", "bridge"), ("seed-token", "ours"),
+                                     ("seed-append+input-mlp", "ours"), ("recall-paths", "ours")])
 @pytest.mark.parametrize("threshold", [0.0, 0.003, 0.02])
-def test_batched_acdc_keeps_the_sequential_search_s_edges(name, by_position, threshold):
-    model, clean, corrupted, metric = _case(name)
+def test_batched_acdc_keeps_the_sequential_search_s_edges(name, on, by_position, threshold):
+    model, clean, corrupted, metric = _case(name, on)
     graph = ModelGraph.of(model, _n_pos(clean), by_position)
     replacement = Ablation("resample").replacement(model, graph, clean, corrupted)
     reference = acdc_scores_sequential(model, graph, clean, replacement, metric, threshold)
