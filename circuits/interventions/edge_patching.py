@@ -452,8 +452,7 @@ def batched_edge_scores(
     layer = _reader_layers(graph)[edges[:, 2]]
     order = torch.sort(layer, stable=True).indices
     edges, layer = edges[order], layer[order]
-    size = copies_per_forward(graph, model, len(metric_batch.inputs) if not isinstance(metric_batch, Tensor)
-                              else len(metric_batch), memory_budget, max_batch)
+    size = copies_per_forward(graph, model, len(batch), memory_budget, max_batch)
     chunks = []
     for l in layer.unique().tolist():
         idx = (layer == l).nonzero()[:, 0]

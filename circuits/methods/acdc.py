@@ -117,6 +117,7 @@ def acdc_scores(
             accepted = 0
             for e, j in enumerate(tests):
                 for k in range(i, j):  # unreachable-slot removals between the tests
+                    assert events[k][1] is None
                     keep[events[k][0], :, r] = False
                 slot, w = events[j]
                 value = float(evaluate_metric(metric, logits[e], clean))
