@@ -171,6 +171,7 @@ def exact_edge_scores(
 # cached residual, and the writers before it are read from that run's cache.
 
 DEFAULT_MEMORY_BUDGET = 512 * 2**20  # bytes of activations per batched forward
+MAX_ROWS = 512  # examples x copies per batched forward, by default
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,13 @@ class CleanRun:
     logits: Tensor
     writers: Tensor
     resid: list[Tensor]
+    _diff: list = dataclasses.field(default_factory=list, repr=False, compare=False)
+
+    def diff(self, replacement: Tensor) -> Tensor:
+        """``replacement − writers`` ``[b, P, n_writers, d_model]``, computed once per replacement."""
+        if not self._diff or self._diff[0] is not replacement:
+            self._diff[:] = [replacement, replacement - self.writers]
+        return self._diff[1]
 
 
 @torch.no_grad()
@@ -368,7 +376,7 @@ def run_with_edge_sets(
         n_pre = min(first, n_w)
         diff_pre = diff_live = None
         if n_pre:  # writers before the start: the unpatched run's values, the same for every copy
-            diff_pre = replacement[:, positions, :n_pre] - clean.writers[:, positions, :n_pre]
+            diff_pre = clean.diff(replacement)[:, positions, :n_pre]
         if n_w > n_pre:
             live = _stack_from(model, graph, acts, n_pre, n_w, positions)
             diff_live = replacement[None, :, positions, n_pre:n_w] - live.unflatten(0, (E, rows // E))
@@ -424,16 +432,19 @@ def run_with_edge_sets(
 def copies_per_forward(graph: ModelGraph, model: Any, batch_size: int, memory_budget: int = DEFAULT_MEMORY_BUDGET,
                        max_batch: int | None = None) -> int:
     """How many keep masks one batched forward evaluates: ``max_batch`` if given, else as many
-    as fit ``memory_budget`` bytes by a rough per-row estimate of the activations and deltas."""
+    as fit ``memory_budget`` bytes by a rough per-row estimate of the activations and deltas,
+    and no more than make :data:`MAX_ROWS` rows (past that a larger forward is no faster per row
+    on CPU: measured on the zoo's models, 256 examples gain nothing from a second copy)."""
     if max_batch is not None:
         if max_batch < 1:
             raise ValueError(f"max_batch={max_batch} must be >= 1")
         return max_batch
+    cap = max(1, MAX_ROWS // max(1, batch_size))
     cfg, P = model.cfg, graph.n_positions
     d, h = int(cfg.d_model), int(cfg.n_heads)
     per_position = d * (3 * len(graph.writers) + 8 * h + 16) + 4 * int(getattr(cfg, "d_mlp", 4 * d) or 0) + 4 * h * P
     per_row = 4 * P * per_position
-    return max(1, int(memory_budget // max(1, per_row * batch_size)))
+    return max(1, min(cap, int(memory_budget // max(1, per_row * batch_size))))
 
 
 def batched_edge_scores(
@@ -467,5 +478,5 @@ def batched_edge_scores(
     return scores
 
 
-__all__ = ["CleanRun", "DEFAULT_MEMORY_BUDGET", "batched_edge_scores", "clean_run", "copies_per_forward",
+__all__ = ["CleanRun", "DEFAULT_MEMORY_BUDGET", "MAX_ROWS", "batched_edge_scores", "clean_run", "copies_per_forward",
            "exact_edge_scores", "patched_edges", "run_with_edge_sets", "run_with_edges"]

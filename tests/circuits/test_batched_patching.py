@@ -13,6 +13,7 @@ from circuits import Ablation, ModelGraph, discover, run_with_edges, writer_valu
 from circuits.interventions.edge_patching import (
     batched_edge_scores,
     clean_run,
+    MAX_ROWS,
     copies_per_forward,
     exact_edge_scores,
     run_with_edge_sets,
@@ -155,8 +156,9 @@ def test_batched_acdc_recovers_the_micro_circuit():
 def test_copies_per_forward_follows_the_budget():
     model = make_model()
     graph = ModelGraph.of(model, 6)
-    small, large = (copies_per_forward(graph, model, 64, budget) for budget in (2**20, 2**30))
+    small, large = (copies_per_forward(graph, model, 16, budget) for budget in (2**18, 2**30))
     assert 1 <= small < large
+    assert large == MAX_ROWS // 16  # the row cap
     assert copies_per_forward(graph, model, 64, 2**30, max_batch=3) == 3
     assert copies_per_forward(graph, model, 10**9, 1) == 1
     with pytest.raises(ValueError, match="max_batch"):
