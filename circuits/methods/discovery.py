@@ -3,8 +3,8 @@
 A method is ``method(model, graph, data, metric, **options) -> scores [n_slots, n_writers,
 n_readers]``; register one in :data:`DISCOVERY_METHODS` with
 ``@register_method("name", description=..., options=(Option(...),))`` (the command line reads
-its choices and option flags from there). Built in: ``exact`` (one exact path-patching run per
-edge: the slow reference), ``eap``, ``eap-ig`` (option ``steps``) and ``acdc`` (option
+its choices and option flags from there). Built in: ``exact`` (exact path patching of one edge
+at a time, many per forward: the reference), ``eap``, ``eap-ig`` (option ``steps``) and ``acdc`` (option
 ``threshold``).
 
     >>> scores = discover(model, pairs.clean, pairs.corrupted, metric="logprob", method="eap")
@@ -25,7 +25,7 @@ from torch import Tensor
 from circuits.interventions.ablation import Ablation
 from circuits.methods.acdc import acdc_scores
 from circuits.methods.attribution import eap_ig_scores, eap_scores
-from circuits.interventions.edge_patching import exact_edge_scores
+from circuits.interventions.edge_patching import batched_edge_scores
 from circuits.graph.model_graph import ModelGraph
 from circuits.interventions.metrics import Metric, get_metric
 from circuits.graph.scores import EdgeScores
@@ -90,13 +90,15 @@ def method_names() -> list[str]:
     return DISCOVERY_METHODS.names()
 
 
-@register_method("exact", description="one exact path-patching run per edge (the slow reference)")
+@register_method("exact", description="exact path patching of every edge, one edge at a time (the reference; "
+                                      "many single-edge runs per forward)")
 def _exact(model: Any, graph: ModelGraph, data: PatchData, metric: Metric, progress: bool = False) -> Tensor:
+    # batched_edge_scores equals exact_edge_scores (one forward per edge) up to float rounding
     if data.source is not None:  # denoising: corrupted run, one edge given its clean value
-        return exact_edge_scores(model, graph, data.source, writer_values(model, graph, data.clean), metric, data.clean,
-                                 progress=progress)
+        return batched_edge_scores(model, graph, data.source, writer_values(model, graph, data.clean), metric,
+                                   data.clean, progress=progress)
     # noising: clean run, one edge ablated; the sign makes "helps the metric" positive
-    return -exact_edge_scores(model, graph, data.clean, data.replacement, metric, progress=progress)
+    return -batched_edge_scores(model, graph, data.clean, data.replacement, metric, progress=progress)
 
 
 @register_method("eap", description="edge attribution patching: a gradient estimate of every edge at once")

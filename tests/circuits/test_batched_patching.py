@@ -1,0 +1,172 @@
+"""Batched exact edge patching and the batched ACDC search against their one-forward-per-edge
+references (``exact_edge_scores``, ``acdc_scores_sequential``): on our models and a
+TransformerBridge, with and without position-resolved edges, with a seed channel, an input MLP
+and the hand-set recall model (vector inputs, an appended seed, no positional embedding)."""
+
+import dataclasses
+
+import pytest
+import torch
+from circuit_models import make_model, micro_model, micro_pairs, recall_path_model, token_pairs
+
+from circuits import Ablation, ModelGraph, discover, run_with_edges, writer_values
+from circuits.interventions.edge_patching import (
+    batched_edge_scores,
+    clean_run,
+    MAX_ROWS,
+    copies_per_forward,
+    exact_edge_scores,
+    run_with_edge_sets,
+)
+from circuits.interventions.metrics import evaluate_metric, logprob
+from circuits.methods.acdc import acdc_scores, acdc_scores_sequential
+from interp_rand.model.bridge import to_bridge
+
+
+def _seeded(seed_mode, d_input_mlp=0):
+    model = make_model(d_seed=3, seed_mode=seed_mode, d_input_mlp=d_input_mlp, n_ctx=7)
+    clean, corrupted = token_pairs()
+    g = torch.Generator().manual_seed(5)
+    return (model, dataclasses.replace(clean, seeds=torch.randn(len(clean), 3, generator=g)),
+            dataclasses.replace(corrupted, seeds=torch.randn(len(clean), 3, generator=g)))
+
+
+def _recall():
+    task, model = recall_path_model()
+    g = torch.Generator().manual_seed(0)
+    pairs = task.corrupt(task.sample(16, g), g)
+    return model, pairs.clean, pairs.corrupted
+
+
+CASES = {
+    "plain": lambda: (make_model(), *token_pairs()),
+    "seed-token": lambda: _seeded("token"),
+    "seed-add+input-mlp": lambda: _seeded("add", d_input_mlp=8),
+    "seed-append+input-mlp": lambda: _seeded("append", d_input_mlp=8),
+    "recall-paths": _recall,
+}
+
+
+def _case(name, on="ours"):
+    model, clean, corrupted = CASES[name]()
+    if on == "bridge":  # a bridge takes plain token tensors; the metric reads the clean targets
+        return to_bridge(model), clean.inputs, corrupted.inputs, lambda logits, _b: logprob(logits, clean)
+    return model, clean, corrupted, logprob
+
+
+def _n_pos(batch):
+    return (batch if isinstance(batch, torch.Tensor) else batch.inputs).shape[1]
+
+
+@pytest.mark.parametrize("by_position", [True, False])
+@pytest.mark.parametrize("name,on", [("plain", "ours"), ("plain", "bridge"), ("seed-token", "ours"),
+                                     ("seed-append+input-mlp", "ours"), ("recall-paths", "ours")])
+def test_each_copy_is_its_own_patched_run(name, on, by_position):
+    model, clean, corrupted, _ = _case(name, on)
+    graph = ModelGraph.of(model, _n_pos(clean), by_position)
+    replacement = writer_values(model, graph, corrupted)
+    g = torch.Generator().manual_seed(1)
+    keeps = torch.rand((5, *graph.shape), generator=g) < torch.tensor([1.0, 0.9, 0.5, 0.1, 0.0])[:, None, None, None]
+    # a copy whose only ablated edges go into the last layer's readers and the logits
+    late = graph.mask.clone()
+    late[..., graph.reader_sites[-2].readers.start:] &= torch.rand(late[..., graph.reader_sites[-2].readers.start:].shape,
+                                                                  generator=g) < 0.5
+    keeps = torch.cat([keeps, late[None]])
+    for cache in (None, clean_run(model, graph, clean)):
+        batched = run_with_edge_sets(model, graph, clean, keeps, replacement, cache)
+        for e in range(len(keeps)):
+            one = run_with_edges(model, graph, clean, keeps[e], replacement)
+            torch.testing.assert_close(batched[e], one, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(batched[0], batched[-2], atol=1e-3)  # the masks do differ in effect
+
+
+def test_the_forward_starts_at_the_first_patched_block():
+    model, clean, corrupted, _ = _case("plain")
+    graph = ModelGraph.of(model, 6)
+    replacement = writer_values(model, graph, corrupted)
+    cache = clean_run(model, graph, clean)
+    calls = []
+    hooks = [(f"blocks.{l}.hook_resid_pre", lambda v, hook, l=l: calls.append(l)) for l in range(2)]
+    keep = graph.mask.clone()
+    keep[:, :, graph.reader_index(*graph.readers[-1])] = False  # ablate every edge into the logits
+    with model.hooks(fwd_hooks=hooks):
+        run_with_edge_sets(model, graph, clean, keep[None], replacement, cache)
+        assert calls == []  # only the final LayerNorm and unembedding ran
+        keep[:, :, graph.reader_sites[-2].readers] = False  # and into the last block's MLP
+        run_with_edge_sets(model, graph, clean, keep[None], replacement, cache)
+        assert calls == [1]
+        run_with_edge_sets(model, graph, clean, keep[None], replacement)  # no cache: the whole forward
+        assert calls == [1, 0, 1]
+
+
+@pytest.mark.parametrize("by_position", [True, False])
+@pytest.mark.parametrize("name,on", [("plain", "ours"), ("plain", "bridge"), ("seed-token", "ours"),
+                                     ("seed-add+input-mlp", "ours"), ("seed-append+input-mlp", "ours"),
+                                     ("recall-paths", "ours")])
+def test_batched_exact_scores_equal_the_one_edge_reference(name, on, by_position):
+    model, clean, corrupted, metric = _case(name, on)
+    graph = ModelGraph.of(model, _n_pos(clean), by_position)
+    replacement = writer_values(model, graph, corrupted)
+    reference = exact_edge_scores(model, graph, clean, replacement, metric)
+    assert reference.abs().max() > 1e-3
+    for max_batch in (1, 7, None):
+        fast = batched_edge_scores(model, graph, clean, replacement, metric, max_batch=max_batch)
+        torch.testing.assert_close(fast, reference, atol=1e-5, rtol=0)
+
+
+def test_discover_exact_is_the_reference_in_its_denoising_form():
+    model, clean, corrupted, _ = _case("plain")
+    scores = discover(model, clean, corrupted, metric="logprob", method="exact")
+    graph = scores.graph
+    reference = exact_edge_scores(model, graph, corrupted, writer_values(model, graph, clean), logprob, clean)
+    torch.testing.assert_close(scores.scores, reference, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("by_position", [True, False])
+@pytest.mark.parametrize("name,on", [("plain", "ours"), ("plain", "bridge"), ("seed-token", "ours"),
+                                     ("seed-append+input-mlp", "ours"), ("recall-paths", "ours")])
+@pytest.mark.parametrize("threshold", [0.0, 0.003, 0.02])
+def test_batched_acdc_keeps_the_sequential_search_s_edges(name, on, by_position, threshold):
+    model, clean, corrupted, metric = _case(name, on)
+    graph = ModelGraph.of(model, _n_pos(clean), by_position)
+    replacement = Ablation("resample").replacement(model, graph, clean, corrupted)
+    reference = acdc_scores_sequential(model, graph, clean, replacement, metric, threshold)
+    kept = reference.abs() >= threshold
+    if threshold > 0:
+        assert 0 < int(kept.sum()) < graph.n_edges or name == "recall-paths"
+    for max_batch in (1, 3, None):
+        fast = acdc_scores(model, graph, clean, replacement, metric, threshold, max_batch=max_batch)
+        assert torch.equal(fast.abs() >= threshold, kept)
+        torch.testing.assert_close(fast, reference, atol=1e-5, rtol=0)
+
+
+def test_batched_acdc_recovers_the_micro_circuit():
+    model = micro_model()
+    clean, corrupted = micro_pairs()
+    scores = discover(model, clean, corrupted, metric="logit_diff", method="acdc", threshold=0.5)
+    graph = scores.graph
+    replacement = writer_values(model, graph, corrupted)
+    from circuits.interventions.metrics import logit_diff
+
+    reference = acdc_scores_sequential(model, graph, clean, replacement, logit_diff, 0.5)
+    assert torch.equal(scores.scores.abs() >= 0.5, reference.abs() >= 0.5)
+    assert int((reference.abs() >= 0.5).sum()) == 3
+
+
+def test_copies_per_forward_follows_the_budget():
+    model = make_model()
+    graph = ModelGraph.of(model, 6)
+    small, large = (copies_per_forward(graph, model, 16, budget) for budget in (2**18, 2**30))
+    assert 1 <= small < large
+    assert large == MAX_ROWS // 16  # the row cap
+    assert copies_per_forward(graph, model, 64, 2**30, max_batch=3) == 3
+    assert copies_per_forward(graph, model, 10**9, 1) == 1
+    with pytest.raises(ValueError, match="max_batch"):
+        copies_per_forward(graph, model, 64, max_batch=0)
+
+
+def test_a_keep_mask_of_the_wrong_shape_is_refused():
+    model, clean, corrupted, _ = _case("plain")
+    graph = ModelGraph.of(model, 6)
+    with pytest.raises(ValueError, match="keep masks"):
+        run_with_edge_sets(model, graph, clean, graph.mask, writer_values(model, graph, corrupted))
