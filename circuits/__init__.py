@@ -1,11 +1,17 @@
 """Circuits: position-aware computational graphs of TransformerLens-protocol models, ablations
-(including seed-only resampling), activation and path patching, EAP / EAP-IG / ACDC discovery
-with measured faithfulness. Works on ours and on a TransformerLens ``TransformerBridge``.
-Drawing lives in :mod:`circuits.draw.layout` and :mod:`circuits.draw.circuit_figure`.
+(including seed-only resampling), activation and path patching, EAP / EAP-IG / ACDC discovery,
+and the claims made about circuits (faithfulness, MIB's CPR/CMD, stability, claim cards, a
+ground-truth suite). Works on ours and on a TransformerLens ``TransformerBridge``.
 
-    >>> from circuits import discover, faithfulness
+The subpackages are the layers, each importing only those before it (``tests/test_layers.py``):
+:mod:`circuits.graph` (what a circuit is made of) → :mod:`circuits.interventions` (ablation,
+patching, metrics) → :mod:`circuits.methods` (discovery) → :mod:`circuits.analyses` (claims
+about circuits and the randomness channel) → :mod:`circuits.draw` (figures). The names below
+are the public API.
+
+    >>> from circuits import discover, faithfulness, select, claim_card
     >>> scores = discover(model, pairs.clean, pairs.corrupted, metric="logprob", method="eap")
-    >>> circuit = scores.circuit(top_k=30)
+    >>> circuit = select(scores, 30, "connected")
     >>> faithfulness(model, circuit, pairs.clean, pairs.corrupted).recovered
 """
 
@@ -33,10 +39,36 @@ from circuits.analyses.randomness import RandomnessUsage, SeedEntry, randomness_
 from circuits.analyses.seed_bits import BitFlipEffect, BitFlipRoutes, bit_flip_effect, bit_flip_routes
 from circuits.graph.scores import EdgeScores
 from circuits.analyses.verdict import Claim, Verdict
+from circuits.analyses.claim_card import ClaimCard, claim_card
+from circuits.analyses.faithfulness import ShareMeter, behaviour_gap
+from circuits.analyses.ground_truth import edge_auroc, ground_truth_suite
+from circuits.analyses.mib import MIB_FRACTIONS, FaithfulnessIntegrals, faithfulness_integrals, integrals_table
+from circuits.analyses.stability import AgreementMatrix, across_methods, across_models, across_resamples
+from circuits.graph.export import from_eap_ig, to_eap_ig, write_eap_ig
+from circuits.graph.selection import SELECTION_RULES, select
 from circuits.graph.writers import writer_values
 
 __all__ = [
     "ABLATION_KINDS",
+    "MIB_FRACTIONS",
+    "SELECTION_RULES",
+    "AgreementMatrix",
+    "ClaimCard",
+    "FaithfulnessIntegrals",
+    "ShareMeter",
+    "across_methods",
+    "across_models",
+    "across_resamples",
+    "behaviour_gap",
+    "claim_card",
+    "edge_auroc",
+    "faithfulness_integrals",
+    "from_eap_ig",
+    "ground_truth_suite",
+    "integrals_table",
+    "select",
+    "to_eap_ig",
+    "write_eap_ig",
     "ACTIVATIONS",
     "EDGE_INPUTS",
     "NODE_KINDS",

@@ -13,6 +13,7 @@ from probes.report import ReportConfig, ReportData, build_report, report_from_ru
 from probes.activations import Activations, check_hooks, collect_activations, hook_names, residual_hooks
 from probes.causal import CausalEffect, causal_check
 from probes.interchange import CausalModel, InterchangeResult, get_causal_model, interchange_accuracy, register_causal_model
+from probes.qk_attribution import QKAttribution, QKPatchCheck, qk_attribution, qk_patching_check
 from probes.controls import control_labels, group_split, random_init_like
 from probes.linear_probe import LinearProbe, fit_ridge, probe_accuracy
 from probes.suite import ProbeConfig, ProbeResult, probe_task
@@ -84,5 +85,9 @@ __all__ = [
     "InterchangeResult",
     "get_causal_model",
     "interchange_accuracy",
+    "QKAttribution",
+    "QKPatchCheck",
+    "qk_attribution",
+    "qk_patching_check",
     "register_causal_model",
 ]
