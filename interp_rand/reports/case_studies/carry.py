@@ -44,7 +44,7 @@ from circuits.methods.discovery import discover
 from circuits.graph.nodes import Node
 from interp_rand.losses import answer_correct
 from interp_rand.model.hook_names import hook_name
-from interp_rand.tasks.base import Batch
+from interp_rand.tasks.base import CARRIES, Batch, require_capability
 from interp_rand.validation import check_ints
 
 
@@ -232,8 +232,9 @@ def carry_study(model: Any, task, config: CarryConfig = CarryConfig(), progress:
     from interp_rand.progress import bar, note
     from probes import ProbeConfig, probe_task
 
-    if task.name != "addition" or task.n_digits < 2:
-        raise ValueError(f"the carry study needs an addition task with n_digits >= 2; got {task!r}")
+    require_capability(task, CARRIES, "the carry study")
+    if task.n_digits < 2:
+        raise ValueError(f"the carry study needs n_digits >= 2 (a carry to propagate); got {task!r}")
     # one generator per stage, so that e.g. more controls leave the other draws unchanged
     gen = torch.Generator().manual_seed(config.seed)
     pairs = task.corrupt(task.sample(config.n_pairs, gen), gen)

@@ -28,7 +28,7 @@ from circuits.graph.circuit import Circuit
 from circuits.graph.selection import select
 from circuits.methods.discovery import discover
 from circuits.graph.nodes import Node
-from interp_rand.tasks.base import Batch
+from interp_rand.tasks.base import SORTED_OUTPUT, Batch, require_capability
 from interp_rand.validation import check_ints
 
 GAP_BINS = ("1", "2", ">=3", "none")  # gap to the next larger value; none: the answer is the maximum
@@ -120,8 +120,7 @@ def sort_study(model: Any, task, config: SortConfig = SortConfig(), progress: bo
     from interp_rand.progress import bar, note
     from probes import attention_patterns, random_init_like, score_roles
 
-    if task.name != "sort":
-        raise ValueError(f"the sort study needs a sort task; got {task!r}")
+    require_capability(task, SORTED_OUTPUT, "the sort study")
     gen = torch.Generator().manual_seed(config.seed)
     batch = task.sample(config.n_eval, gen)
     note(f"scoring heads on next_larger ({len(batch)} lists, with uniform and random-init controls)", progress)
