@@ -116,15 +116,14 @@ def case_study_report(study: str, run: str | Path, *, seed: int = 0, n_controls:
             "verdicts": verdict_counts(claims), "details": details, **result.to_dict()}
     claim = None
     if card:
-        from circuits.analyses.claim_card import claim_card
-        from interp_rand import progress as _progress
+        from interp_rand.reports.circuit import circuit_card
 
-        _progress.note(f"the claim card of the study's circuit ({len(result.circuit)} edges)", progress)
         clean, corrupted = result.pairs
-        claim = claim_card(model, clean, corrupted, circuit=result.circuit, scores=result.edge_scores, method="eap",
-                           metric=spec.metric, selection="connected", pairs=spec.pairs,
-                           subject=f"{study} study circuit, {run_label(run)}: eap, {len(result.circuit)} edges",
-                           n_resamples=card_resamples, seed=seed)
+        claim = circuit_card(model, clean, corrupted, result.circuit, result.edge_scores, method="eap",
+                             metric=spec.metric, selection="connected", pairs=spec.pairs,
+                             subject=f"{study} study circuit, {run_label(run)}: eap, {len(result.circuit)} edges",
+                             n_resamples=card_resamples, seed=seed, progress=progress)
+    if claim is not None:
         data["card"] = {"verdict": claim.verdict, "cpr": claim.integrals.cpr, "cmd": claim.integrals.cmd,
                         "sufficiency": claim.sufficiency, "necessity": claim.necessity}
     return CaseStudyReport(study=study, run=str(ckpt.path), result=result, claims=claims, lines=lines, data=data,

@@ -66,15 +66,21 @@ def check_circuit_options(method: str, top_k: int | str | None, threshold: float
         raise ValueError("--circuit measures the given circuit: --top-k and --threshold do not apply")
 
 
-def circuit_card(model: Any, data: Any, circuit: Any, scores: Any, *, progress: bool = False, **kwargs: Any) -> Any:
+def circuit_card(model: Any, clean: Any, corrupted: Any, circuit: Any, scores: Any, *, progress: bool = False,
+                 **kwargs: Any) -> Any:
     """The claim card (:func:`circuits.analyses.claim_card.claim_card`) of ``circuit``, chosen from
-    ``scores`` on the clean/corrupted ``data`` (a pair batch), with progress on stderr."""
+    ``scores`` on the ``clean``/``corrupted`` pairs, with progress on stderr; ``None``
+    (said on stderr) when no share is defined, so the rest of the report is still written."""
     from circuits.analyses.claim_card import claim_card
 
     _progress.note(f"the claim card of {kwargs.get('subject', 'the circuit')}: random circuits, the "
                    f"random-initialised model, integrals over sizes, {kwargs.get('n_resamples', 2)} resampled "
                    "circuits", progress)
-    return claim_card(model, data.clean, data.corrupted, circuit=circuit, scores=scores, **kwargs)
+    try:
+        return claim_card(model, clean, corrupted, circuit=circuit, scores=scores, **kwargs)
+    except ValueError as err:  # e.g. the corruption does not move the model: no share is defined
+        _progress.note(f"no claim card: {err}", True)
+        return None
 
 
 def card_lines(card: Any) -> list[str]:
@@ -191,8 +197,8 @@ def circuit_report(run: str | Path, *, method: str = "eap", metric: str = "logpr
     summary = {"method": name, "discovery_seconds": round(seconds, 3), **result.to_dict()}
     claim = None
     if card and scores is not None:
-        claim = circuit_card(model, data, found, scores, method=method, metric=metric, ablation=abl,
-                             selection=selection, by_position=by_position, options=options,
+        claim = circuit_card(model, data.clean, data.corrupted, found, scores, method=method, metric=metric,
+                             ablation=abl, selection=selection, by_position=by_position, options=options,
                              pairs=f"{pairs} pairs of {ckpt.spec.task_name} (seed {seed})",
                              subject=f"{run_label(run)}: {method}, {len(found)} edges", n_random=card_random,
                              n_resamples=card_resamples, seed=seed, progress=progress)

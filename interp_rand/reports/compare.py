@@ -73,7 +73,7 @@ class ComparisonReport:
 
     def text(self) -> str:
         """What the CLI prints: the key numbers (JSON), the claim lines and the notes."""
-        cards = [line for card in (self.cards or ()) for line in card_lines(card)]
+        cards = [line for card in (self.cards or ()) if card is not None for line in card_lines(card)]
         return "\n".join([json.dumps(self.key_numbers(), indent=2), "\n".join(self.lines), *cards, *self.notes()])
 
     def write(self, out: str | Path) -> Path:
@@ -91,7 +91,8 @@ class ComparisonReport:
         block = "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in self.lines) + "</ul>"
         page.write_text(page.read_text().replace("<body>", "<body>\n" + block, 1))
         for card, stem in zip(self.cards or (), ("card_a", "card_b")):
-            write_card(card, out, stem)
+            if card is not None:
+                write_card(card, out, stem)
         return out
 
 
@@ -158,8 +159,8 @@ def compare_report(run_a: str | Path, run_b: str | Path, *, method: str = "eap-i
                "claims": [c.to_dict() for c in claims], "verdicts": verdict_counts(claims), **result.to_dict()}
     cards = None
     if card:
-        cards = tuple(circuit_card(x.model, x.pairs, c, sc, method=method, metric=metric, ablation=abl,
-                                   selection=selection, by_position=by_position, options=options,
+        cards = tuple(circuit_card(x.model, x.pairs.clean, x.pairs.corrupted, c, sc, method=method, metric=metric,
+                                   ablation=abl, selection=selection, by_position=by_position, options=options,
                                    pairs=f"{pairs} pairs of {x.ckpt.spec.task_name} (seed {seed})",
                                    subject=f"{label}: {method}, {len(c)} edges", n_resamples=card_resamples,
                                    seed=seed, progress=progress)

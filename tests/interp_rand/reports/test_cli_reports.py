@@ -198,3 +198,19 @@ def test_case_study_report_is_what_the_command_writes_and_prints(runs, tmp_path,
         case_study_report("carry", runs["sort"])
     with pytest.raises(ValueError, match="unknown case study"):
         case_study_report("bogus", runs["sort"])
+
+
+def test_a_claim_card_that_cannot_be_made_leaves_the_report_written(runs, tmp_path, monkeypatch, capsys):
+    """A card needs a non-zero full - empty gap; when it cannot be made the command still writes
+    the circuit and its faithfulness and says why there is no card."""
+    import circuits.analyses.claim_card as claim_card_module
+
+    def no_gap(*args, **kwargs):
+        raise ValueError("the full model and the empty circuit give the same metric")
+
+    monkeypatch.setattr(claim_card_module, "claim_card", no_gap)
+    out = tmp_path / "cli"
+    stdout = cli(["circuit", runs["sort"], "--n", "16", "--top-k", "6", "--resamples", "0", "--out", str(out)],
+                 capsys)
+    assert (out / "circuit.json").exists() and (out / "faithfulness.json").exists()
+    assert not (out / "card.json").exists() and "claim card" not in stdout
