@@ -121,6 +121,16 @@ def _probe_layers(results) -> dict[str, dict[str, Any]]:
     return out
 
 
+def check_qk_heads(model: nn.Module, task, qk_heads: tuple[tuple[int, int, int], ...]) -> None:
+    """Refuse a ``(layer, head, query)`` outside the model or the task's positions before any work."""
+    n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
+    n_stream = seed_offset(model) + len(task.position_names())
+    for layer, head, query in qk_heads:
+        if not (0 <= layer < n_layers and 0 <= head < n_heads and 0 <= query < n_stream):
+            raise ValueError(f"query/key head {layer}.{head}@{query} is outside the model: layers 0..{n_layers - 1}, "
+                             f"heads 0..{n_heads - 1}, query positions 0..{n_stream - 1}")
+
+
 def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), *,
                  batch_fn=None, info: dict[str, Any] | None = None, progress: bool = False,
                  qk_heads: tuple[tuple[int, int, int], ...] = (), qk_examples: int = 256) -> ReportData:
@@ -131,6 +141,7 @@ def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), 
     patching check the report adds, on the first ``qk_examples`` examples."""
     from interp_rand.progress import note
 
+    check_qk_heads(model, task, qk_heads)
     seconds: dict[str, float] = {}
     adjust = batch_fn or (lambda b: b)
     generator = torch.Generator().manual_seed(config.seed)
@@ -195,9 +206,11 @@ def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), 
     )
 
 
-def report_from_run(run_dir: str | Path, config: ReportConfig = ReportConfig(), progress: bool = False) -> ReportData:
+def report_from_run(run_dir: str | Path, config: ReportConfig = ReportConfig(), progress: bool = False,
+                    qk_heads: tuple[tuple[int, int, int], ...] = ()) -> ReportData:
     """Load the newest checkpoint of ``run_dir`` (or a checkpoint folder) and build its report;
-    a model trained on the fixed seed ``r0`` is analysed on ``r0``."""
+    a model trained on the fixed seed ``r0`` is analysed on ``r0``; ``qk_heads`` as in
+    :func:`build_report`."""
     from interp_rand.training.checkpoint import load_checkpoint
     from interp_rand.training.objectives import fixed_seeds_if_asked
 
@@ -207,7 +220,7 @@ def report_from_run(run_dir: str | Path, config: ReportConfig = ReportConfig(), 
             "task config": task.config_dict(), "exact match (training eval)": ckpt.metrics.get("exact_match")}
     return build_report(ckpt.model(), task, config,
                         batch_fn=lambda b: fixed_seeds_if_asked(task, b, ckpt.spec.train_config), info=info,
-                        progress=progress)
+                        progress=progress, qk_heads=qk_heads)
 
 
 __all__ = ["ExamplePattern", "ReportConfig", "ReportData", "build_report", "position_labels",

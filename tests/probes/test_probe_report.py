@@ -214,3 +214,28 @@ def test_the_browser_check_catches_errors_and_unrendered_figures(tmp_path):
     figures.feed(proc.stdout)
     assert figures.rendered["roles"] is False
     assert len(figures.rendered) > 1 and all(v for k, v in figures.rendered.items() if k != "roles")
+
+
+def test_cli_report_adds_the_query_key_heads_asked_for(tmp_path, capsys):
+    """``report --qk-head L.H@Q`` adds that head's query/key section; a head outside the model, or
+    a malformed one, is refused before any work."""
+    import argparse
+
+    from interp_rand.cli.report import qk_head
+    from interp_rand.tasks import make_task
+    from interp_rand.training import TrainConfig, train
+
+    task = make_task("sort", length=3, vocab=4)
+    run_dir = tmp_path / "run"
+    train(task, task.model_config(d_model=16, n_heads=2), TrainConfig(steps=2, batch_size=8, eval_size=8, eval_every=2),
+          run_dir, progress=False)
+    out = tmp_path / "report.html"
+    assert main(["report", str(run_dir), "--out", str(out), "--n-examples", "40", "--no-probes",
+                 "--qk-head", "1.0@4", "--qk-head", "0.1@3"]) == 0
+    page = out.read_text()
+    assert page.count("a1.0") >= 1 and "a0.1" in page and "query/key" in page.lower()
+    assert main(["report", str(run_dir), "--out", str(tmp_path / "bad.html"), "--qk-head", "5.0@1"]) == 2
+    assert "outside the model" in capsys.readouterr().err and not (tmp_path / "bad.html").exists()
+    assert qk_head("1.2@7") == (1, 2, 7)
+    with pytest.raises(argparse.ArgumentTypeError, match="LAYER.HEAD@QUERY"):
+        qk_head("1-2")
