@@ -131,36 +131,22 @@ def number_or(word: str, value_of: Any, minimum: float, *, what: str = "a number
 top_k_option = number_or("auto", int, 1, what="a number of edges")
 
 
-def at_least(minimum: int):
-    """``type=`` of an integer option that must be >= ``minimum``, so that a bad value is refused
-    while parsing, before any work, with the allowed range named."""
+def at_least(minimum: float, kind: type = int):
+    """``type=`` of an option that must be a number of ``kind`` (``int`` or ``float``) >=
+    ``minimum``, so that a bad value is refused while parsing, before any work, with the
+    allowed range named."""
+    noun = "an integer" if kind is int else "a number"
 
-    def parse(text: str) -> int:
+    def parse(text: str):
         try:
-            value = int(text)
+            value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expected {noun} >= {minimum:g}, got {text!r}") from None
         if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
+            raise argparse.ArgumentTypeError(f"must be {noun} >= {minimum:g}, got {value:g}")
         return value
 
-    parse.__name__ = f"integer >= {minimum}"
-    return parse
-
-
-def _at_least_number(minimum: float):
-    """``type=`` of a float option that must be >= ``minimum``."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number >= {minimum:g}, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum:g}, got {value:g}")
-        return value
-
-    parse.__name__ = f"number >= {minimum:g}"
+    parse.__name__ = f"{noun.split()[-1]} >= {minimum:g}"
     return parse
 
 
@@ -169,7 +155,7 @@ def _option_type(option):
     from interp_rand.cli.catalogue import TYPES
 
     if option.minimum is not None:
-        return at_least(int(option.minimum)) if option.type == "int" else _at_least_number(option.minimum)
+        return at_least(option.minimum, int if option.type == "int" else float)
     return TYPES[option.type]
 
 
