@@ -43,7 +43,7 @@ from circuits.graph.scores import EdgeScores
 from circuits.graph.selection import select
 from circuits.interventions.ablation import Ablation
 from circuits.interventions.metrics import get_metric
-from circuits.methods.discovery import discover, patch_data
+from circuits.methods.discovery import discover
 
 # A stable circuit shares at least half of its edges with the circuits of resampled data.
 STABILITY_FLOOR = 0.5
@@ -111,14 +111,6 @@ def _p95(values) -> float | None:
     return float(torch.tensor(values).quantile(0.95)) if values else None
 
 
-def _shares(model: Any, scores: EdgeScores, clean: Any, corrupted: Any, ablation: Ablation, metric: Any,
-            keeps: list[torch.Tensor]) -> list[tuple[float, float]]:
-    """(sufficiency, necessity) of each keep mask."""
-    replacement = patch_data(model, scores.graph, clean, corrupted, ablation).replacement
-    meter = ShareMeter.of(model, scores.graph, clean, replacement, metric)
-    return [(meter.share(k), meter.necessity(k)) for k in keeps]
-
-
 def random_keep_masks(scores: EdgeScores, k: int, n: int, seed: int) -> list[torch.Tensor]:
     """``n`` masks of ``k`` edges drawn uniformly from the graph's edges."""
     graph = scores.graph
@@ -179,18 +171,18 @@ def claim_card(
         k = int(circuit.settings.get("top_k") or len(circuit))
     graph = scores.graph
     keep = graph.keep_mask(list(circuit.edges))
-    shares = _shares(model, scores, clean, corrupted, ablation, metric_fn,
-                     [keep] + random_keep_masks(scores, len(circuit), n_random, seed))
-    (suff, nec), rand = shares[0], shares[1:]
+    meter = ShareMeter.of_pairs(model, graph, clean, corrupted, ablation, metric_fn)
+    suff, nec = meter.share(keep), meter.necessity(keep)
+    rand = [(meter.share(m), meter.necessity(m)) for m in random_keep_masks(scores, len(circuit), n_random, seed)]
     integrals = faithfulness_integrals(model, scores, clean, corrupted, metric=metric, ablation=ablation,
-                                       selection=selection, fractions=fractions)
+                                       selection=selection, fractions=fractions, meter=meter)
     control = random_init if random_init is not None else random_init_like(model, seed=12345)
     try:
         control_scores = discover(control, clean, corrupted, metric=metric, method=method, ablation=ablation,
                                   by_position=by_position, **options)
         control_keep = graph.keep_mask(list(select(control_scores, k, selection).edges))
-        init_suff: float | None = _shares(control, control_scores, clean, corrupted, ablation, metric_fn,
-                                          [control_keep])[0][0]
+        init_suff: float | None = ShareMeter.of_pairs(control, graph, clean, corrupted, ablation,
+                                                      metric_fn).share(control_keep)
     except ValueError:  # the random model's behaviour does not move under the corruption
         init_suff = None
     stability = across_resamples(model, clean, corrupted, k=k, method=method, n_resamples=n_resamples, seed=seed,

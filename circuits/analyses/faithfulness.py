@@ -98,6 +98,14 @@ class ShareMeter:
                              "undefined (choose pairs or an ablation under which the model's behaviour changes)")
         return cls(model, graph, batch, replacement, metric, full, empty)
 
+    @classmethod
+    def of_pairs(cls, model: Any, graph: ModelGraph, clean: Any, corrupted: Any, ablation: Ablation, metric: Metric,
+                 reference: Any = None) -> ShareMeter:
+        """The meter of ``clean`` with ablated edges carrying what ``ablation`` takes from
+        ``corrupted`` (or ``reference`` for mean ablation)."""
+        replacement = patch_data(model, graph, clean, corrupted, ablation, reference).replacement
+        return cls.of(model, graph, clean, replacement, metric)
+
     def metric_of(self, keep: Tensor) -> float:
         return float(evaluate_metric(self.metric, run_with_edges(self.model, self.graph, self.batch, keep,
                                                                  self.replacement), self.batch))
@@ -145,8 +153,7 @@ def faithfulness(
     by_position = bool(circuit.settings.get("by_position", any(e.source.position is not None for e in circuit.edges)))
     graph = ModelGraph.of(model, n_pos, by_position)
     keep = graph.keep_mask(list(circuit.edges))
-    data = patch_data(model, graph, clean, corrupted, ablation, reference)
-    meter = ShareMeter.of(model, graph, clean, data.replacement, metric_fn)
+    meter = ShareMeter.of_pairs(model, graph, clean, corrupted, ablation, metric_fn, reference)
     full, empty, inside = meter.full, meter.empty, meter.metric_of(keep)
     recovered = (inside - empty) / (full - empty)
 
@@ -165,8 +172,8 @@ def faithfulness(
         rows = torch.randint(len(clean), (len(clean),), generator=generator)
         sub_clean = clean[rows]
         sub_corrupted = None if corrupted is None else corrupted[rows]
-        sub = patch_data(model, graph, sub_clean, sub_corrupted, ablation, reference)
-        spread.append(ShareMeter.of(model, graph, sub_clean, sub.replacement, metric_fn).share(keep))
+        sub = ShareMeter.of_pairs(model, graph, sub_clean, sub_corrupted, ablation, metric_fn, reference)
+        spread.append(sub.share(keep))
     return Faithfulness(recovered, full, empty, inside, len(circuit), graph.n_edges, tuple(curve), tuple(spread))
 
 

@@ -35,7 +35,7 @@ from circuits.graph.selection import select
 from circuits.interventions.ablation import Ablation
 from circuits.analyses.faithfulness import ShareMeter
 from circuits.interventions.metrics import Metric, get_metric
-from circuits.methods.discovery import discover, patch_data
+from circuits.methods.discovery import discover
 from interp_rand.progress import bar
 
 MIB_FRACTIONS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
@@ -90,19 +90,21 @@ def faithfulness_integrals(
     selection: str = "greedy",
     fractions: tuple[float, ...] = MIB_FRACTIONS,
     reference: Any = None,
+    meter: ShareMeter | None = None,
     progress: bool = False,
 ) -> FaithfulnessIntegrals:
     """Sufficiency and necessity of the circuits chosen from ``scores`` (by ``selection``, see
     :mod:`circuits.graph.selection`) at each size of ``fractions``, and their MIB integrals.
     ``ablation`` (default ``resample`` from ``corrupted``) is what ablated edges carry, for the
-    circuits and for the empty circuit alike."""
+    circuits and for the empty circuit alike. ``meter``: a :class:`ShareMeter` already measured on
+    these pairs (a claim card passes its own, so the full and empty runs are not repeated)."""
     if list(fractions) != sorted(fractions) or not all(0 < f <= 1 for f in fractions):
         raise ValueError(f"fractions {fractions} must increase within (0, 1]")
     ablation = Ablation("resample") if ablation is None else ablation
     metric_fn = get_metric(metric)
     graph: ModelGraph = scores.graph
-    replacement = patch_data(model, graph, clean, corrupted, ablation, reference).replacement
-    meter = ShareMeter.of(model, graph, clean, replacement, metric_fn)
+    if meter is None:
+        meter = ShareMeter.of_pairs(model, graph, clean, corrupted, ablation, metric_fn, reference)
     sizes, suff, nec, dropped = [], [], [], []
     for fraction in bar(fractions, desc="faithfulness integrals: circuit sizes", enabled=progress):
         k = int(fraction * graph.n_edges)
