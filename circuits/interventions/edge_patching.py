@@ -242,16 +242,8 @@ def _suffix_runner(model: Any):
         return None
 
     def run(x: Tensor, layer: int, batch: Any, copies: int) -> Tensor:
-        inputs = batch if isinstance(batch, Tensor) else batch.inputs
         mask = None if isinstance(batch, Tensor) else batch.attention_mask
-        mask = None if mask is None else mask.repeat(copies, 1, 1)
-        allowed = model._allowed(mask, x.shape[0], inputs.shape[1])
-        blocks = model.blocks
-        if layer >= len(blocks):
-            x = blocks[-1].hook_resid_post(x)
-        for block in list(blocks)[layer:]:
-            x = block(x, allowed)
-        return model.unembed(model.ln_final(x))[:, model.cfg.seed_offset :]
+        return model.run_from_block(x, layer, None if mask is None else mask.repeat(copies, 1, 1))
 
     return run
 

@@ -129,10 +129,23 @@ class HookedTransformer(HookedRootModule):
             # decompose_resid stacks it with hook_embed, and patch hooks write into it.
             pos = self.pos_embed(x.shape[1]).repeat(x.shape[0], 1, 1)
             x = x + self.hook_pos_embed(pos)
-        for block in self.blocks:
+        return self._from_block(x, 0, allowed)
+
+    def run_from_block(self, x: Tensor, layer: int, attention_mask: Tensor | None = None) -> Tensor:
+        """The task positions' logits from ``x [batch, pos, d_model]``, the residual stream
+        entering block ``layer`` (seed token included; ``layer = n_layers``: the final residual,
+        which passes the last block's ``hook_resid_post``). The blocks' hooks fire, so a patch
+        hook at or after ``layer`` acts as in :meth:`forward` (circuits' batched patching starts
+        its forwards here from a cached clean run)."""
+        allowed = self._allowed(attention_mask, x.shape[0], x.shape[1] - self.cfg.seed_offset)
+        return self._from_block(x, layer, allowed)
+
+    def _from_block(self, x: Tensor, layer: int, allowed: Tensor | None) -> Tensor:
+        if layer >= len(self.blocks):
+            x = self.blocks[-1].hook_resid_post(x)
+        for block in list(self.blocks)[layer:]:
             x = block(x, allowed)
-        logits = self.unembed(self.ln_final(x))
-        return logits[:, cfg.seed_offset :]
+        return self.unembed(self.ln_final(x))[:, self.cfg.seed_offset :]
 
     # ----------------------------------------------------------------------------------
     def forward_over_seeds(self, inputs: Tensor, seeds: Tensor, attention_mask: Tensor | None = None) -> Tensor:
