@@ -34,6 +34,7 @@ from torch import Tensor
 
 from interp_rand.tasks.base import KEY_VALUE_RECALL, has_capability, require_capability
 from interp_rand.distances import total_variation
+from interp_rand.losses import get_loss_kind
 from probes.activations import logits_of
 
 # The tasks this analysis fits: those whose task declares this capability (recall).
@@ -179,7 +180,7 @@ def recalled(model: Any, task: Any, key_order: Tensor, values: Tensor, query: Te
     batch = task.build(key_order, values, query, seeds)
     logits = logits_of(model, batch)[:, key_order.shape[1]]  # [rows, value_bits] at the query
     target = values[torch.arange(len(query)), query]
-    return ((logits > 0).long() == target).all(-1)
+    return get_loss_kind(task.loss_kind).decoding.correct(logits, target)
 
 
 def stored_set_map(model: Any, task: Any, n_inputs: int, generator: torch.Generator,

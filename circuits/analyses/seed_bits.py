@@ -39,6 +39,7 @@ from circuits.graph.architecture import run_model
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Node
 from circuits.graph.writers import capture_hooks
+from interp_rand.losses import BITS
 
 
 def flip_partners(seeds: Tensor) -> Tensor:
@@ -158,7 +159,7 @@ def _sample(cells: Tensor, n: int, generator: torch.Generator) -> Tensor:
 def _stored_by(model: Any, batch: Any, values: Tensor, query: Tensor) -> Tensor:
     logits = run_model(model, batch)[:, batch.answer_positions[0]]  # [rows, value_bits]
     target = values[torch.arange(len(query)), query]
-    return ((logits > 0).long() == target).all(-1)
+    return BITS.correct(logits, target)  # every value bit right
 
 
 @torch.no_grad()
