@@ -326,6 +326,19 @@ def recall_model(n: int = 64, seed: int = 0, n_pairs: int = 12, value_bits: int 
 
 
 # ---------------------------------------------------------------------------------- seed reader
+def _wire_xor(model: HookedTransformer, mlp: torch.nn.Module, recalled: int, bit: int, xor: int, B: int) -> None:
+    """Hand-set ``mlp`` to write ``recalled[b] XOR bit`` (0/1 residual dimensions) into residual
+    dimension ``xor + b`` for each of the ``B`` answer bits (two ReLUs per bit: ``relu(r - s) +
+    relu(s - r)``), and the unembedding to read those dimensions as the answer bits' logits
+    (``24 xor - 12``)."""
+    for b in range(B):
+        mlp.W_in[recalled + b, 2 * b], mlp.W_in[bit, 2 * b] = 1.0, -1.0
+        mlp.W_in[recalled + b, 2 * b + 1], mlp.W_in[bit, 2 * b + 1] = -1.0, 1.0
+        mlp.W_out[2 * b, xor + b] = mlp.W_out[2 * b + 1, xor + b] = 1.0
+    model.unembed.W_U[xor:xor + B, :B] = 24.0 * torch.eye(B)
+    model.unembed.b_U.fill_(-12.0)
+
+
 def seed_reader_model(n: int = 64, seed: int = 0, n_pairs: int = 12, value_bits: int = 5,
                       seed_bits: int = 10, decoy: bool = False) -> PlantedModel:
     """A seed-reader on the recall layout (:class:`RecallTask` inputs and seeds; the seed is
@@ -381,13 +394,7 @@ def seed_reader_model(n: int = 64, seed: int = 0, n_pairs: int = 12, value_bits:
             m1.b_in[:3] = torch.tensor([0.5, -0.5, -1.5])
             m1.W_out[:3, xor] = torch.tensor([1.0, -2.0, 1.0])
             m1.b_out[xor] = -0.5
-        m0 = model.blocks[0].mlp
-        for b in range(B):
-            m0.W_in[recalled + b, 2 * b], m0.W_in[bit, 2 * b] = 1.0, -1.0
-            m0.W_in[recalled + b, 2 * b + 1], m0.W_in[bit, 2 * b + 1] = -1.0, 1.0
-            m0.W_out[2 * b, xor + b] = m0.W_out[2 * b + 1, xor + b] = 1.0
-        model.unembed.W_U[xor:xor + B, :B] = 24.0 * torch.eye(B)
-        model.unembed.b_U.fill_(-12.0)
+        _wire_xor(model, model.blocks[0].mlp, recalled, bit, xor, B)
     g = torch.Generator().manual_seed(seed)
     batch = task.sample(n, g)
     seeds = batch.seeds.clone()
@@ -492,12 +499,7 @@ def _gated_seed_reader(kind: str, n: int = 64, seed: int = 0, n_pairs: int = 12,
         else:
             raise ValueError(f"unknown stressor {kind!r}; choose from {list(STRESSORS)}")
         seed_head(a1, 2, junk)  # distractor: the seed, unread
-        for b in range(B):
-            m1.W_in[recalled + b, 2 * b], m1.W_in[gate, 2 * b] = 1.0, -1.0
-            m1.W_in[recalled + b, 2 * b + 1], m1.W_in[gate, 2 * b + 1] = -1.0, 1.0
-            m1.W_out[2 * b, xor + b] = m1.W_out[2 * b + 1, xor + b] = 1.0
-        model.unembed.W_U[xor:xor + B, :B] = 24.0 * torch.eye(B)
-        model.unembed.b_U.fill_(-12.0)
+        _wire_xor(model, m1, recalled, gate, xor, B)
     g = torch.Generator().manual_seed(seed)
     batch = task.sample(n, g)
     if kind in ("off-relu", "and-gate", "or-gate"):
