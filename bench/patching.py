@@ -10,7 +10,7 @@ position-resolved graph and resample-ablation data as :func:`circuits.discover` 
 
 * exact edge patching: :func:`~circuits.interventions.edge_patching.exact_edge_scores` (one
   forward per edge, the reference) vs
-  :func:`~circuits.interventions.edge_patching.batched_edge_scores` (the ``exact`` method), in the
+  :func:`~circuits.interventions.batched_patching.batched_edge_scores` (the ``exact`` method), in the
   denoising form ``discover`` uses;
 * ACDC: :func:`~circuits.methods.acdc.acdc_scores_sequential` (the reference) vs
   :func:`~circuits.methods.acdc.acdc_scores` (the ``acdc`` method);
@@ -35,7 +35,8 @@ from pathlib import Path
 import torch
 
 from circuits import Ablation, ModelGraph, writer_values
-from circuits.interventions.edge_patching import DEFAULT_MEMORY_BUDGET, batched_edge_scores, exact_edge_scores
+from circuits.interventions.batched_patching import DEFAULT_MEMORY_BUDGET, batched_edge_scores
+from circuits.interventions.edge_patching import exact_edge_scores
 from circuits.interventions.metrics import get_metric
 from circuits.methods.acdc import acdc_scores, acdc_scores_sequential
 from circuits.methods.discovery import patch_data

@@ -14,7 +14,7 @@ outcome. Two facts still let one forward carry many tests:
 
 * Everything a reader's tests change is at or after that reader's block (the edges removed so
   far go into it or into later readers), so each forward starts there from the clean run's
-  cache (:func:`~circuits.interventions.edge_patching.run_with_edge_sets`).
+  cache (:func:`~circuits.interventions.batched_patching.run_with_edge_sets`).
 * Within one reader, the order of the tests is fixed before the first of them: the "cannot
   reach the output" checks read only the node's outgoing edges, which were all decided at later
   readers. :func:`acdc_scores` therefore evaluates the next ``K`` tests *speculatively*, test
@@ -45,13 +45,13 @@ import torch
 from torch import Tensor
 
 from circuits.graph.architecture import run_model
-from circuits.interventions.edge_patching import (
+from circuits.interventions.batched_patching import (
     DEFAULT_MEMORY_BUDGET,
     clean_run,
     copies_per_forward,
     run_with_edge_sets,
-    run_with_edges,
 )
+from circuits.interventions.edge_patching import run_with_edges
 from circuits.graph.model_graph import ModelGraph
 from circuits.interventions.metrics import Metric, evaluate_metric
 from interp_rand.progress import bar

@@ -25,7 +25,7 @@ from torch import Tensor
 from circuits.interventions.ablation import Ablation
 from circuits.methods.acdc import acdc_scores
 from circuits.methods.attribution import eap_ig_scores, eap_scores
-from circuits.interventions.edge_patching import batched_edge_scores
+from circuits.interventions.batched_patching import batched_edge_scores
 from circuits.graph.model_graph import ModelGraph
 from circuits.interventions.metrics import Metric, get_metric
 from circuits.graph.scores import EdgeScores

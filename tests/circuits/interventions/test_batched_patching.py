@@ -10,14 +10,14 @@ import torch
 from circuit_models import make_model, micro_model, micro_pairs, recall_path_model, token_pairs
 
 from circuits import Ablation, ModelGraph, discover, run_with_edges, writer_values
-from circuits.interventions.edge_patching import (
+from circuits.interventions.batched_patching import (
     batched_edge_scores,
     clean_run,
     MAX_ROWS,
     copies_per_forward,
-    exact_edge_scores,
     run_with_edge_sets,
 )
+from circuits.interventions.edge_patching import exact_edge_scores
 from circuits.interventions.metrics import evaluate_metric, logprob
 from circuits.methods.acdc import acdc_scores, acdc_scores_sequential
 from interp_rand.model.bridge import to_bridge
