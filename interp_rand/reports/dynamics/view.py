@@ -17,6 +17,7 @@ quantities are judged by::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from interp_rand.registry import Registry
@@ -62,9 +63,23 @@ class CheckpointView:
     cache: dict[str, Any] = field(default_factory=dict)
 
 
+def open_view(checkpoint: str | Path, *, n: int, seed: int,
+              cache: dict[str, Any] | None = None) -> CheckpointView:
+    """The view of one checkpoint folder (or ``zoo:NAME``): its model, task and ``n`` held-out
+    examples with their task-corruption pairs, drawn with ``seed`` exactly as
+    :func:`~interp_rand.reports.inputs.load_run_inputs` draws them, so every checkpoint of a
+    run (one task config) gets the same examples. ``cache``: the replay's shared storage."""
+    from interp_rand.reports.inputs import load_run_inputs
+
+    inputs = load_run_inputs(checkpoint, n=n, seed=seed, pairs="task")
+    return CheckpointView(step=inputs.ckpt.step, checkpoint=inputs.ckpt, model=inputs.model,
+                          task=inputs.task, batch=inputs.batch, pairs=inputs.pairs, seed=seed,
+                          cache={} if cache is None else cache)
+
+
 DYNAMICS_ANALYSES: Registry[Callable[..., Measures]] = Registry("dynamics analysis",
                                                                 plural="dynamics analyses")
 # analysis name -> the thresholds its crossing steps are reported for
 THRESHOLDS: dict[str, tuple[Threshold, ...]] = {}
 
-__all__ = ["DYNAMICS_ANALYSES", "THRESHOLDS", "CheckpointView", "Measures", "Threshold"]
+__all__ = ["DYNAMICS_ANALYSES", "THRESHOLDS", "CheckpointView", "Measures", "Threshold", "open_view"]
