@@ -165,7 +165,8 @@ def save_checkpoint(
             if old.exists() and not final.exists():
                 os.rename(old, final)
             raise
-    if keeps_all(spec.train_config.checkpoint_schedule):
+    train = meta.get("train")  # a grid-world agent's spec records no schedule: it prunes
+    if isinstance(train, dict) and keeps_all(train.get("checkpoint_schedule", "every")):
         return final
     series = series_key(meta)
     with writing("the run folder (pruning old checkpoints)", final.parent):
