@@ -104,7 +104,7 @@ def lines_figure(data: dict[str, Any], groups: dict[str, list[str]], title: str)
             if crossing is not None:
                 value = table[key][steps.index(crossing)]
                 fig.add_trace(go.Scatter(x=[crossing], y=[value], mode="markers+text", text=[f"{crossing}"],
-                                         textposition="top left", marker={"symbol": "star", "size": 11,
+                                         textposition="bottom right", marker={"symbol": "star", "size": 11,
                                                                           "color": colour},
                                          name=f"{key} crosses at step {crossing}", showlegend=False,
                                          legendgroup=group), row=row, col=1)

@@ -11,8 +11,10 @@ thresholds whose crossing steps a replay reports.
   the ``top_edges`` largest ``|score|`` of the run's *final* checkpoint (measured once, kept in
   ``view.cache``), as ``edge/<edge>`` (the score) and ``edge_rel/<edge>`` (the score over its
   final value: 1 at the end; threshold 0.5, "half its final strength"). ``faithfulness/own``:
-  the recovered share of this checkpoint's own circuit (the ``connected`` selection of ``size``
-  edges, or with ``size=0`` the smallest faithful one, its size in ``circuit_size/own``);
+  the recovered share of this checkpoint's own circuit: its top edges by the ``connected``
+  selection, as many as ``size`` or by default as the final checkpoint's smallest faithful
+  circuit (:func:`circuits.smallest_faithful_circuit`) takes, or with ``smallest`` its own
+  smallest faithful circuit; its size (after dangling edges are dropped) in ``circuit_size/own``;
   ``faithfulness/final_circuit``: the recovered share, at this checkpoint, of the final
   checkpoint's circuit (threshold 0.8 for both). ``gap/metric``: the clean − corrupted metric
   gap every share divides by; below :data:`circuits.analyses.faithfulness.TINY_GAP` the shares
@@ -70,13 +72,17 @@ _CIRCUIT_OPTIONS = (
     Option("metric", "str", "logprob", "the metric edges are scored and circuits measured by"),
     Option("top_edges", "int", 20, "edges tracked at every step: the final checkpoint's largest |score|",
            minimum=1),
-    Option("size", "int", 20, "edges of each checkpoint's own circuit (connected selection); 0: the smallest "
-           "faithful circuit (a curve of sizes per checkpoint: slower)", minimum=0),
+    Option("size", "int", 0, "top edges of each checkpoint's own circuit (connected selection: those on no "
+           "input-to-logits path are dropped); 0: as many as the final checkpoint's smallest faithful circuit "
+           "takes (chosen once)", minimum=0),
+    Option("smallest", "bool", False, "each checkpoint's own smallest faithful circuit instead (a faithfulness "
+           "curve per checkpoint: about 3x slower)"),
 )
 
 
-def _circuit_at(view: CheckpointView, method: str, metric: str, size: int) -> dict[str, Any]:
-    """Edge scores, the share meter and the own circuit of one checkpoint."""
+def _circuit_at(view: CheckpointView, method: str, metric: str, size: int, smallest: bool) -> dict[str, Any]:
+    """Edge scores, the share meter and the own circuit (``size`` top edges, connected selection;
+    ``size=0`` or ``smallest``: the smallest faithful circuit) of one checkpoint."""
     from circuits import Ablation, discover
     from circuits.analyses.faithfulness import TINY_GAP, ShareMeter, smallest_faithful_circuit
     from circuits.graph.selection import select
@@ -93,7 +99,7 @@ def _circuit_at(view: CheckpointView, method: str, metric: str, size: int) -> di
         pass
     gap = 0.0 if meter is None else meter.full - meter.empty
     meter = meter if abs(gap) >= TINY_GAP else None
-    if size == 0 and meter is not None:
+    if (smallest or size == 0) and meter is not None:
         own = smallest_faithful_circuit(view.model, scores, pairs.clean, pairs.corrupted, metric=metric,
                                         ablation=ablation)[0]
     else:
@@ -106,19 +112,21 @@ def _circuit_at(view: CheckpointView, method: str, metric: str, size: int) -> di
                        "the faithfulness of each checkpoint's own circuit and of the final one",
                        options=_CIRCUIT_OPTIONS)
 def circuit(view: CheckpointView, method: str = "eap", metric: str = "logprob", top_edges: int = 20,
-            size: int = 20) -> Measures:
-    settings = (method, metric, top_edges, size)
+            size: int = 0, smallest: bool = False) -> Measures:
+    settings = (method, metric, top_edges, size, smallest)
     store = view.cache.setdefault("circuit", {})
-    if store.get("settings") != settings:  # the final checkpoint's edges: measured once per replay
+    if store.get("settings") != settings:  # the final checkpoint: measured once per replay
         final = final_checkpoint(view)
-        at_final = _circuit_at(open_view(final, n=len(view.batch), seed=view.seed), method, metric, size)
+        at_final = _circuit_at(open_view(final, n=len(view.batch), seed=view.seed), method, metric, size, smallest)
         ranked = sorted(at_final["values"].items(), key=lambda item: -abs(item[1]))
         store.clear()
-        store.update(settings=settings, final_path=final, final=at_final,
+        # size 0: every checkpoint's own circuit takes as many top edges as the final's smallest faithful one
+        k = size or int(at_final["own"].settings.get("top_k") or len(at_final["own"]))
+        store.update(settings=settings, final_path=final, final=at_final, k=k,
                      tracked=[name for name, value in ranked[:top_edges] if value != 0])
-    here = store["final"] if Path(view.checkpoint.path) == Path(store["final_path"]) else \
-        _circuit_at(view, method, metric, size)
     final = store["final"]
+    here = final if Path(view.checkpoint.path) == Path(store["final_path"]) else \
+        _circuit_at(view, method, metric, store["k"], smallest)
     out: Measures = {}
     for name in store["tracked"]:
         value = here["values"][name]

@@ -182,3 +182,20 @@ def test_unknown_analyses_and_options_list_what_exists(run):
 def test_every_registered_analysis_has_thresholds_of_its_own_quantities():
     for name in ("accuracy", "circuit", "probe"):
         assert name in DYNAMICS_ANALYSES and THRESHOLDS[name]
+
+
+def test_the_final_circuits_faithfulness_is_the_circuit_reports(run, replayed):
+    """At the last checkpoint the own circuit is the smallest faithful one, measured here through
+    the public circuits API (discover, smallest_faithful_circuit, faithfulness)."""
+    from circuits import Ablation, discover, faithfulness, smallest_faithful_circuit
+
+    result, _, _ = replayed
+    inputs = load_run_inputs(list_checkpoints(run)[-1], n=N, seed=0)
+    clean, corrupted = inputs.pairs.clean, inputs.pairs.corrupted
+    ablation = Ablation("resample", seed=0)
+    scores = discover(inputs.model, clean, corrupted, method="eap", ablation=ablation)
+    found, _ = smallest_faithful_circuit(inputs.model, scores, clean, corrupted, ablation=ablation)
+    expected = faithfulness(inputs.model, found, clean, corrupted, ablation=ablation).recovered
+    assert result.table["faithfulness/own"][-1] == pytest.approx(expected, abs=1e-5)
+    assert result.table["faithfulness/final_circuit"][-1] == pytest.approx(expected, abs=1e-5)
+    assert result.table["circuit_size/own"][-1] == len(found)
