@@ -508,5 +508,16 @@ def qk_patching_check(model: nn.Module, batch: Batch | Tensor, attr: QKAttributi
     return QKPatchCheck(attr.layer, attr.head, attr.query, top, top_change, tuple(sets), tuple(changes), ablation)
 
 
-__all__ = ["MARGIN", "QKAttribution", "QKPatchCheck", "TOLERANCE", "pattern_change", "qk_attribution",
-           "qk_patching_check", "residual_parts"]
+def explain_heads(model: nn.Module, batch: Batch | Tensor, heads: Sequence[tuple[int, int, int]], *,
+                  seed: int = 0) -> tuple[tuple[QKAttribution, QKPatchCheck], ...]:
+    """:func:`qk_attribution` and its :func:`qk_patching_check` for each ``(layer, head, query)``
+    of ``heads`` on ``batch``: what the attention report and the circuit drawing show."""
+    out = []
+    for layer, head, query in heads:
+        attr = qk_attribution(model, batch, layer, head, query)
+        out.append((attr, qk_patching_check(model, batch, attr, seed=seed)))
+    return tuple(out)
+
+
+__all__ = ["MARGIN", "QKAttribution", "QKPatchCheck", "TOLERANCE", "explain_heads", "pattern_change",
+           "qk_attribution", "qk_patching_check", "residual_parts"]

@@ -174,16 +174,13 @@ def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), 
         share.update({name: float(v) for name, v in zip(attr.outputs, attr.mean_share_per_output)})
         seconds["attribution"] = time.perf_counter() - began
 
-    qk = []
+    qk: tuple = ()
     if qk_heads:
-        from probes.qk_attribution import qk_attribution, qk_patching_check
+        from probes.qk_attribution import explain_heads
 
         began = time.perf_counter()
         note(f"query/key attribution of {len(qk_heads)} head(s)", progress)
-        part = batch[:qk_examples]
-        for layer, head, query in qk_heads:
-            attr = qk_attribution(model, part, layer, head, query)
-            qk.append((attr, qk_patching_check(model, part, attr, seed=config.seed)))
+        qk = explain_heads(model, batch[:qk_examples], qk_heads, seed=config.seed)
         seconds["qk attribution"] = time.perf_counter() - began
 
     from interp_rand.zoo.location import run_label
@@ -202,7 +199,7 @@ def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), 
         probe_layers=layers,
         seed_share=share,
         seconds=seconds,
-        qk=tuple(qk),
+        qk=qk,
     )
 
 

@@ -221,7 +221,7 @@ def test_cli_report_adds_the_query_key_heads_asked_for(tmp_path, capsys):
     a malformed one, is refused before any work."""
     import argparse
 
-    from interp_rand.cli.report import qk_head
+    from interp_rand.cli.options import qk_head
     from interp_rand.tasks import make_task
     from interp_rand.training import TrainConfig, train
 
