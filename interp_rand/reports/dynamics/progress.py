@@ -223,6 +223,22 @@ def crossing_step(rows: Iterable[Mapping[str, Any]], key: str, value: float, ris
     return None
 
 
+def settled_step(rows: Iterable[Mapping[str, Any]], key: str, value: float, rising: bool = True) -> int | None:
+    """The first step from which ``rows[key]`` stays at or past ``value`` up to the last row
+    that has it (:func:`crossing_step` counts a passing spike; this does not); ``None`` when
+    the last value is not past it."""
+    settled = None
+    for row in sorted(rows, key=lambda r: r["step"]):
+        x = row.get(key)
+        if x is None or not math.isfinite(x):
+            continue
+        if (x >= value) if rising else (x <= value):
+            settled = int(row["step"]) if settled is None else settled
+        else:
+            settled = None
+    return settled
+
+
 def loss_drop_step(metrics: Sequence[Mapping[str, Any]], fraction: float = 0.1, key: str = "loss") -> int | None:
     """The step where the loss drops: the first evaluation step at which the held-out loss
     (``metrics.jsonl``'s ``loss``) is at or below ``fraction`` of its value at the run's
@@ -248,7 +264,8 @@ def read_metrics(run: str | Path) -> list[dict[str, Any]]:
 class Crossing:
     """When one quantity crossed its threshold, against the accuracy and the loss.
 
-    ``step`` is ``None`` when the quantity never crossed; ``before_accuracy``/``before_loss``
+    ``step`` is ``None`` when the quantity never crossed; ``settled`` is the step from which it
+    stays crossed (:func:`settled_step`); ``before_accuracy``/``before_loss``
     are ``step < accuracy_step`` / ``step < loss_step`` (a reference that never happens counts
     as later than every step), ``None`` when the quantity never crossed."""
 
@@ -260,6 +277,7 @@ class Crossing:
     loss_step: int | None
     before_accuracy: bool | None
     before_loss: bool | None
+    settled: int | None = None
 
     def relation(self, reference: str = "accuracy") -> str:
         """``"before"``, ``"same step"``, ``"after"`` or ``"never crosses"`` against the
@@ -273,6 +291,7 @@ class Crossing:
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "threshold": self.threshold, "rising": self.rising, "step": self.step,
+                "settled": self.settled,
                 "accuracy_step": self.accuracy_step, "loss_step": self.loss_step,
                 "before_accuracy": self.before_accuracy, "before_loss": self.before_loss,
                 "vs_accuracy": self.relation("accuracy"), "vs_loss": self.relation("loss")}
@@ -288,7 +307,8 @@ def compare_to_loss(table: Sequence[Mapping[str, Any]], metrics: Sequence[Mappin
                     accuracy_key: str = "exact_match", loss_fraction: float = 0.1,
                     keys: Sequence[str] | None = None) -> list[Crossing]:
     """For each quantity of a replay ``table`` (rows ``{"step": int, key: float, ...}``), the
-    step it crosses its threshold (:func:`crossing_step`) and whether that comes before
+    step it first crosses its threshold (:func:`crossing_step`; and the step from which it
+    stays crossed, :func:`settled_step`) and whether the first crossing comes before
 
     - the **accuracy step**: the first evaluation step in ``metrics`` (the run's
       ``metrics.jsonl`` rows, :func:`read_metrics`) whose ``accuracy_key`` (held-out exact
@@ -325,7 +345,8 @@ def compare_to_loss(table: Sequence[Mapping[str, Any]], metrics: Sequence[Mappin
             return None if step is None else (ref is None or step < ref)
 
         out.append(Crossing(key, threshold.value, threshold.rising, step, accuracy_step, loss_step,
-                            before(accuracy_step), before(loss_step)))
+                            before(accuracy_step), before(loss_step),
+                            settled_step(table, key, threshold.value, threshold.rising)))
     return out
 
 
@@ -336,15 +357,15 @@ def format_crossings(crossings: Sequence[Crossing]) -> str:
     first = crossings[0]
     width = max(len(c.key) for c in crossings)
     lines = [f"accuracy step: {first.accuracy_step}; loss-drop step: {first.loss_step}",
-             f"{'quantity':<{width}}  threshold  crosses at  vs accuracy     vs loss"]
+             f"{'quantity':<{width}}  threshold  crosses at  stays from  vs accuracy     vs loss"]
     for c in crossings:
         sign = ">=" if c.rising else "<="
-        lines.append(f"{c.key:<{width}}  {sign} {c.threshold:<6g}  {str(c.step):>10}  "
+        lines.append(f"{c.key:<{width}}  {sign} {c.threshold:<6g}  {str(c.step):>10}  {str(c.settled):>10}  "
                      f"{c.relation('accuracy'):<14}  {c.relation('loss')}")
     return "\n".join(lines)
 
 
 __all__ = ["ADDITION_ROLES", "ROLE_THRESHOLD", "SORT_ROLES", "SUBTASK_THRESHOLD", "Crossing", "addition_progress",
            "addition_subtask_accuracy", "addition_subtask_masks", "answer_correctness", "compare_to_loss",
-           "crossing_step", "format_crossings", "loss_drop_step", "read_metrics", "role_measures",
+           "crossing_step", "format_crossings", "loss_drop_step", "read_metrics", "role_measures", "settled_step",
            "sort_progress", "sort_subtask_accuracy"]

@@ -17,6 +17,7 @@ from interp_rand.reports.dynamics.progress import (
     crossing_step,
     format_crossings,
     loss_drop_step,
+    settled_step,
     sort_progress,
 )
 from interp_rand.tasks import make_task
@@ -202,6 +203,11 @@ def test_crossing_step_and_loss_drop():
     assert crossing_step(TABLE, "role/never@a1.0", 0.5) is None
     assert crossing_step(METRICS, "loss", 0.5, rising=False) == 300
     assert crossing_step([{"step": 1}, {"step": 2, "k": 1.0}], "k", 1.0) == 2  # rows lacking the key skipped
+    # role/early dips back below at step 300: it stays crossed from 400
+    assert settled_step(TABLE, "role/early@a0.0", 0.5) == 400
+    assert settled_step(TABLE, "role/late@a0.1", 0.5) == 500
+    assert settled_step(TABLE, "role/never@a1.0", 0.5) is None
+    assert settled_step(TABLE[:2], "role/early@a0.0", 0.5) == 200
     assert loss_drop_step(METRICS) == 400  # 0.15 <= 10% of 2.0; 0.5 at step 300 is not
     assert loss_drop_step(METRICS, fraction=0.3) == 300
     with pytest.raises(ValueError, match="fraction=1.5 must lie in"):
@@ -213,7 +219,7 @@ def test_compare_to_loss_both_orders_and_never():
     assert list(crossings) == ["role/early@a0.0", "role/late@a0.1", "role/never@a1.0", "subtask/x"]
     early, late, never, same = (crossings[k] for k in crossings)
     assert (early.accuracy_step, early.loss_step) == (400, 400)
-    assert early.step == 200 and early.before_accuracy and early.before_loss
+    assert early.step == 200 and early.settled == 400 and early.before_accuracy and early.before_loss
     assert early.relation() == "before"
     assert late.step == 500 and late.before_accuracy is False and late.relation("loss") == "after"
     assert never.step is None and never.before_accuracy is None and never.relation() == "never crosses"
