@@ -121,7 +121,9 @@ def addition_subtask_masks(batch: Batch, min_cascade: int = 2) -> dict[str, Tens
     - ``cascade``: the digit lies in a carry cascade of length >= ``min_cascade`` and receives
       its carry (``cascade_len >= min_cascade`` and ``carry_in = 1``, the carry case study's
       rule, :func:`~interp_rand.reports.case_studies.carry.digit_accuracy`): the run's 9-pairs
-      and the place receiving the final carry.
+      and the place receiving the final carry. With 3 digits the only such cascade is places
+      1-2 with its carry landing in place 3, so these digits are always 0, 0 and 1: the
+      sub-task is then met by a model that writes those constants, before it adds anything.
     """
     meta = batch.metadata
     carry_in = meta["carry_in"] == 1
