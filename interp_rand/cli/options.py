@@ -238,3 +238,24 @@ def output_path(text: str) -> Path:
                 f"{text} is inside the installed package folder {name!r} ({folder}); write outside it, "
                 f"e.g. --out out/{path.name or 'results'}")
     return path
+
+def qk_head(text: str) -> tuple[int, int, int]:
+    """``"1.2@7"`` -> ``(1, 2, 7)``: layer, head, query position (the type of ``--qk-head``)."""
+    try:
+        head, query = text.split("@")
+        layer, index = head.split(".")
+        out = (int(layer), int(index), int(query))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not LAYER.HEAD@QUERY, e.g. 1.2@7") from None
+    if min(out) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: layer, head and query position must be >= 0")
+    return out
+
+
+def add_qk_head_option(parser: argparse.ArgumentParser, where: str) -> None:
+    """``--qk-head L.H@Q`` (repeatable): explain head H of layer L at query position Q by
+    query/key attribution with a patching check, shown ``where``."""
+    parser.add_argument("--qk-head", action="append", default=[], type=qk_head, metavar="L.H@Q",
+                        help=f"{where} the query/key attribution of head H of layer L at query position Q (a "
+                        "residual-stream position; a seed token is 0): why the head attends where it does, "
+                        "with a patching check; repeat for more heads, e.g. --qk-head 1.2@7")
