@@ -169,12 +169,13 @@ def crossings_table(data: dict[str, Any]) -> str:
     rows = []
     for key, c in data.get("crossings", {}).items():
         sign = ">=" if c["rising"] else "<="
+        settled = "never" if c.get("settled") is None else f"step {c['settled']}"
         rows.append(f"<tr><td class='l'>{html.escape(key)}</td><td>{sign} {c['threshold']:g}</td>"
-                    f"<td>{html.escape(c['text'])}</td></tr>")
+                    f"<td>{html.escape(c['text'])}</td><td>{settled}</td></tr>")
     if not rows:
         return "<p class='note'>No quantity has a threshold.</p>"
-    return ("<div class='scroll'><table><tr><th>quantity</th><th>threshold</th><th>first crossing</th></tr>"
-            + "".join(rows) + "</table></div>")
+    return ("<div class='scroll'><table><tr><th>quantity</th><th>threshold</th><th>first crossing</th>"
+            "<th>stays crossed from</th></tr>" + "".join(rows) + "</table></div>")
 
 
 def write_replay_page(data: dict[str, Any], path: str | Path) -> Path:

@@ -11,10 +11,12 @@ the replay's seed) and the analyses share one ``cache`` across checkpoints. A ru
 least two checkpoints: train it with a dynamics schedule (``--checkpoint-schedule log:50``,
 :mod:`interp_rand.training.checkpoint_schedule`), which keeps every checkpoint it writes.
 
-A quantity *crosses* a threshold ``Threshold(prefix, value, rising)`` at the first checkpoint
-step whose value is ``>= value`` (rising) or ``<= value`` (falling); a quantity already past
-it at the first checkpoint crosses there, one never past it has ``step: None`` ("never").
-NaN (an undefined share) never crosses.
+A quantity *crosses* a threshold ``Threshold(prefix, value, rising)`` (the longest matching
+prefix judges) at the first checkpoint step whose value is ``>= value`` (rising) or ``<=
+value`` (falling) (:func:`~.progress.crossing_step`); a quantity already past it at the first
+checkpoint crosses there, one never past it has ``step: None`` ("never"). NaN (an undefined
+share) never crosses. ``settled`` is the step from which it stays past the threshold
+(:func:`~.progress.settled_step`: a passing spike does not count).
 """
 
 from __future__ import annotations
@@ -30,10 +32,11 @@ from typing import Any
 from interp_rand import progress as _progress
 from interp_rand.defaults import DEFAULT_SEED
 from interp_rand.reports.dynamics import analyses as _analyses  # noqa: F401 (register)
+from interp_rand.reports.dynamics.progress import crossing_step, settled_step  # (and registers)
 from interp_rand.reports.dynamics.view import DYNAMICS_ANALYSES, THRESHOLDS, Threshold, open_view
 
 # The other analysis modules of issue 17 register on import; a module not merged yet is skipped.
-for _module in ("progress", "randomness"):
+for _module in ("randomness",):
     try:
         importlib.import_module(f"interp_rand.reports.dynamics.{_module}")
     except ModuleNotFoundError as _err:
@@ -61,8 +64,8 @@ class Replay:
     analyses: the analyses measured (in order); options: their options as used.
     table: quantity -> one value per step (``None`` where an analysis gave none, or NaN).
     thresholds: ``{quantity prefix: Threshold}`` judged, from :data:`~.view.THRESHOLDS`.
-    crossings: quantity -> ``{"step", "threshold", "rising", "text"}`` for every quantity a
-        threshold applies to (``step`` ``None`` and text "never" when not crossed).
+    crossings: quantity -> ``{"step", "settled", "threshold", "rising", "text"}`` for every
+        quantity a threshold applies to (``step`` ``None`` and text "never" when not crossed).
     curve: the run's evaluation records (``metrics.jsonl``: step, loss, exact_match, ...).
     notes: analyses skipped (chosen by default, not applicable to the task) and why.
     seconds: seconds per analysis over all checkpoints, ``open`` (loading checkpoints and
@@ -110,17 +113,6 @@ class Replay:
         with writing("the replay figures", page):
             write_replay_page(self.to_dict(), page)
         return {"table": table, "figures": page}
-
-
-def first_crossing(steps: list[int], values: list[float | None], threshold: Threshold) -> int | None:
-    """The first step whose value is past ``threshold`` (``>=`` rising, ``<=`` falling), or
-    ``None``; ``None``/NaN values never cross."""
-    for step, value in zip(steps, values):
-        if value is None or math.isnan(value):
-            continue
-        if (value >= threshold.value) if threshold.rising else (value <= threshold.value):
-            return step
-    return None
 
 
 def check_options(names: list[str], options: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
@@ -235,13 +227,17 @@ def replay(run: str | Path, analyses: list[str] | None = None, *, n: int = 256, 
     keys = list(dict.fromkeys(key for row in rows for key in row))
     table = {key: [_clean(row.get(key)) for row in rows] for key in keys}
     thresholds = {t.prefix: t for name in names for t in THRESHOLDS.get(name, ())}
+    stepped = [{"step": step, **row} for step, row in zip(steps, rows)]
     crossings = {}
-    for key, values in table.items():
-        for prefix, threshold in thresholds.items():
-            if key.startswith(prefix):
-                step = first_crossing(steps, values, threshold)
-                crossings[key] = {"step": step, "threshold": threshold.value, "rising": threshold.rising,
-                                  "text": "never" if step is None else f"step {step}"}
+    for key in table:
+        matching = [t for prefix, t in thresholds.items() if key.startswith(prefix)]
+        if not matching:
+            continue
+        threshold = max(matching, key=lambda t: len(t.prefix))  # the longest prefix judges
+        step = crossing_step(stepped, key, threshold.value, threshold.rising)
+        crossings[key] = {"step": step, "threshold": threshold.value, "rising": threshold.rising,
+                          "settled": settled_step(stepped, key, threshold.value, threshold.rising),
+                          "text": "never" if step is None else f"step {step}"}
     seconds = {k: round(v, 3) for k, v in seconds.items() if k in names or k == "open"}
     seconds["total"] = round(time.perf_counter() - began, 3)
     return Replay(run=str(run), run_dir=str(folder), steps=steps, checkpoints=[str(p) for p in paths],
@@ -261,5 +257,5 @@ def load_replay(path: str | Path) -> dict[str, Any]:
     return data
 
 
-__all__ = ["FIGURE_FILE", "Replay", "ReplayError", "TABLE_FILE", "check_options", "first_crossing", "load_replay",
-           "replay", "run_checkpoints"]
+__all__ = ["FIGURE_FILE", "Replay", "ReplayError", "TABLE_FILE", "check_options", "load_replay", "replay",
+           "run_checkpoints"]

@@ -5,13 +5,12 @@ errors (an analysis failing on one checkpoint, a run with one checkpoint, unknow
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
 from interp_rand.evaluation import evaluate
-from interp_rand.reports.dynamics import DYNAMICS_ANALYSES, THRESHOLDS, Threshold
-from interp_rand.reports.dynamics.replay import ReplayError, first_crossing, load_replay, replay
+from interp_rand.reports.dynamics import DYNAMICS_ANALYSES, THRESHOLDS
+from interp_rand.reports.dynamics.replay import ReplayError, load_replay, replay
 from interp_rand.reports.inputs import load_run_inputs
 from interp_rand.tasks import make_task
 from interp_rand.tasks.base import KEY_VALUE_RECALL, require_capability
@@ -83,26 +82,20 @@ def test_crossing_steps_equal_the_first_step_past_the_threshold_in_the_json(repl
         if not matching:
             assert key not in data["crossings"]
             continue
-        (_, t), = matching
-        expected = None
-        for step, value in zip(data["steps"], values):
-            if value is not None and (value >= t["value"] if t["rising"] else value <= t["value"]):
-                expected = step
-                break
+        _, t = max(matching, key=lambda m: len(m[0]))
+        past = [value is not None and (value >= t["value"] if t["rising"] else value <= t["value"]) for value in values]
+        expected = next((step for step, ok in zip(data["steps"], past) if ok), None)
         assert data["crossings"][key]["step"] == expected, key
+        # settled: past the threshold from that step to the last measured one
+        stays = next((data["steps"][i] for i in range(len(past)) if all(past[i:]) and past[i]), None)
+        measured = [i for i, v in enumerate(values) if v is not None]
+        if len(measured) == len(values):
+            assert data["crossings"][key]["settled"] == stays, key
         assert data["crossings"][key]["text"] == ("never" if expected is None else f"step {expected}")
         checked += 1
     assert checked >= 20
     assert {"accuracy/", "edge_rel/", "faithfulness/", "probe/"} <= set(data["thresholds"])
     assert data["curve"] and data["curve"][-1]["step"] == 80  # the run's metrics.jsonl alongside
-
-
-def test_first_crossing_rising_falling_and_undefined():
-    steps = [1, 2, 5, 10]
-    assert first_crossing(steps, [0.1, 0.5, 0.99, 0.2], Threshold("a/", 0.99)) == 5
-    assert first_crossing(steps, [0.1, None, math.nan, 0.2], Threshold("a/", 0.1)) == 1
-    assert first_crossing(steps, [3.0, 2.0, math.nan, 0.5], Threshold("loss/", 1.0, rising=False)) == 10
-    assert first_crossing(steps, [0.1, 0.2, 0.3, 0.4], Threshold("a/", 0.5)) is None
 
 
 def test_the_figures_are_written(replayed):
