@@ -33,7 +33,8 @@ import torch
 from interp_rand.progress import bar, note
 from interp_rand.reports.dynamics import open_view
 from interp_rand.reports.dynamics.progress import (ROLE_THRESHOLD, addition_progress, compare_to_loss,
-                                                    format_crossings, read_metrics, sort_progress)
+                                                    format_crossings, sort_progress)
+from interp_rand.run_history import read_metrics
 from interp_rand.tasks.base import CARRIES, SORTED_OUTPUT, has_capability
 from interp_rand.training.checkpoint import list_checkpoints, read_meta
 

@@ -150,7 +150,7 @@ def at_least(minimum: float, kind: type = int):
     return parse
 
 
-def _option_type(option):
+def option_type(option):
     """The argparse ``type=`` of a registry :class:`~interp_rand.registry.Option`."""
     from interp_rand.cli.catalogue import TYPES
 
@@ -187,7 +187,7 @@ def add_method_options(parser: argparse.ArgumentParser, *, skip: tuple[str, ...]
         if option.type == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction
         else:
-            kwargs["type"] = _option_type(option)
+            kwargs["type"] = option_type(option)
         parser.add_argument("--" + name.replace("_", "-"), **kwargs)
         added.append(name)
     return added

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_rand.cli import catalogue
-from interp_rand.cli.options import _option_type, at_least, output_path
+from interp_rand.cli.options import option_type, at_least, output_path
 from interp_rand.defaults import DEFAULT_SEED
 
 OUT_FOLDER = "replay"
@@ -84,7 +84,7 @@ def _setting(text: str) -> tuple[str, str, Any]:
             raise argparse.ArgumentTypeError(f"{text!r}: {name}.{option_name} takes true or false")
         return name, option_name, raw.lower() in ("true", "1", "yes")
     try:
-        return name, option_name, _option_type(option)(raw)
+        return name, option_name, option_type(option)(raw)
     except (ValueError, argparse.ArgumentTypeError) as err:
         raise argparse.ArgumentTypeError(f"{text!r}: {err}") from None
 

@@ -32,11 +32,9 @@ drops (defined there).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -44,6 +42,7 @@ from torch import Tensor
 
 from interp_rand.losses import answer_correct
 from interp_rand.registry import Option
+from interp_rand.run_history import read_metrics
 from interp_rand.reports.dynamics.view import DYNAMICS_ANALYSES, THRESHOLDS, CheckpointView, Measures, Threshold
 from interp_rand.tasks.base import CARRIES, SORTED_OUTPUT, Batch, require_capability
 
@@ -253,15 +252,6 @@ def loss_drop_step(metrics: Sequence[Mapping[str, Any]], fraction: float = 0.1, 
     return crossing_step(rows, key, fraction * float(rows[0][key]), rising=False)
 
 
-def read_metrics(run: str | Path) -> list[dict[str, Any]]:
-    """The rows of a run folder's ``metrics.jsonl`` (``run`` may also be the file itself)."""
-    path = Path(run)
-    path = path / "metrics.jsonl" if path.is_dir() else path
-    if not path.is_file():
-        raise ValueError(f"{run}: no metrics.jsonl (the trainer writes one per run folder)")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 @dataclass(frozen=True)
 class Crossing:
     """When one quantity crossed its threshold, against the accuracy and the loss.
@@ -369,5 +359,5 @@ def format_crossings(crossings: Sequence[Crossing]) -> str:
 
 __all__ = ["ADDITION_ROLES", "ROLE_THRESHOLD", "SORT_ROLES", "SUBTASK_THRESHOLD", "Crossing", "addition_progress",
            "addition_subtask_accuracy", "addition_subtask_masks", "answer_correctness", "compare_to_loss",
-           "crossing_step", "format_crossings", "loss_drop_step", "read_metrics", "role_measures", "settled_step",
+           "crossing_step", "format_crossings", "loss_drop_step", "role_measures", "settled_step",
            "sort_progress", "sort_subtask_accuracy"]

@@ -151,8 +151,7 @@ def run_checkpoints(run: str | Path) -> tuple[Path, list[Path]]:
 
 
 def _read_curve(folder: Path) -> list[dict[str, Any]]:
-    from interp_rand.cli.curve import read_metrics
-    from interp_rand.training.trainer import METRICS_FILE
+    from interp_rand.run_history import METRICS_FILE, read_metrics
 
     path = folder / METRICS_FILE
     return read_metrics(path) if path.is_file() else []
