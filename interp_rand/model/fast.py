@@ -115,7 +115,13 @@ class FastForward:
         model, cfg = self.model, self.cfg
         batch, n_pos = model._check_inputs(inputs)
         embed = model.embed
-        x = embed.W_E[inputs] if embed.tokens else inputs @ embed.W_E
+        if embed.tokens:
+            x = embed.W_E[inputs]
+        elif batch > 1 and inputs.stride(0) == 0:
+            # one input broadcast over the batch (the colouring's one-hot vertex ids): embedded once
+            x = (inputs[:1] @ embed.W_E).expand(batch, -1, -1)
+        else:
+            x = inputs @ embed.W_E
         seed_embed = self._seed_embed(seeds, batch, n_pos)
         if cfg.has_seed and cfg.seed_mode == "append":
             x = x + seed_embed
@@ -166,14 +172,22 @@ class FastForward:
         if cfg.positional != "none":
             x = x + model.pos_embed(n_pos)  # broadcast over the batch (no copy: no hook to see it)
         attend = self._attention_plan(allowed, key_index, batch, n_pos)
+        gathered = key_index is not None and cfg.attention == "softmax"
         h, e = cfg.n_heads, cfg.d_head
         x = x.reshape(batch * n_pos, -1)
         for block, (w_qkv, b_qkv, w_o) in zip(model.blocks, self._layers()):
             attn = block.attn
-            qkv = F.linear(self._norm(block.ln1, x), w_qkv, b_qkv).view(batch, n_pos, 3, h, e)
-            z = attend(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], attn.scale)  # [batch, pos, head, d_head]
-            z = z.reshape(batch * n_pos, h * e)
-            x = x + F.linear(z, w_o, attn.b_O if cfg.attn_bias else None)
+            qkv = F.linear(self._norm(block.ln1, x), w_qkv, b_qkv)  # [batch * pos, 3 h e]
+            if gathered:
+                z = attend(qkv, attn.scale)  # [batch * pos, h e]
+            else:
+                qkv = qkv.view(batch, n_pos, 3, h, e)
+                z = attend(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], attn.scale)  # [batch, pos, head, d_head]
+                z = z.reshape(batch * n_pos, h * e)
+            if cfg.attn_bias:
+                x = x + F.linear(z, w_o, attn.b_O)
+            else:
+                x = torch.addmm(x, z, w_o.T)  # x + z @ W_O in one pass
             if not cfg.attn_only:
                 x = x + self._mlp(block.mlp, self._norm(block.ln2, x))
         unembed = model.unembed
@@ -182,18 +196,19 @@ class FastForward:
 
     def _attention_plan(self, allowed: Tensor | None, index: Tensor | None, batch: int, n_pos: int):
         """``attend(q, k, v, scale) -> z``, all ``[batch, pos, head, d_head]``, with the mask
-        prepared once for every block: the allowed keys (``index``, :meth:`key_index`), or an
-        additive ``0 / -inf`` bias."""
+        prepared once for every block as an additive ``0 / -inf`` bias; or, over the allowed
+        keys (``index``, :meth:`key_index`), ``attend(qkv, scale) -> z`` from the fused
+        ``[batch * pos, 3 h e]`` projections to ``[batch * pos, h e]``."""
         cfg = self.cfg
         if cfg.attention == "linear":
             keep = None if allowed is None else (allowed if allowed.dim() == 2 else allowed[:, None])
             return lambda q, k, v, scale: _linear_attention(q, k, v, keep, scale)
         if index is not None:
-            # [d, batch * head * query]: the flat [batch * head, query, key] score entries
-            h = cfg.n_heads
-            query_rows = torch.arange(batch * h * n_pos, device=index.device).view(batch, h, n_pos, 1)
-            cells = (query_rows * n_pos + index[:, None]).flatten(0, 2).T.contiguous()
-            return lambda q, k, v, scale: _gathered_softmax(q, k, v, cells, scale)
+            # [d * batch * query]: the flat row (of the [batch * pos, ...] activations) of every
+            # query's j-th allowed key, slot-major so that slot j's keys are one block
+            rows = index + torch.arange(batch, device=index.device)[:, None, None] * n_pos
+            keys = rows.view(batch * n_pos, -1).T.flatten()
+            return lambda qkv, scale: _gathered_softmax(qkv, keys, cfg.n_heads, cfg.d_head, scale)
         bias = empty = None
         if allowed is not None:
             keep = allowed if allowed.dim() == 2 else allowed[:, None]  # broadcast over heads
@@ -223,22 +238,25 @@ def _linear_attention(q: Tensor, k: Tensor, v: Tensor, keep: Tensor | None, scal
     return (pattern @ v.transpose(1, 2)).transpose(1, 2)
 
 
-def _gathered_softmax(q: Tensor, k: Tensor, v: Tensor, cells: Tensor, scale: float) -> Tensor:
-    """Softmax attention over only the allowed keys. ``cells [d, batch * head * query]``: the
-    entries of the flattened ``[batch * head, query, key]`` score matrix that each query may
-    read (the same number ``d`` for every query). The scores come from one batched matmul; only
-    the allowed ones are picked, their softmax runs over the outer axis (torch's fast
-    non-last-axis kernel: over a last axis of ~10 entries its CPU softmax is ~10x slower), and
-    the pattern, zero elsewhere, is placed back for the batched matmul with the values. The
-    masked keys' ``exp(-inf) = 0`` terms of the hooked softmax are simply absent."""
-    batch, n_pos, h, e = q.shape
-    qh, kh, vh = _heads_first(q), _heads_first(k), _heads_first(v)
-    scores = torch.bmm(qh, kh.transpose(1, 2)).view(-1)  # [batch * head * query * key]
-    flat = cells.flatten()
-    pattern = torch.softmax(scores.index_select(0, flat).view(cells.shape) / scale, dim=0)
-    dense = scores.new_zeros(scores.shape).index_put_((flat,), pattern.flatten())
-    z = torch.bmm(dense.view(batch * h, n_pos, n_pos), vh)  # [batch * head, query, d_head]
-    return z.view(batch, h, n_pos, e).transpose(1, 2)
+def _gathered_softmax(qkv: Tensor, keys: Tensor, h: int, e: int, scale: float) -> Tensor:
+    """Softmax attention over only the allowed keys, straight from the fused projections.
+
+    ``qkv [rows, 3 * h * e]`` (``rows = batch * pos``: q, k, v of every position), ``keys
+    [d * rows]``: slot-major, the row of each query's ``j``-th allowed key (the same number
+    ``d`` for every query). The key and value rows are gathered once (``[d, rows, 2 h e]``),
+    each score is the elementwise product with the query summed over ``d_head`` (no score
+    matrix over all keys, no batched matmul of 10 x 10 blocks), its softmax runs over the slot
+    axis (the outer axis: torch's fast kernel; over a last axis of a few entries its CPU
+    softmax is ~10x slower) and the values are summed weighted by it. The masked keys'
+    ``exp(-inf) = 0`` terms of the hooked softmax are simply absent. Returns ``z [rows, h e]``."""
+    he = h * e
+    rows = qkv.shape[0]
+    kv = qkv[:, he:].index_select(0, keys).view(-1, rows, 2 * he)  # [d, rows, 2 h e]
+    q = qkv[:, :he]
+    scores = (kv[:, :, :he] * q).view(-1, rows, h, e).sum(-1)  # [d, rows, h]
+    pattern = torch.softmax(scores / scale, dim=0)
+    z = (pattern[..., None] * kv[:, :, he:].view(-1, rows, h, e)).sum(0)  # [rows, h, e]
+    return z.view(rows, he)
 
 
 def _heads_first(t: Tensor) -> Tensor:

@@ -116,20 +116,27 @@ def _check_seeds(batch: Batch, seeds: Tensor | None) -> int:
     return seeds.shape[0]
 
 
+def _take(t: Tensor, index: Tensor) -> Tensor:
+    """``t[index]`` along the first axis; a tensor broadcast along it (stride 0: every row the
+    same, e.g. the colouring's one-hot vertex ids) stays a broadcast view, not a copy."""
+    if t.dim() and t.shape[0] and t.stride(0) == 0:
+        return t[:1].expand(len(index), *t.shape[1:])
+    return t[index]
+
+
 def _expand_rows(batch: Batch, seeds: Tensor | None, start: int, stop: int) -> Batch:
     """Rows ``start:stop`` of the ``n*S``-row batch: row ``r`` = input ``r // S``, seed ``r % S``."""
     n_seeds = 1 if seeds is None else seeds.shape[0]
     rows = torch.arange(start, stop, device=batch.inputs.device)
-    part = batch[rows // n_seeds]
-    new_seeds = None if seeds is None else seeds.to(batch.inputs.device)[rows % n_seeds]
+    inputs = rows // n_seeds
     return Batch(
-        inputs=part.inputs,
-        targets=part.targets,
-        loss_mask=part.loss_mask,
-        answer_positions=part.answer_positions,
-        seeds=new_seeds,
-        attention_mask=part.attention_mask,
-        metadata=part.metadata,
+        inputs=_take(batch.inputs, inputs),
+        targets=_take(batch.targets, inputs),
+        loss_mask=_take(batch.loss_mask, inputs),
+        answer_positions=batch.answer_positions,
+        seeds=None if seeds is None else seeds.to(batch.inputs.device)[rows % n_seeds],
+        attention_mask=None if batch.attention_mask is None else _take(batch.attention_mask, inputs),
+        metadata={k: _take(v, inputs) for k, v in batch.metadata.items()},
     )
 
 
@@ -240,25 +247,40 @@ def success_matrix(
             out, prob = _discrete(answer_logits(logits, part), decoder)
             return success, out, (prob if keep_probs else None)
 
+    results: list[Tensor | None] = []
+
+    def store(start: int) -> None:
+        # every chunk writes its rows into the full-size results (no concatenation at the end:
+        # half the peak memory of the exhaustive set's ~2 GB of probabilities)
+        for whole, chunk in zip(results, run_chunk(start)):
+            if whole is not None:
+                whole[start : start + len(chunk)] = chunk
+
     was_training = model.training
     model.eval()
     try:
-        starts = range(0, total, chunk_size)
-        if workers == 1:
-            chunks = [run_chunk(start) for start in starts]
+        first = run_chunk(0)  # its shapes and dtypes size the results
+        results.extend(None if t is None else t.new_empty((total, *t.shape[1:])) for t in first)
+        for whole, chunk in zip(results, first):
+            if whole is not None:
+                whole[: len(chunk)] = chunk
+        starts = range(chunk_size, total, chunk_size)
+        if workers == 1 or len(starts) <= 1:
+            for start in starts:
+                store(start)
         else:
             torch.set_num_threads(1)
             with ThreadPoolExecutor(workers) as pool:
-                chunks = list(pool.map(run_chunk, starts))
+                list(pool.map(store, starts))
     finally:
         model.train(was_training)
         torch.set_num_threads(threads)
-    successes, outputs, probs = zip(*chunks)
+    successes, outputs, probs = results
     n_answer = len(batch.answer_positions)
     return SeedRun(
-        success=torch.cat(successes).view(n, n_seeds),
-        outputs=torch.cat(outputs).view(n, n_seeds, n_answer),
-        probs=torch.cat(probs).view(n, n_seeds, n_answer, -1) if keep_probs else None,
+        success=successes.view(n, n_seeds),
+        outputs=outputs.view(n, n_seeds, n_answer),
+        probs=probs.view(n, n_seeds, n_answer, -1) if keep_probs else None,
         loss_kind=kind,
         target_outputs=_target_outputs(batch, decoder),
         judge=output_judge(kind, batch),
