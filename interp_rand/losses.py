@@ -81,8 +81,8 @@ SMALL_SOFTMAX = 16
 def argmax_class(picked: Tensor) -> Tensor:
     """``[..., K]`` -> ``[...]`` long: ``picked.argmax(-1)``, the first maximal class on ties (a
     NaN counts as maximal), computed as ``max(-1).indices``: the same index (both are documented
-    to return the first maximal one; ``tests/interp_rand/test_losses_decoding.py`` checks ties,
-    NaNs and layouts), but ~10x faster than ``argmax`` when the class axis is not the innermost
+    to return the first maximal one; ``tests/interp_rand/test_losses.py`` checks ties, NaNs
+    and layouts), but ~10x faster than ``argmax`` when the class axis is not the innermost
     in memory (the fast path's transposed logits)."""
     return picked.max(-1).indices
 
@@ -354,7 +354,7 @@ def vote_rules(kind: str) -> tuple[str, ...]:
     return _kind(kind).vote_rules
 
 
-__all__ = ["BITS", "CLASSES", "LOSS_KINDS", "MAX_ENUMERATED_BITS", "MAX_PACKED_BITS", "BitDecoding", "ClassDecoding",
-           "Decoding", "LossKind", "answer_correct", "answer_logits", "answer_loss", "answers_every_position", "argmax_class", "bit_patterns",
-           "decoding_for_targets", "get_loss_kind", "loss_kinds", "output_judge", "pack_bits", "register_loss_kind",
-           "unpack_bits", "vote_rules"]
+__all__ = ["BITS", "CLASSES", "LOSS_KINDS", "MAX_ENUMERATED_BITS", "MAX_PACKED_BITS", "SMALL_SOFTMAX", "BitDecoding",
+           "ClassDecoding", "Decoding", "LossKind", "answer_correct", "answer_logits", "answer_loss",
+           "answers_every_position", "argmax_class", "bit_patterns", "decoding_for_targets", "get_loss_kind",
+           "loss_kinds", "output_judge", "pack_bits", "register_loss_kind", "unpack_bits", "vote_rules"]

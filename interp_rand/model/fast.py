@@ -5,8 +5,11 @@ rounding: ``tests/interp_rand/model/test_fast_forward.py`` checks them within 1e
 scale on every zoo model and every option, and the colouring success matrix identical on the
 exhaustive cycle set) with plain torch ops: no hook
 dispatch, no per-step copies a hook would need (the positional table is broadcast, not
-repeated), and a per-example mask in which every query may read the same number ``k`` of keys
-(the colouring's cycle adjacency: 2 of 10) is applied by gathering only those keys.
+repeated; an input broadcast over the batch, such as the colouring's one-hot vertex ids, is
+embedded once), and a per-example mask in which every query may read the same number ``k`` of
+keys (the colouring's cycle adjacency: 2 of 10) is applied by gathering only those keys' rows of
+the fused q/k/v projections. With a few output units (:data:`FEW_OUTPUTS`) the logits are a
+transposed view (the unit axis outermost in memory), so flatten them with ``reshape``.
 
 It holds no weights of its own: every call reads the model's parameters (the fused q/k/v
 matrix is rebuilt whenever a parameter changes), and it reuses the model's own pieces where
@@ -291,10 +294,4 @@ def _gathered_softmax(qkv: Tensor, keys: Tensor, h: int, e: int, scale: float) -
     return z.view(rows, he)
 
 
-def _heads_first(t: Tensor) -> Tensor:
-    """``[batch, pos, head, d_head]`` -> ``[batch * head, pos, d_head]`` (a view for one head)."""
-    batch, n_pos, h, e = t.shape
-    return t.transpose(1, 2).reshape(batch * h, n_pos, e)
-
-
-__all__ = ["FastForward", "regular_key_index"]
+__all__ = ["FEW_OUTPUTS", "FastForward", "regular_key_index"]

@@ -154,7 +154,8 @@ def expand_over_seeds(batch: Batch, seeds: Tensor | None) -> Batch:
     or ``[S, pos, d_seed]`` (per position); it replaces any seeds ``batch`` carries. With
     ``seeds=None`` the result is ``batch`` itself with no seeds (``S = 1``).
 
-    This materialises all ``n*S`` rows; :func:`success_matrix` builds them chunk by chunk.
+    This materialises all ``n*S`` rows (an input broadcast along the batch, stride 0, stays a
+    broadcast view); :func:`success_matrix` builds them chunk by chunk.
     """
     n_seeds = _check_seeds(batch, seeds)
     return _expand_rows(batch, seeds, 0, len(batch) * n_seeds)
