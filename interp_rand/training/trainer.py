@@ -103,13 +103,7 @@ def train(
     model = HookedTransformer(model_config, seed=cfg.seed)
     check_model_fits_task(model, task)
     model.train()
-    optimizer = torch.optim.AdamW(
-        model.parameters(),
-        lr=cfg.lr,
-        betas=(cfg.beta1, cfg.beta2),
-        eps=cfg.adam_eps,
-        weight_decay=cfg.weight_decay,
-    )
+    optimizer = make_optimizer(model, cfg)
     generator = torch.Generator().manual_seed(cfg.seed)
     with run_lock(run_dir):
         start, resumed_from = _resume(run_dir, spec, model, optimizer, generator) if resume else _refuse_existing(run_dir)
@@ -152,15 +146,10 @@ def train(
                     for group in optimizer.param_groups:
                         group["lr"] = lr
                     batch = task.sample(cfg.batch_size, generator)
-                    loss = objective(model, task, batch, generator, step=step)
-                    if not torch.isfinite(loss):
-                        raise _diverged(f"loss became {loss.item()}", step + 1, run_dir)
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or float("inf"))
-                    if not torch.isfinite(grad_norm):
-                        raise _diverged(f"gradient norm became {grad_norm.item()}", step + 1, run_dir)
-                    optimizer.step()
+                    try:
+                        loss = training_step(model, optimizer, objective, task, batch, generator, step, cfg.grad_clip)
+                    except NonFiniteStep as err:
+                        raise _diverged(str(err), step + 1, run_dir) from None
                     step += 1
                     running_loss = loss.item() if running_loss is None else 0.9 * running_loss + 0.1 * loss.item()
                     bar.update(1)
@@ -194,6 +183,51 @@ def train(
 
 
 # --------------------------------------------------------------------------------------
+class NonFiniteStep(FloatingPointError):
+    """A training step met a NaN or infinite loss or gradient norm (the message says which)."""
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+    """The trainer's AdamW over ``model``'s parameters, with ``cfg``'s settings."""
+    return torch.optim.AdamW(
+        model.parameters(),
+        lr=cfg.lr,
+        betas=(cfg.beta1, cfg.beta2),
+        eps=cfg.adam_eps,
+        weight_decay=cfg.weight_decay,
+    )
+
+
+def training_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    objective,
+    task: Task,
+    batch,
+    generator: torch.Generator,
+    step: int,
+    grad_clip: float | None,
+) -> torch.Tensor:
+    """One optimiser step of the trainer on ``batch``: the objective, its gradient, clipping to
+    ``grad_clip`` (``None``/0: no clipping) and the AdamW update; returns the loss (a 0-d
+    tensor, not synchronised). The trainer runs exactly this; ``bench/throughput.py`` times it.
+
+    Raises:
+        NonFiniteStep: the loss (before any update) or the gradient norm (before the update)
+            is NaN or infinite; the model is left unchanged.
+    """
+    loss = objective(model, task, batch, generator, step=step)
+    if not torch.isfinite(loss):
+        raise NonFiniteStep(f"loss became {loss.item()}")
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip or float("inf"))
+    if not torch.isfinite(grad_norm):
+        raise NonFiniteStep(f"gradient norm became {grad_norm.item()}")
+    optimizer.step()
+    return loss
+
+
 def _diverged(what: str, step: int, run_dir: Path) -> TrainingDiverged:
     return TrainingDiverged(
         f"{what} at step {step}; stopped without writing a checkpoint. "
