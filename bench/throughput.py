@@ -305,9 +305,15 @@ def profile(s: Setting, found, steps: int, rows: int) -> None:
         timed(s, module, step_fn, generator, s.batches[:1])  # warm-up
         with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
             timed(s, module, step_fn, generator, s.batches[:steps])
-        print(f"\n== {s.name}: {name}, {steps} steps, ops by self CPU time (input shapes grouped)")
-        print(prof.key_averages(group_by_input_shape=True).table(sort_by="self_cpu_time_total", row_limit=rows,
-                                                                 max_name_column_width=40, max_shapes_column_width=60))
+        events = sorted(prof.key_averages(group_by_input_shape=True), key=lambda e: -e.self_cpu_time_total)
+        total = sum(e.self_cpu_time_total for e in events)
+        print(f"\n== {s.name}: {name}: {total / steps / 1e3:.1f} ms/step of self CPU time over {steps} steps; "
+              f"the top {rows} ops (with input shapes):")
+        print(f"  {'self ms/step':>12} {'share':>6} {'calls/step':>10}  op  shapes")
+        for e in events[:rows]:
+            shapes = str([sh for sh in e.input_shapes if sh])[:70]
+            print(f"  {e.self_cpu_time_total / steps / 1e3:>12.2f} {e.self_cpu_time_total / total:>6.1%} "
+                  f"{e.count / steps:>10.1f}  {e.key[:44]}  {shapes}")
 
 
 def run_setting(s: Setting, rounds: int, profile_steps: int | None, rows: int) -> dict[str, float]:

@@ -1,14 +1,20 @@
-"""Pre-LayerNorm with TransformerLens names (``w``, ``b``, ``hook_scale``, ``hook_normalized``)."""
+"""Pre-LayerNorm with TransformerLens names (``w``, ``b``, ``hook_scale``, ``hook_normalized``).
+
+With neither hook point listened to, :class:`LayerNorm` runs ``F.layer_norm`` (one fused
+kernel forward and backward; the same function, within 1e-6); with either, the explicit
+:func:`layer_norm`, so the scale can be read, frozen or patched."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
 from interp_rand.model.config import ModelConfig
+from interp_rand.model.hook_dispatch import listening
 
 
 class LayerNorm(nn.Module):
@@ -23,6 +29,8 @@ class LayerNorm(nn.Module):
         self.hook_normalized = HookPoint()  # [batch, pos, d_model]
 
     def forward(self, x: Tensor) -> Tensor:
+        if not (listening(self.hook_scale) or listening(self.hook_normalized)):
+            return F.layer_norm(x, self.w.shape, self.w, self.b, self.eps)
         return layer_norm(x, self.w, self.b, self.eps, self.hook_scale, self.hook_normalized)
 
 

@@ -8,6 +8,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
+from interp_rand.model.hook_dispatch import fire
+
 # The activation of an ``act_fn`` name (the MLPs here and the grid world's stacked decoder).
 ACTIVATIONS = {
     "gelu": F.gelu,
@@ -41,6 +43,6 @@ class MLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``[batch, pos, d_model] -> [batch, pos, d_model]``."""
-        pre = self.hook_pre(self.pre_activation(x))
-        post = self.hook_post(self.act(pre))
+        pre = fire(self.hook_pre, self.pre_activation(x))
+        post = fire(self.hook_post, self.act(pre))
         return F.linear(post, self.W_out.T, self.b_out)
