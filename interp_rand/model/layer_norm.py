@@ -1,8 +1,8 @@
 """Pre-LayerNorm with TransformerLens names (``w``, ``b``, ``hook_scale``, ``hook_normalized``).
 
-With neither hook point listened to, :class:`LayerNorm` runs ``F.layer_norm`` (one fused
-kernel forward and backward; the same function, within 1e-6); with either, the explicit
-:func:`layer_norm`, so the scale can be read, frozen or patched."""
+With neither hook point listened to, :func:`layer_norm` normalises with ``F.layer_norm`` (one
+fused kernel forward and backward, then the affine map: the same function, within 1e-6); with
+either, explicitly, so the scale can be read, frozen or patched."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class LayerNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         if not (listening(self.hook_scale) or listening(self.hook_normalized)):
-            return F.layer_norm(x, self.w.shape, self.w, self.b, self.eps)
+            return layer_norm(x, self.w, self.b, self.eps)
         return layer_norm(x, self.w, self.b, self.eps, self.hook_scale, self.hook_normalized)
 
 
@@ -48,7 +48,11 @@ def layer_norm(
 ) -> Tensor:
     """``(x - mean) / sqrt(var + eps) * w + b`` over the last axis: the one LayerNorm, of
     :class:`LayerNorm` (with its hook points) and of the grid world's stacked decoder (weights
-    with a member axis, broadcast against ``x``), so both compute it alike."""
+    with a member axis, broadcast against ``x``), so both compute it alike. Without hooks the
+    normalisation is ``F.layer_norm``'s fused kernel (no affine, so ``w``/``b`` may broadcast);
+    with either hook, the explicit steps, each hook seeing its value."""
+    if hook_scale is _unhooked and hook_normalized is _unhooked:
+        return F.layer_norm(x, x.shape[-1:], eps=eps) * w + b
     x = x - x.mean(-1, keepdim=True)
     scale = hook_scale((x.pow(2).mean(-1, keepdim=True) + eps).sqrt())
     return hook_normalized(x / scale * w + b)
