@@ -23,6 +23,7 @@ from transformer_lens.hook_points import HookPoint
 
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.hook_dispatch import fire, listening
+from interp_rand.model.linear import linear
 
 
 class Attention(nn.Module):
@@ -58,8 +59,9 @@ class Attention(nn.Module):
         # faster on CPU than a 4-d einsum that lowers to many small bmm calls).
         w_qkv = einops.rearrange([self.W_Q, self.W_K, self.W_V], "three h d e -> d (three h e)")
         b_qkv = einops.rearrange([self.b_Q, self.b_K, self.b_V], "three h e -> (three h e)") if self.cfg.attn_bias else None
-        # F.linear fuses the bias add into the matmul (one pass over the activations, not two)
-        qkv = F.linear(x, w_qkv.T, b_qkv)
+        # addmm fuses the bias add into the matmul (one pass over the activations, not two);
+        # :func:`linear` takes the faster orientation for the weight gradient
+        qkv = linear(x, w_qkv, b_qkv)
         # unbind: three views whose backward stacks the three gradients once (indexing
         # qkv[:, :, i] zero-fills and copies a full-size gradient per slice)
         q, k, v = qkv.view(batch, n_pos, 3, self.cfg.n_heads, self.cfg.d_head).unbind(2)
@@ -75,7 +77,7 @@ class Attention(nn.Module):
             return result.sum(dim=2) + self.b_O
         # [batch, pos, (head d_head)] @ [(head d_head), d_model]
         w_o = einops.rearrange(self.W_O, "h e d -> (h e) d")
-        return F.linear(z.reshape(batch, n_pos, -1), w_o.T, self.b_O if self.cfg.attn_bias else None)
+        return linear(z.reshape(batch, n_pos, -1), w_o, self.b_O if self.cfg.attn_bias else None)
 
     def _sdpa(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None) -> Tensor:
         """Softmax attention by ``F.scaled_dot_product_attention`` (``[batch, pos, head,

@@ -210,3 +210,25 @@ def test_training_losses_match_the_explicit_path(zoo_name):
     fast, slow = curves
     assert (fast[0] - fast[-1]).abs() > 0  # it trained
     torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("d_in, d_out, bias", [(40, 5, True), (5, 40, False), (16, 16, True)])
+def test_linear_gradients_equal_autograd_of_the_plain_product(d_in, d_out, bias):
+    from interp_rand.model.linear import linear
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 7, d_in, generator=g, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(d_in, d_out, generator=g, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(d_out, generator=g, dtype=torch.float64, requires_grad=True) if bias else None
+    upstream = torch.randn(6, 7, d_out, generator=g, dtype=torch.float64)
+    leaves = [t for t in (x, w, b) if t is not None]
+    ours = linear(x, w, b)
+    reference = x @ w + (b if bias else 0)
+    torch.testing.assert_close(ours, reference, rtol=0, atol=1e-12)
+    mine = torch.autograd.grad(ours, leaves, upstream)
+    theirs = torch.autograd.grad(reference, leaves, upstream)
+    for a, r in zip(mine, theirs):
+        torch.testing.assert_close(a, r, rtol=0, atol=1e-12)
+    # under vmap (the grid world's populations) as well
+    batched = torch.func.vmap(lambda weight: linear(x.detach(), weight, None))(torch.stack([w.detach()] * 2))
+    torch.testing.assert_close(batched[1], x.detach() @ w.detach(), rtol=0, atol=1e-12)
