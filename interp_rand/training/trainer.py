@@ -122,10 +122,23 @@ def train(
 
         last_eval: EvalResult | None = None
         running_loss: float | None = None
+        # the steps' losses not yet read: folded into running_loss (the same float arithmetic,
+        # in step order) only where it is shown or saved, not converted to a float every step
+        unread: list[torch.Tensor] = []
+
+        def read_losses() -> float | None:
+            nonlocal running_loss
+            for value in unread:
+                value = value.item()
+                running_loss = value if running_loss is None else 0.9 * running_loss + 0.1 * value
+            unread.clear()
+            return running_loss
+
         saved_at = start
 
         def save(at: int) -> Path:
             nonlocal saved_at
+            read_losses()
             metrics = last_eval.to_dict() if last_eval else {}
             path = save_checkpoint(
                 run_dir, at, spec, model.state_dict(),
@@ -151,7 +164,7 @@ def train(
                     except NonFiniteStep as err:
                         raise _diverged(str(err), step + 1, run_dir) from None
                     step += 1
-                    running_loss = loss.item() if running_loss is None else 0.9 * running_loss + 0.1 * loss.item()
+                    unread.append(loss.detach())
                     bar.update(1)
 
                     stop = False
@@ -160,13 +173,13 @@ def train(
                             last_eval = evaluate(model, task, eval_batch)
                         except FloatingPointError as err:
                             raise _diverged(str(err), step, run_dir) from None
-                        record = {"step": step, "lr": lr, "train_loss": running_loss, **last_eval.to_dict()}
+                        record = {"step": step, "lr": lr, "train_loss": read_losses(), **last_eval.to_dict()}
                         history.append(record)
                         _append_history(run_dir, record)
                         bar.set_postfix(loss=f"{running_loss:.4f}", exact=f"{last_eval.exact_match:.4f}")
                         stop = cfg.stop_at_exact_match is not None and last_eval.exact_match >= cfg.stop_at_exact_match
                     elif step % 10 == 0:
-                        bar.set_postfix(loss=f"{running_loss:.4f}")
+                        bar.set_postfix(loss=f"{read_losses():.4f}")
                     if step % cfg.checkpoint_every == 0 or step == cfg.steps or stop:
                         save(step)
                     if stop:
