@@ -82,11 +82,14 @@ class Attention(nn.Module):
     def _sdpa(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None) -> Tensor:
         """Softmax attention by ``F.scaled_dot_product_attention`` (``[batch, pos, head,
         d_head]`` each -> ``z``, the same shape), for when no hook listens to the scores or the
-        pattern. ``allowed`` is the explicit path's boolean mask, broadcast over heads; SDPA
-        gives a query with no allowed key a zero output, as the explicit path does."""
+        pattern. ``allowed`` is the explicit path's boolean mask, broadcast over heads (the
+        causal one as ``is_causal``, SDPA's cheaper kernel); SDPA gives a query with no allowed
+        key a zero output, as the explicit path does."""
         mask = None if allowed is None else (allowed if allowed.dim() == 2 else allowed[:, None])
+        causal = mask is not None and mask.dim() == 2 and torch.equal(mask, torch.ones_like(mask).tril())
         z = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                           attn_mask=mask, scale=1.0 / self.scale)
+                                           attn_mask=None if causal else mask, is_causal=causal,
+                                           scale=1.0 / self.scale)
         return z.transpose(1, 2)
 
     def _explicit(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None) -> Tensor:

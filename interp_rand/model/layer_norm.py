@@ -49,9 +49,12 @@ def layer_norm(
     """``(x - mean) / sqrt(var + eps) * w + b`` over the last axis: the one LayerNorm, of
     :class:`LayerNorm` (with its hook points) and of the grid world's stacked decoder (weights
     with a member axis, broadcast against ``x``), so both compute it alike. Without hooks the
-    normalisation is ``F.layer_norm``'s fused kernel (no affine, so ``w``/``b`` may broadcast);
+    normalisation is ``F.layer_norm``'s fused kernel (with the affine map when ``w``/``b`` are
+    ``[d_model]``; member-axis weights are applied after it, broadcast);
     with either hook, the explicit steps, each hook seeing its value."""
     if hook_scale is _unhooked and hook_normalized is _unhooked:
+        if w.shape == b.shape == x.shape[-1:]:  # one affine for every row: fused in the kernel
+            return F.layer_norm(x, x.shape[-1:], w, b, eps)
         return F.layer_norm(x, x.shape[-1:], eps=eps) * w + b
     x = x - x.mean(-1, keepdim=True)
     scale = hook_scale((x.pow(2).mean(-1, keepdim=True) + eps).sqrt())
