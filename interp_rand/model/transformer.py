@@ -1,8 +1,11 @@
 """The toolkit's model: a small transformer on TransformerLens's ``HookedRootModule``.
 
 Every activation passes a ``HookPoint`` with TransformerLens's name, so ``run_with_cache``,
-``run_with_hooks``, ``hooks()`` and ``transformer_lens.patching`` work unchanged. The
-randomness channel has hook points of its own: ``hook_seed`` (the raw seed, ``[batch, pos,
+``run_with_hooks``, ``hooks()`` and ``transformer_lens.patching`` work unchanged. A hook point
+is called only while something listens to it (:mod:`~interp_rand.model.hook_dispatch`), and
+with no hook on the scores/pattern or a LayerNorm's scale the attention and LayerNorm take
+fused kernels: the hook-free forward is the same function, within 1e-6
+(``tests/interp_rand/model/test_fast_paths.py``). The randomness channel has hook points of its own: ``hook_seed`` (the raw seed, ``[batch, pos,
 d_seed]``) and ``hook_seed_embed`` (its projection, ``[batch, pos, d_model]``).
 
     >>> cfg = ModelConfig(d_model=32, n_heads=2, n_ctx=8, d_vocab=5)
