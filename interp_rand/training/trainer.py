@@ -32,6 +32,7 @@ from interp_rand.evaluation import EvalResult, check_model_fits_task, evaluate
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Task
+from interp_rand.run_history import METRICS_FILE, read_metrics
 from interp_rand.training.checkpoint_schedule import is_checkpoint_step
 from interp_rand.training.config import TrainConfig
 from interp_rand.training.interrupts import TrainingInterrupted, _SecondSignal, stop_signals
@@ -40,7 +41,6 @@ from interp_rand.training.run_lock import run_lock
 from interp_rand.training.schedule import warmup_cosine
 from interp_rand.training.write_error import writing
 
-METRICS_FILE = "metrics.jsonl"
 # The evaluation set's generator is offset from the training seed so the two streams differ.
 _EVAL_SEED_OFFSET = 1_000_003
 
@@ -310,7 +310,7 @@ def _read_history(run_dir: Path, up_to: int) -> list[dict[str, Any]]:
     path = run_dir / METRICS_FILE
     if not path.exists():
         return []
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = read_metrics(path)
     kept = [r for r in records if r["step"] <= up_to]
     with writing("the metrics file", path):
         path.write_text("".join(json.dumps(r) + "\n" for r in kept))
