@@ -302,16 +302,30 @@ def copies_per_forward(graph: ModelGraph, model: Any, batch_size: int, memory_bu
 def batched_edge_scores(
     model: Any, graph: ModelGraph, batch: Any, replacement: Tensor, metric: Metric, metric_batch: Any = None,
     progress: bool = False, max_batch: int | None = None, memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    incremental: bool = True,
 ) -> Tensor:
     """:func:`exact_edge_scores` (the slow reference, one forward per edge), many edges per
     forward: the single-edge ablations are stacked along the batch (``max_batch`` edges per
-    forward, default as many as fit ``memory_budget``), grouped by their reader's block so each
-    forward starts there from the unpatched run's cache. Equal to the reference up to float
-    rounding."""
+    forward, default as many as fit ``memory_budget``). On our model (``incremental``) each
+    edge recomputes only its reader's node and what that reaches (:class:`IncrementalRun`);
+    otherwise (a TransformerBridge, the input MLP's edges, ``incremental=False``) the edges are
+    grouped by their reader's block and each forward starts there from the unpatched run's
+    cache (:func:`run_with_edge_sets`). Equal to the reference up to float rounding."""
     metric_batch = batch if metric_batch is None else metric_batch
+    if incremental and IncrementalRun.supports(model):
+        return _incremental_edge_scores(model, graph, batch, replacement, metric, metric_batch, progress, max_batch,
+                                        memory_budget)
     clean = clean_run(model, graph, batch)
     base = evaluate_metric(metric, clean.logits, metric_batch)
     edges = graph.mask.nonzero()  # [n, 3]: slot, writer, reader
+    return _general_edge_scores(model, graph, batch, replacement, metric, metric_batch, progress, max_batch,
+                                memory_budget, clean, base, edges, torch.zeros(graph.shape))
+
+
+def _general_edge_scores(model: Any, graph: ModelGraph, batch: Any, replacement: Tensor, metric: Metric,
+                         metric_batch: Any, progress: bool, max_batch: int | None, memory_budget: int, clean: CleanRun,
+                         base: Tensor, edges: Tensor, scores: Tensor) -> Tensor:
+    """Fill ``scores`` at ``edges [n, 3]`` by :func:`run_with_edge_sets`."""
     layer = _reader_layers(graph)[edges[:, 2]]
     order = torch.sort(layer, stable=True).indices
     edges, layer = edges[order], layer[order]
@@ -320,7 +334,6 @@ def batched_edge_scores(
     for l in layer.unique().tolist():
         idx = (layer == l).nonzero()[:, 0]
         chunks += [edges[idx[i : i + size]] for i in range(0, len(idx), size)]
-    scores = torch.zeros(graph.shape)
     for chunk in bar(chunks, desc=f"patching {size} edges per forward", enabled=progress):
         keeps = torch.ones((len(chunk), *graph.shape), dtype=torch.bool)
         keeps[torch.arange(len(chunk)), chunk[:, 0], chunk[:, 1], chunk[:, 2]] = False
@@ -330,5 +343,280 @@ def batched_edge_scores(
     return scores
 
 
-__all__ = ["CleanRun", "DEFAULT_MEMORY_BUDGET", "MAX_ROWS", "batched_edge_scores", "clean_run", "copies_per_forward",
-           "run_with_edge_sets"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The incremental path: a candidate's forward is the patched node and what it reaches.
+
+
+def _ix(*indices: Tensor) -> tuple[Tensor, ...]:
+    """1-d index tensors reshaped to broadcast against each other (an outer-product index)."""
+    n = len(indices)
+    return tuple(ix.view(*([1] * k), -1, *([1] * (n - k - 1))) for k, ix in enumerate(indices))
+
+
+class IncrementalRun:
+    """One forward of ``batch`` under a keep mask, held node by node, so that a change to some
+    readers' inputs is evaluated by recomputing only what it reaches.
+
+    A patched edge into reader ``r`` changes ``r``'s residual input, and only at the edge's
+    position; its node's output changes only where that input reaches (a query input: its own
+    position; a key or value input: the queries allowed to attend it; an MLP: its position),
+    and a changed writer changes a later reader's input only through an edge the keep mask
+    keeps. :meth:`propagate` follows exactly that, stage by stage (a block's heads, its MLP,
+    the logits): it recomputes the heads and positions whose inputs changed, from this run's
+    cached ``q/k/v`` and ``z`` elsewhere, and leaves the rest to the cache. Every other head,
+    block and position comes from the cache, so a candidate costs about one head and what it
+    reaches instead of whole blocks. :meth:`commit` makes one candidate the new state (ACDC's
+    accepted removals).
+
+    Only our :class:`~interp_rand.model.transformer.HookedTransformer` is decomposed this way
+    (:meth:`supports`); the stages read its public modules (``blocks[l].ln1``, the attention
+    weights, ``blocks[l].ln2``/``mlp``, ``ln_final``, ``unembed``) and its attention mask
+    (``_allowed``). The attention of one head is written here as :class:`~interp_rand.model.
+    attention.Attention` computes it (softmax or linear, the mask, a query with no allowed key
+    reading nothing); ``tests/circuits/interventions/test_batched_patching.py`` pins every
+    result against :func:`~circuits.interventions.edge_patching.run_with_edges`. Readers of the
+    input MLP are not decomposed (``stage_of`` is -1): callers use :func:`run_with_edge_sets`.
+    """
+
+    @staticmethod
+    def supports(model: Any) -> bool:
+        from interp_rand.model.transformer import HookedTransformer
+
+        return isinstance(model, HookedTransformer)
+
+    @torch.no_grad()
+    def __init__(self, model: Any, graph: ModelGraph, batch: Any, replacement: Tensor):
+        if not self.supports(model):
+            raise TypeError(f"IncrementalRun decomposes interp_rand's HookedTransformer, not {type(model).__name__}")
+        self.model, self.graph, self.batch = model, graph, batch
+        L, H = graph.arch.n_layers, graph.arch.n_heads
+        self.offset = graph.arch.seed_offset
+        names = [hook_name(l, n) for l in range(L) for n in
+                 ("hook_resid_pre", "attn.hook_q", "attn.hook_k", "attn.hook_v")]
+        if not graph.arch.attn_only:
+            names += [hook_name(l, "hook_resid_mid") for l in range(L)]
+        names.append(hook_name(L - 1, "hook_resid_post"))
+        acts: dict[str, Tensor] = {}
+        with model.hooks(fwd_hooks=capture_hooks(graph, acts) + capture_into(acts, names)):
+            self.logits = run_model(model, batch)
+        self.live = stack_writers(model, graph, acts)  # [b, P, W, d]
+        b, P = self.live.shape[:2]
+        self.replacement = replacement.expand(b, *replacement.shape[1:])
+        mask = None if isinstance(batch, Tensor) else batch.attention_mask
+        self.allowed = model._allowed(mask, b, P - self.offset)  # None, [P, P] or [b, P, P]
+        allowed = torch.ones(P, P, dtype=torch.bool) if self.allowed is None else self.allowed
+        self.reach = allowed if allowed.dim() == 2 else allowed.any(0)  # [query, key]: any example
+        # stages in forward order: (kind, layer, readers, writers, residual input [b, P, n_readers, d])
+        self.stages: list[tuple[str, int | None, range, range | None]] = []
+        self.xin: list[Tensor] = []
+        writer_site = {(s.kind, s.layer): s.writers for s in graph.writer_sites}
+        self.stage_of = torch.full((len(graph.readers),), -1, dtype=torch.long)
+        for site in graph.reader_sites:
+            if site.layer is None and site.input != "logits":
+                continue  # the input MLP: not decomposed
+            kind = "attn" if site.per_head else site.input
+            if kind == "attn" and site.input != "q":
+                continue  # k and v join the q site's stage
+            readers = range(site.readers.start, site.readers.start + (3 * H if kind == "attn" else 1))
+            writers = writer_site.get(("head" if kind == "attn" else "mlp", site.layer)) if kind != "logits" else None
+            self.stage_of[readers.start : readers.stop] = len(self.stages)
+            self.stages.append((kind, site.layer, readers, writers))
+            self.xin.append(acts[site.source][:, :, None].expand(-1, -1, len(readers), -1).clone())
+        self.qkv = [torch.stack([acts[hook_name(l, f"attn.hook_{t}")] for t in "qkv"], 2) for l in range(L)]
+        self.z = [acts[hook_name(l, "attn.hook_z")] for l in range(L)]  # [b, P, H, e]
+
+    # -----------------------------------------------------------------------------------------
+    def edge_inputs(self, stage: int, copy: Tensor, slot: Tensor, writer: Tensor, reader: Tensor) -> tuple[Tensor, Tensor]:
+        """The change ``[E, b, P, n_readers, d]`` to stage ``stage``'s reader inputs, and where
+        it is (``[n_readers, P]`` bool, any copy), when copy ``copy[i]`` ablates the edge
+        ``(slot[i], writer[i], reader[i])`` (one entry per ablated edge; a copy may ablate
+        several): the writer's replacement minus its value in this run, at the edge's position."""
+        P, readers = self.graph.n_positions, self.stages[stage][2]
+        E = int(copy.max()) + 1
+        b, d = self.live.shape[0], self.live.shape[3]
+        if not self.graph.by_position:  # slot 0 spans every position
+            n = len(copy)
+            copy, writer, reader = (x.repeat_interleave(P) for x in (copy, writer, reader))
+            slot = torch.arange(P).repeat(n)
+        local = reader - readers.start
+        values = (self.replacement[:, slot, writer] - self.live[:, slot, writer]).transpose(0, 1)  # [n, b, d]
+        dx = torch.zeros(E, P, len(readers), b, d, dtype=self.live.dtype)
+        dx.index_put_((copy, slot, local), values, accumulate=True)
+        aff = torch.zeros(len(readers), P, dtype=torch.bool)
+        aff[local, slot] = True
+        return dx.permute(0, 3, 1, 2, 4), aff
+
+    @torch.no_grad()
+    def propagate(self, stage: int, dx: Tensor, aff: Tensor, keep: Tensor, updates: list | None = None) -> Tensor:
+        """Logits ``[E, b, task positions, vocab]`` when stage ``stage``'s reader inputs change
+        by ``dx [E, b, P, n_readers, d]`` (nonzero only where ``aff [n_readers, P]``) and every
+        later reader's input changes by what reaches it through the edges ``keep
+        [n_slots, n_writers, n_readers]`` keeps. With ``updates`` (a list), what each copy changed
+        is appended to it, for :meth:`commit`."""
+        E = dx.shape[0]
+        P = self.graph.n_positions
+        keep_p = keep if keep.shape[0] == P else keep.expand(P, -1, -1)
+        changed: list[tuple[Tensor, Tensor, Tensor]] = []  # (writer indices, delta [E,b,P,n,d], where [n, P])
+        logits = None
+        for s in range(stage, len(self.stages)):
+            kind, layer, readers, _ = self.stages[s]
+            if s > stage:
+                if not changed:
+                    break
+                w = torch.cat([c[0] for c in changed])
+                where = torch.cat([c[2] for c in changed])  # [Wc, P]
+                k = keep_p[:, w][:, :, readers.start : readers.stop]  # [P, Wc, Rs]
+                aff = (where.T[:, :, None] & k).any(1).T  # [Rs, P]
+                if not aff.any():
+                    continue
+                delta = torch.cat([c[1] for c in changed], 3)
+                dx = einops.einsum(delta, k.to(delta.dtype), "e b p w d, p w r -> e b p r d")
+            if kind == "attn":
+                self._attention(s, layer, dx, aff, changed, updates)
+            elif kind == "mlp":
+                self._mlp(s, layer, dx, aff, changed, updates)
+            else:
+                logits = self._logits(s, dx, aff, updates)
+        if logits is None:
+            logits = self.logits.expand(E, *self.logits.shape)
+        return logits
+
+    def _attention(self, s: int, layer: int, dx: Tensor, aff: Tensor, changed: list, updates: list | None) -> None:
+        H = self.graph.arch.n_heads
+        block = self.model.blocks[layer]
+        attn = block.attn
+        where = aff.view(3, H, -1)  # [q/k/v, head, P]
+        heads = where.any(2).any(0).nonzero()[:, 0]
+        pos = where[:, heads].any(1).any(0).nonzero()[:, 0]
+        kinds = torch.arange(3)
+        E = dx.shape[0]
+        dx = dx.unflatten(3, (3, H))
+        # the changed heads' q/k/v inputs at the changed positions: [E, b, n_pos, 3, n_heads, d]
+        x = self.xin[s].unflatten(2, (3, H))[_ix_at(pos, kinds, heads)] + dx[:, :, pos][:, :, :, :, heads]
+        weights = torch.stack([attn.W_Q, attn.W_K, attn.W_V])[:, heads]  # [3, nh, d, e]
+        biases = torch.stack([attn.b_Q, attn.b_K, attn.b_V])[:, heads]  # [3, nh, e]
+        new = einops.einsum(block.ln1(x), weights, "E b p t h d, t h d e -> E b p t h e") + biases
+        cached = self.qkv[layer][_ix_at(pos, kinds, heads)]  # [b, n_pos, 3, nh, e]
+        hit = where[:, heads][:, :, pos].permute(2, 0, 1)[..., None]  # [n_pos, 3, nh, 1]
+        new = torch.where(hit, new, cached)
+        qkv = self.qkv[layer][:, :, :, heads].expand(E, -1, -1, -1, -1, -1).clone()  # [E, b, P, 3, nh, e]
+        qkv[:, :, pos] = new
+        # queries whose output changes: a changed query, or one allowed to attend a changed key/value
+        kv = where[1:, heads].any(0).any(0)
+        queries = (where[0, heads].any(0) | self.reach[:, kv].any(1)).nonzero()[:, 0]
+        q = qkv[:, :, queries, 0].transpose(2, 3)  # [E, b, nh, nq, e]
+        k, v = qkv[:, :, :, 1].transpose(2, 3), qkv[:, :, :, 2].transpose(2, 3)  # [E, b, nh, P, e]
+        scores = q @ k.transpose(-1, -2) / attn.scale  # [E, b, nh, nq, P]
+        allowed = None
+        if self.allowed is not None:
+            allowed = self.allowed[queries] if self.allowed.dim() == 2 else self.allowed[:, None, queries]
+        if self.model.cfg.attention == "softmax":
+            if allowed is not None:
+                scores = scores.masked_fill(~allowed, float("-inf"))
+            pattern = torch.softmax(scores, dim=-1)
+            if allowed is not None and self.allowed.dim() == 3:
+                pattern = pattern.masked_fill(~allowed, 0.0)
+        else:
+            pattern = scores if allowed is None else scores.masked_fill(~allowed, 0.0)
+        z = (pattern @ v).transpose(2, 3)  # [E, b, nq, nh, e]
+        out = einops.einsum(z, attn.W_O[heads], "E b q h e, h e d -> E b q h d")
+        writers = self.stages[s][3].start + heads
+        old = self.live[:, queries][:, :, writers]  # [b, nq, nh, d]
+        delta = torch.zeros(E, *self.live.shape[:2], len(heads), self.live.shape[3], dtype=out.dtype)
+        delta[:, :, queries] = out - old
+        where_out = torch.zeros(len(heads), self.graph.n_positions, dtype=torch.bool)
+        where_out[:, queries] = True
+        changed.append((writers, delta, where_out))
+        if updates is not None:
+            updates += [(self.xin[s].unflatten(2, (3, H)), _ix_at(pos, kinds, heads), x),
+                        (self.qkv[layer], _ix_at(pos, kinds, heads), new),
+                        (self.z[layer], _ix_at(queries, heads), z),
+                        (self.live, _ix_at(queries, writers), out)]
+
+    def _mlp(self, s: int, layer: int, dx: Tensor, aff: Tensor, changed: list, updates: list | None) -> None:
+        block = self.model.blocks[layer]
+        pos = aff[0].nonzero()[:, 0]
+        x = self.xin[s][:, pos, 0] + dx[:, :, pos, 0]  # [E, b, n_pos, d]
+        out = block.mlp(block.ln2(x))
+        w = self.stages[s][3].start
+        delta = torch.zeros(dx.shape[0], *self.live.shape[:2], 1, self.live.shape[3], dtype=out.dtype)
+        delta[:, :, pos, 0] = out - self.live[:, pos, w]
+        changed.append((torch.tensor([w]), delta, aff[:1].clone()))
+        if updates is not None:
+            zero = torch.zeros(1, dtype=torch.long)
+            updates += [(self.xin[s], _ix_at(pos, zero), x[..., None, :]),
+                        (self.live, _ix_at(pos, zero + w), out[..., None, :])]
+
+    def _logits(self, s: int, dx: Tensor, aff: Tensor, updates: list | None) -> Tensor:
+        pos = aff[0].nonzero()[:, 0]
+        pos = pos[pos >= self.offset]
+        x = self.xin[s][:, pos, 0] + dx[:, :, pos, 0]
+        new = self.model.unembed(self.model.ln_final(x))  # [E, b, n_pos, vocab]
+        logits = self.logits.expand(dx.shape[0], *self.logits.shape).clone()
+        logits[:, :, pos - self.offset] = new
+        if updates is not None:
+            zero = torch.zeros(1, dtype=torch.long)
+            updates += [(self.xin[s], _ix_at(pos, zero), x[..., None, :]), (self.logits, (slice(None), pos - self.offset), new)]
+        return logits
+
+    def commit(self, updates: list, copy: int) -> None:
+        """Make copy ``copy`` of the :meth:`propagate` call that filled ``updates`` the run's state."""
+        for target, index, values in updates:
+            target[index] = values[copy]
+
+
+def _ix_at(*indices: Tensor) -> tuple:
+    """``(slice(None), *outer-product index)``: index axes 1.. of a ``[b, ...]`` tensor."""
+    return (slice(None), *_ix(*indices))
+
+
+MAX_INCREMENTAL_ROWS = 8192  # examples x copies per incremental propagation, by default
+
+
+def incremental_copies(graph: ModelGraph, model: Any, batch_size: int, memory_budget: int = DEFAULT_MEMORY_BUDGET,
+                       max_batch: int | None = None) -> int:
+    """How many candidates one :meth:`IncrementalRun.propagate` evaluates: ``max_batch`` if
+    given, else as many as fit ``memory_budget`` by the largest per-copy tensor (a block's q/k/v
+    inputs, ``3 n_heads`` readers at every position), and no more than make
+    :data:`MAX_INCREMENTAL_ROWS` rows."""
+    if max_batch is not None:
+        return copies_per_forward(graph, model, batch_size, memory_budget, max_batch)
+    d, h = int(model.cfg.d_model), int(model.cfg.n_heads)
+    per_copy = 4 * batch_size * graph.n_positions * (3 * h + len(graph.writers)) * d * 3
+    return max(1, min(MAX_INCREMENTAL_ROWS // max(1, batch_size), int(memory_budget // max(1, per_copy))))
+
+
+def _incremental_edge_scores(model: Any, graph: ModelGraph, batch: Any, replacement: Tensor, metric: Metric,
+                             metric_batch: Any, progress: bool, max_batch: int | None, memory_budget: int) -> Tensor:
+    run = IncrementalRun(model, graph, batch, replacement)
+    base = evaluate_metric(metric, run.logits, metric_batch)
+    edges = graph.mask.nonzero()  # [n, 3]: slot, writer, reader
+    stage = run.stage_of[edges[:, 2]]
+    scores = torch.zeros(graph.shape)
+    if (stage < 0).any():  # the input MLP's edges: the general path
+        clean = CleanRun(batch, run.logits, run.live, [])
+        _general_edge_scores(model, graph, batch, replacement, metric, metric_batch, progress, max_batch,
+                             memory_budget, clean, base, edges[stage < 0], scores)
+    edges, stage = edges[stage >= 0], stage[stage >= 0]
+    # by stage, then position, then reader: a chunk's edges touch few positions
+    key = (stage * graph.n_slots + edges[:, 0]) * len(graph.readers) + edges[:, 2]
+    order = torch.sort(key, stable=True).indices
+    edges, stage = edges[order], stage[order]
+    size = incremental_copies(graph, model, len(batch), memory_budget, max_batch)
+    chunks = []
+    for s in stage.unique().tolist():
+        idx = (stage == s).nonzero()[:, 0]
+        chunks += [(s, edges[idx[i : i + size]]) for i in range(0, len(idx), size)]
+    for s, chunk in bar(chunks, desc=f"patching {size} edges per pass", enabled=progress):
+        copy = torch.arange(len(chunk))
+        dx, aff = run.edge_inputs(s, copy, chunk[:, 0], chunk[:, 1], chunk[:, 2])
+        logits = run.propagate(s, dx, aff, graph.mask)
+        for e, (slot, w, r) in enumerate(chunk.tolist()):
+            scores[slot, w, r] = float(evaluate_metric(metric, logits[e], metric_batch) - base)
+    return scores
+
+
+__all__ = ["CleanRun", "DEFAULT_MEMORY_BUDGET", "IncrementalRun", "MAX_INCREMENTAL_ROWS", "MAX_ROWS",
+           "batched_edge_scores", "clean_run", "copies_per_forward", "incremental_copies", "run_with_edge_sets"]
