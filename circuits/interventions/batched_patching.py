@@ -19,6 +19,7 @@ from typing import Any
 
 import einops
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from circuits.graph.architecture import head_results, input_mlp_output, run_model
@@ -349,10 +350,11 @@ def _general_edge_scores(model: Any, graph: ModelGraph, batch: Any, replacement:
 # The incremental path: a candidate's forward is the patched node and what it reaches.
 
 
-def _ix(*indices: Tensor) -> tuple[Tensor, ...]:
-    """1-d index tensors reshaped to broadcast against each other (an outer-product index)."""
+def _ix(*indices: Tensor) -> tuple:
+    """``(slice(None), *indices)`` with the 1-d index tensors reshaped to broadcast against each
+    other: an outer-product index of axes 1.. of a ``[b, ...]`` tensor."""
     n = len(indices)
-    return tuple(ix.view(*([1] * k), -1, *([1] * (n - k - 1))) for k, ix in enumerate(indices))
+    return (slice(None), *(ix.view(*([1] * k), -1, *([1] * (n - k - 1))) for k, ix in enumerate(indices)))
 
 
 class IncrementalRun:
@@ -361,23 +363,26 @@ class IncrementalRun:
 
     A patched edge into reader ``r`` changes ``r``'s residual input, and only at the edge's
     position; its node's output changes only where that input reaches (a query input: its own
-    position; a key or value input: the queries allowed to attend it; an MLP: its position),
-    and a changed writer changes a later reader's input only through an edge the keep mask
-    keeps. :meth:`propagate` follows exactly that, stage by stage (a block's heads, its MLP,
-    the logits): it recomputes the heads and positions whose inputs changed, from this run's
-    cached ``q/k/v`` and ``z`` elsewhere, and leaves the rest to the cache. Every other head,
-    block and position comes from the cache, so a candidate costs about one head and what it
-    reaches instead of whole blocks. :meth:`commit` makes one candidate the new state (ACDC's
-    accepted removals).
+    position; a key or value input: the queries allowed to attend it, for any example; an MLP:
+    its position), and a changed writer changes a later reader's input only through an edge the
+    keep mask keeps. :meth:`propagate` follows exactly that, stage by stage (a block's heads,
+    its MLP, the logits), recomputing only the heads and positions whose inputs changed and
+    reading everything else (``q/k/v``, ``z``, the writers, each reader's input, the logits)
+    from this run. So a candidate costs about one head and what it reaches instead of whole
+    blocks. Where every reader of a stage gets the same change and had the same input (the
+    unpatched run), the stage normalises once and projects every head in one matmul, as the
+    model's own forward does. :meth:`commit` makes one candidate the new state (ACDC's accepted
+    removals).
 
     Only our :class:`~interp_rand.model.transformer.HookedTransformer` is decomposed this way
-    (:meth:`supports`); the stages read its public modules (``blocks[l].ln1``, the attention
+    (:meth:`supports`): the stages use its public modules (``blocks[l].ln1``, the attention
     weights, ``blocks[l].ln2``/``mlp``, ``ln_final``, ``unembed``) and its attention mask
-    (``_allowed``). The attention of one head is written here as :class:`~interp_rand.model.
-    attention.Attention` computes it (softmax or linear, the mask, a query with no allowed key
-    reading nothing); ``tests/circuits/interventions/test_batched_patching.py`` pins every
-    result against :func:`~circuits.interventions.edge_patching.run_with_edges`. Readers of the
-    input MLP are not decomposed (``stage_of`` is -1): callers use :func:`run_with_edge_sets`.
+    (``_allowed``), and compute one head's attention as
+    :class:`~interp_rand.model.attention.Attention` does (softmax or linear, the mask, a query
+    with no allowed key reading nothing). ``tests/circuits/interventions/test_batched_patching.py``
+    pins the results against :func:`~circuits.interventions.edge_patching.run_with_edges`.
+    Readers of the input MLP are not decomposed (``stage_of`` is -1): callers use
+    :func:`run_with_edge_sets` for them.
     """
 
     @staticmethod
@@ -393,8 +398,7 @@ class IncrementalRun:
         self.model, self.graph, self.batch = model, graph, batch
         L, H = graph.arch.n_layers, graph.arch.n_heads
         self.offset = graph.arch.seed_offset
-        names = [hook_name(l, n) for l in range(L) for n in
-                 ("hook_resid_pre", "attn.hook_q", "attn.hook_k", "attn.hook_v")]
+        names = [hook_name(l, n) for l in range(L) for n in ("hook_resid_pre", "attn.hook_q", "attn.hook_k", "attn.hook_v")]
         if not graph.arch.attn_only:
             names += [hook_name(l, "hook_resid_mid") for l in range(L)]
         names.append(hook_name(L - 1, "hook_resid_post"))
@@ -407,10 +411,11 @@ class IncrementalRun:
         mask = None if isinstance(batch, Tensor) else batch.attention_mask
         self.allowed = model._allowed(mask, b, P - self.offset)  # None, [P, P] or [b, P, P]
         allowed = torch.ones(P, P, dtype=torch.bool) if self.allowed is None else self.allowed
-        self.reach = allowed if allowed.dim() == 2 else allowed.any(0)  # [query, key]: any example
-        # stages in forward order: (kind, layer, readers, writers, residual input [b, P, n_readers, d])
+        self.reach = allowed if allowed.dim() == 2 else allowed.any(0)  # [query, key], any example
+        # stages in forward order: (kind, layer, readers, writers); each reader's residual input
         self.stages: list[tuple[str, int | None, range, range | None]] = []
-        self.xin: list[Tensor] = []
+        self.xin: list[Tensor] = []  # [b, P, n_readers, d] per stage
+        self.uniform: list[bool] = []  # every reader of the stage has the same input
         writer_site = {(s.kind, s.layer): s.writers for s in graph.writer_sites}
         self.stage_of = torch.full((len(graph.readers),), -1, dtype=torch.long)
         for site in graph.reader_sites:
@@ -418,21 +423,24 @@ class IncrementalRun:
                 continue  # the input MLP: not decomposed
             kind = "attn" if site.per_head else site.input
             if kind == "attn" and site.input != "q":
-                continue  # k and v join the q site's stage
+                continue  # k and v join the q site's stage (their sites follow it)
             readers = range(site.readers.start, site.readers.start + (3 * H if kind == "attn" else 1))
-            writers = writer_site.get(("head" if kind == "attn" else "mlp", site.layer)) if kind != "logits" else None
+            writers = None if kind == "logits" else writer_site[("head" if kind == "attn" else "mlp", site.layer)]
             self.stage_of[readers.start : readers.stop] = len(self.stages)
             self.stages.append((kind, site.layer, readers, writers))
             self.xin.append(acts[site.source][:, :, None].expand(-1, -1, len(readers), -1).clone())
-        self.qkv = [torch.stack([acts[hook_name(l, f"attn.hook_{t}")] for t in "qkv"], 2) for l in range(L)]
+            self.uniform.append(True)
+        self.qkv = [torch.stack([acts[hook_name(l, f"attn.hook_{t}")] for t in "qkv"], 2) for l in range(L)]  # [b, P, 3, H, e]
         self.z = [acts[hook_name(l, "attn.hook_z")] for l in range(L)]  # [b, P, H, e]
 
     # -----------------------------------------------------------------------------------------
-    def edge_inputs(self, stage: int, copy: Tensor, slot: Tensor, writer: Tensor, reader: Tensor) -> tuple[Tensor, Tensor]:
-        """The change ``[E, b, P, n_readers, d]`` to stage ``stage``'s reader inputs, and where
-        it is (``[n_readers, P]`` bool, any copy), when copy ``copy[i]`` ablates the edge
-        ``(slot[i], writer[i], reader[i])`` (one entry per ablated edge; a copy may ablate
-        several): the writer's replacement minus its value in this run, at the edge's position."""
+    def edge_inputs(self, stage: int, copy: Tensor, slot: Tensor, writer: Tensor,
+                    reader: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """What :meth:`propagate` takes when copy ``copy[i]`` ablates the edge ``(slot[i],
+        writer[i], reader[i])`` into stage ``stage`` (one entry per ablated edge; a copy may
+        ablate several): the positions touched ``[n]``, the change to the stage's reader inputs
+        there ``[E, b, n, n_readers, d]`` (the writer's replacement minus its value in this run)
+        and where it is ``[n_readers, n]`` (any copy)."""
         P, readers = self.graph.n_positions, self.stages[stage][2]
         E = int(copy.max()) + 1
         b, d = self.live.shape[0], self.live.shape[3]
@@ -440,75 +448,102 @@ class IncrementalRun:
             n = len(copy)
             copy, writer, reader = (x.repeat_interleave(P) for x in (copy, writer, reader))
             slot = torch.arange(P).repeat(n)
+        pos, at = torch.unique(slot, return_inverse=True)
         local = reader - readers.start
-        values = (self.replacement[:, slot, writer] - self.live[:, slot, writer]).transpose(0, 1)  # [n, b, d]
-        dx = torch.zeros(E, P, len(readers), b, d, dtype=self.live.dtype)
-        dx.index_put_((copy, slot, local), values, accumulate=True)
-        aff = torch.zeros(len(readers), P, dtype=torch.bool)
-        aff[local, slot] = True
-        return dx.permute(0, 3, 1, 2, 4), aff
+        values = (self.replacement[:, slot, writer] - self.live[:, slot, writer]).transpose(0, 1)  # [m, b, d]
+        dx = torch.zeros(E, len(pos), len(readers), b, d, dtype=self.live.dtype)
+        dx.index_put_((copy, at, local), values, accumulate=True)
+        aff = torch.zeros(len(readers), len(pos), dtype=torch.bool)
+        aff[local, at] = True
+        return pos, dx.permute(0, 3, 1, 2, 4), aff
 
     @torch.no_grad()
-    def propagate(self, stage: int, dx: Tensor, aff: Tensor, keep: Tensor, updates: list | None = None) -> Tensor:
+    def propagate(self, stage: int, pos: Tensor, dx: Tensor, aff: Tensor, keep: Tensor,
+                  updates: list | None = None) -> Tensor:
         """Logits ``[E, b, task positions, vocab]`` when stage ``stage``'s reader inputs change
-        by ``dx [E, b, P, n_readers, d]`` (nonzero only where ``aff [n_readers, P]``) and every
-        later reader's input changes by what reaches it through the edges ``keep
-        [n_slots, n_writers, n_readers]`` keeps. With ``updates`` (a list), what each copy changed
-        is appended to it, for :meth:`commit`."""
-        E = dx.shape[0]
-        P = self.graph.n_positions
+        by ``dx [E, b, len(pos), n_readers, d]`` at positions ``pos`` (where ``aff [n_readers,
+        len(pos)]``), and every later reader's input by what reaches it through the edges that
+        ``keep [n_slots, n_writers, n_readers]`` keeps. With ``updates`` (a list), what each copy
+        changed is appended to it, for :meth:`commit`."""
+        E, P = dx.shape[0], self.graph.n_positions
         keep_p = keep if keep.shape[0] == P else keep.expand(P, -1, -1)
-        changed: list[tuple[Tensor, Tensor, Tensor]] = []  # (writer indices, delta [E,b,P,n,d], where [n, P])
-        logits = None
+        changed: list[tuple[Tensor, Tensor, Tensor]] = []  # (writers [nw], positions [n], delta [E, b, n, nw, d])
+        logits, shared = None, False
         for s in range(stage, len(self.stages)):
             kind, layer, readers, _ = self.stages[s]
             if s > stage:
                 if not changed:
                     break
                 w = torch.cat([c[0] for c in changed])
-                where = torch.cat([c[2] for c in changed])  # [Wc, P]
-                k = keep_p[:, w][:, :, readers.start : readers.stop]  # [P, Wc, Rs]
-                aff = (where.T[:, :, None] & k).any(1).T  # [Rs, P]
-                if not aff.any():
+                pos = torch.unique(torch.cat([c[1] for c in changed]))
+                where = torch.zeros(len(w), len(pos), dtype=torch.bool)
+                delta = torch.zeros(E, dx.shape[1], len(pos), len(w), self.live.shape[3], dtype=self.live.dtype)
+                col = 0
+                for writers, at, values in changed:
+                    j = torch.searchsorted(pos, at)
+                    where[col : col + len(writers), j] = True
+                    delta[:, :, j, col : col + len(writers)] = values
+                    col += len(writers)
+                k = keep_p[pos][:, w][:, :, readers.start : readers.stop]  # [n, Wc, Rs]
+                aff = (where.T[:, :, None] & k).any(1).T  # [Rs, n]
+                hit = aff.any(0)
+                if not hit.any():
                     continue
-                delta = torch.cat([c[1] for c in changed], 3)
-                dx = einops.einsum(delta, k.to(delta.dtype), "e b p w d, p w r -> e b p r d")
+                if not hit.all():
+                    pos, aff, delta, k = pos[hit], aff[:, hit], delta[:, :, hit], k[hit]
+                shared = self.uniform[s] and bool((k == k[:, :, :1]).all())
+                if shared:  # every reader gets the same change: one [E, b, n, 1, d]
+                    dx = einops.einsum(delta, k[:, :, 0].to(delta.dtype), "e b p w d, p w -> e b p d")[:, :, :, None]
+                    aff = aff[:1].expand(len(readers), -1)
+                else:
+                    dx = einops.einsum(delta, k.to(delta.dtype), "e b p w d, p w r -> e b p r d")
             if kind == "attn":
-                self._attention(s, layer, dx, aff, changed, updates)
+                self._attention(s, layer, pos, dx, aff, shared, changed, updates)
             elif kind == "mlp":
-                self._mlp(s, layer, dx, aff, changed, updates)
+                self._mlp(s, layer, pos, dx, aff, changed, updates)
             else:
-                logits = self._logits(s, dx, aff, updates)
+                logits = self._logits(s, pos, dx, aff, updates)
         if logits is None:
             logits = self.logits.expand(E, *self.logits.shape)
         return logits
 
-    def _attention(self, s: int, layer: int, dx: Tensor, aff: Tensor, changed: list, updates: list | None) -> None:
+    def _attention(self, s: int, layer: int, pos: Tensor, dx: Tensor, aff: Tensor, shared: bool, changed: list,
+                   updates: list | None) -> None:
         H = self.graph.arch.n_heads
+        E = dx.shape[0]
         block = self.model.blocks[layer]
         attn = block.attn
-        where = aff.view(3, H, -1)  # [q/k/v, head, P]
+        where = aff.view(3, H, -1)  # [q/k/v, head, n]
         heads = where.any(2).any(0).nonzero()[:, 0]
-        pos = where[:, heads].any(1).any(0).nonzero()[:, 0]
+        hit = where.any(1).any(0)
+        pos, where, dx = pos[hit], where[:, :, hit], dx[:, :, hit]
         kinds = torch.arange(3)
-        E = dx.shape[0]
-        dx = dx.unflatten(3, (3, H))
-        # the changed heads' q/k/v inputs at the changed positions: [E, b, n_pos, 3, n_heads, d]
-        x = self.xin[s].unflatten(2, (3, H))[_ix_at(pos, kinds, heads)] + dx[:, :, pos][:, :, :, :, heads]
         weights = torch.stack([attn.W_Q, attn.W_K, attn.W_V])[:, heads]  # [3, nh, d, e]
         biases = torch.stack([attn.b_Q, attn.b_K, attn.b_V])[:, heads]  # [3, nh, e]
-        new = einops.einsum(block.ln1(x), weights, "E b p t h d, t h d e -> E b p t h e") + biases
-        cached = self.qkv[layer][_ix_at(pos, kinds, heads)]  # [b, n_pos, 3, nh, e]
-        hit = where[:, heads][:, :, pos].permute(2, 0, 1)[..., None]  # [n_pos, 3, nh, 1]
+        xin = self.xin[s].unflatten(2, (3, H))  # a view: [b, P, 3, H, d]
+        if shared:  # one input for every reader: normalise once, project every head in one matmul
+            x = xin[:, pos, 0, 0] + dx[:, :, :, 0]  # [E, b, n, d]
+            w = einops.rearrange(weights, "t h d e -> d (t h e)")
+            new = (F.linear(block.ln1(x), w.T) .unflatten(-1, (3, len(heads), -1))) + biases
+        else:  # the changed heads' q/k/v inputs: [E, b, n, 3, nh, d]
+            x = xin[_ix(pos, kinds, heads)] + dx.unflatten(3, (3, H))[:, :, :, :, heads]
+            new = einops.einsum(block.ln1(x), weights, "E b p t h d, t h d e -> E b p t h e") + biases
+        cached = self.qkv[layer][_ix(pos, kinds, heads)]  # [b, n, 3, nh, e]
+        hit = where[:, heads].permute(2, 0, 1)[..., None]  # [n, 3, nh, 1]
         new = torch.where(hit, new, cached)
-        qkv = self.qkv[layer][:, :, :, heads].expand(E, -1, -1, -1, -1, -1).clone()  # [E, b, P, 3, nh, e]
-        qkv[:, :, pos] = new
         # queries whose output changes: a changed query, or one allowed to attend a changed key/value
-        kv = where[1:, heads].any(0).any(0)
-        queries = (where[0, heads].any(0) | self.reach[:, kv].any(1)).nonzero()[:, 0]
-        q = qkv[:, :, queries, 0].transpose(2, 3)  # [E, b, nh, nq, e]
-        k, v = qkv[:, :, :, 1].transpose(2, 3), qkv[:, :, :, 2].transpose(2, 3)  # [E, b, nh, P, e]
-        scores = q @ k.transpose(-1, -2) / attn.scale  # [E, b, nh, nq, P]
+        kv = torch.zeros(self.graph.n_positions, dtype=torch.bool)
+        kv[pos[where[1:, heads].any(0).any(0)]] = True
+        queries = torch.zeros_like(kv)
+        queries[pos[where[0, heads].any(0)]] = True
+        queries = (queries | self.reach[:, kv].any(1)).nonzero()[:, 0]
+        k, v = (self.qkv[layer][:, :, t, heads].expand(E, -1, -1, -1, -1).clone() for t in (1, 2))  # [E, b, P, nh, e]
+        k[:, :, pos], v[:, :, pos] = new[:, :, :, 1], new[:, :, :, 2]
+        q = self.qkv[layer][:, queries, 0][:, :, heads].expand(E, -1, -1, -1, -1).clone()  # [E, b, nq, nh, e]
+        inside = torch.searchsorted(queries, pos)
+        found = (inside < len(queries)) & (queries[inside.clamp(max=len(queries) - 1)] == pos)
+        q[:, :, inside[found]] = new[:, :, found, 0]
+        scores = q.transpose(2, 3) @ k.permute(0, 1, 3, 4, 2) / attn.scale  # [E, b, nh, nq, P]
         allowed = None
         if self.allowed is not None:
             allowed = self.allowed[queries] if self.allowed.dim() == 2 else self.allowed[:, None, queries]
@@ -520,59 +555,52 @@ class IncrementalRun:
                 pattern = pattern.masked_fill(~allowed, 0.0)
         else:
             pattern = scores if allowed is None else scores.masked_fill(~allowed, 0.0)
-        z = (pattern @ v).transpose(2, 3)  # [E, b, nq, nh, e]
+        z = (pattern @ v.transpose(2, 3)).transpose(2, 3)  # [E, b, nq, nh, e]
         out = einops.einsum(z, attn.W_O[heads], "E b q h e, h e d -> E b q h d")
         writers = self.stages[s][3].start + heads
-        old = self.live[:, queries][:, :, writers]  # [b, nq, nh, d]
-        delta = torch.zeros(E, *self.live.shape[:2], len(heads), self.live.shape[3], dtype=out.dtype)
-        delta[:, :, queries] = out - old
-        where_out = torch.zeros(len(heads), self.graph.n_positions, dtype=torch.bool)
-        where_out[:, queries] = True
-        changed.append((writers, delta, where_out))
+        changed.append((writers, queries, out - self.live[_ix(queries, writers)]))
         if updates is not None:
-            updates += [(self.xin[s].unflatten(2, (3, H)), _ix_at(pos, kinds, heads), x),
-                        (self.qkv[layer], _ix_at(pos, kinds, heads), new),
-                        (self.z[layer], _ix_at(queries, heads), z),
-                        (self.live, _ix_at(queries, writers), out)]
+            if shared:
+                x = x[:, :, :, None, None].expand(-1, -1, -1, 3, len(heads), -1)
+            updates += [(xin, _ix(pos, kinds, heads), x), (self.qkv[layer], _ix(pos, kinds, heads), new),
+                        (self.z[layer], _ix(queries, heads), z), (self.live, _ix(queries, writers), out)]
+            if not (shared and len(heads) == H):
+                updates.append(("uniform", s, False))
 
-    def _mlp(self, s: int, layer: int, dx: Tensor, aff: Tensor, changed: list, updates: list | None) -> None:
+    def _mlp(self, s: int, layer: int, pos: Tensor, dx: Tensor, aff: Tensor, changed: list,
+             updates: list | None) -> None:
         block = self.model.blocks[layer]
-        pos = aff[0].nonzero()[:, 0]
-        x = self.xin[s][:, pos, 0] + dx[:, :, pos, 0]  # [E, b, n_pos, d]
+        pos, dx = pos[aff[0]], dx[:, :, aff[0], 0]
+        x = self.xin[s][:, pos, 0] + dx  # [E, b, n, d]
         out = block.mlp(block.ln2(x))
-        w = self.stages[s][3].start
-        delta = torch.zeros(dx.shape[0], *self.live.shape[:2], 1, self.live.shape[3], dtype=out.dtype)
-        delta[:, :, pos, 0] = out - self.live[:, pos, w]
-        changed.append((torch.tensor([w]), delta, aff[:1].clone()))
+        w = torch.tensor([self.stages[s][3].start])
+        changed.append((w, pos, (out - self.live[:, pos, w])[:, :, :, None]))
         if updates is not None:
             zero = torch.zeros(1, dtype=torch.long)
-            updates += [(self.xin[s], _ix_at(pos, zero), x[..., None, :]),
-                        (self.live, _ix_at(pos, zero + w), out[..., None, :])]
+            updates += [(self.xin[s], _ix(pos, zero), x[:, :, :, None]), (self.live, _ix(pos, w), out[:, :, :, None])]
 
-    def _logits(self, s: int, dx: Tensor, aff: Tensor, updates: list | None) -> Tensor:
-        pos = aff[0].nonzero()[:, 0]
-        pos = pos[pos >= self.offset]
-        x = self.xin[s][:, pos, 0] + dx[:, :, pos, 0]
-        new = self.model.unembed(self.model.ln_final(x))  # [E, b, n_pos, vocab]
+    def _logits(self, s: int, pos: Tensor, dx: Tensor, aff: Tensor, updates: list | None) -> Tensor:
+        task = aff[0] & (pos >= self.offset)
+        pos, dx = pos[task], dx[:, :, task, 0]
+        x = self.xin[s][:, pos, 0] + dx
+        new = self.model.unembed(self.model.ln_final(x))  # [E, b, n, vocab]
         logits = self.logits.expand(dx.shape[0], *self.logits.shape).clone()
         logits[:, :, pos - self.offset] = new
         if updates is not None:
             zero = torch.zeros(1, dtype=torch.long)
-            updates += [(self.xin[s], _ix_at(pos, zero), x[..., None, :]), (self.logits, (slice(None), pos - self.offset), new)]
+            updates += [(self.xin[s], _ix(pos, zero), x[:, :, :, None]), (self.logits, _ix(pos - self.offset), new)]
         return logits
 
     def commit(self, updates: list, copy: int) -> None:
-        """Make copy ``copy`` of the :meth:`propagate` call that filled ``updates`` the run's state."""
+        """Make copy ``copy`` of the :meth:`propagate` call that filled ``updates`` this run's state."""
         for target, index, values in updates:
-            target[index] = values[copy]
+            if isinstance(target, str):
+                self.uniform[index] = values
+            else:
+                target[index] = values[copy]
 
 
-def _ix_at(*indices: Tensor) -> tuple:
-    """``(slice(None), *outer-product index)``: index axes 1.. of a ``[b, ...]`` tensor."""
-    return (slice(None), *_ix(*indices))
-
-
-MAX_INCREMENTAL_ROWS = 8192  # examples x copies per incremental propagation, by default
+MAX_INCREMENTAL_ROWS = 2048  # examples x copies per incremental propagation, by default
 
 
 def incremental_copies(graph: ModelGraph, model: Any, batch_size: int, memory_budget: int = DEFAULT_MEMORY_BUDGET,
@@ -611,8 +639,8 @@ def _incremental_edge_scores(model: Any, graph: ModelGraph, batch: Any, replacem
         chunks += [(s, edges[idx[i : i + size]]) for i in range(0, len(idx), size)]
     for s, chunk in bar(chunks, desc=f"patching {size} edges per pass", enabled=progress):
         copy = torch.arange(len(chunk))
-        dx, aff = run.edge_inputs(s, copy, chunk[:, 0], chunk[:, 1], chunk[:, 2])
-        logits = run.propagate(s, dx, aff, graph.mask)
+        pos, dx, aff = run.edge_inputs(s, copy, chunk[:, 0], chunk[:, 1], chunk[:, 2])
+        logits = run.propagate(s, pos, dx, aff, graph.mask)
         for e, (slot, w, r) in enumerate(chunk.tolist()):
             scores[slot, w, r] = float(evaluate_metric(metric, logits[e], metric_batch) - base)
     return scores
