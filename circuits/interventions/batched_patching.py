@@ -467,24 +467,42 @@ class IncrementalRun:
         changed is appended to it, for :meth:`commit`."""
         E, P = dx.shape[0], self.graph.n_positions
         keep_p = keep if keep.shape[0] == P else keep.expand(P, -1, -1)
-        changed: list[tuple[Tensor, Tensor, Tensor]] = []  # (writers [nw], positions [n], delta [E, b, n, nw, d])
+        # (writers [nw], positions [n], their deltas [E, b, n, nw, d] (or a function making them), their sum [E, b, n, d])
+        changed: list[tuple[Tensor, Tensor, Any, Tensor]] = []
+        resid, n_summed = None, 0  # [E, b, P, d]: the sum of the changed writers' deltas so far
         logits, shared = None, False
         for s in range(stage, len(self.stages)):
             kind, layer, readers, _ = self.stages[s]
             if s > stage:
                 if not changed:
                     break
+                if resid is None:
+                    resid = torch.zeros(E, dx.shape[1], P, self.live.shape[3], dtype=self.live.dtype)
+                for _, at, _, summed in changed[n_summed:]:
+                    resid[:, :, at] += summed
+                n_summed = len(changed)
                 w = torch.cat([c[0] for c in changed])
                 pos = torch.unique(torch.cat([c[1] for c in changed]))
+                k = keep_p[pos][:, w][:, :, readers.start : readers.stop]  # [n, Wc, Rs]
+                if bool(k.all()):  # every change reaches every reader here: the residual stream's change
+                    shared = self.uniform[s]
+                    dx = resid[:, :, pos, None]
+                    if not shared:
+                        dx = dx.expand(-1, -1, -1, len(readers), -1)
+                    aff = torch.ones(len(readers), len(pos), dtype=torch.bool)
+                    self._stage(s, kind, layer, pos, dx, aff, shared, changed, updates)
+                    if kind == "logits":
+                        logits = self._last_logits
+                    continue
                 where = torch.zeros(len(w), len(pos), dtype=torch.bool)
                 delta = torch.zeros(E, dx.shape[1], len(pos), len(w), self.live.shape[3], dtype=self.live.dtype)
                 col = 0
-                for writers, at, values in changed:
+                for writers, at, values, _ in changed:
+                    values = values() if callable(values) else values
                     j = torch.searchsorted(pos, at)
                     where[col : col + len(writers), j] = True
                     delta[:, :, j, col : col + len(writers)] = values
                     col += len(writers)
-                k = keep_p[pos][:, w][:, :, readers.start : readers.stop]  # [n, Wc, Rs]
                 aff = (where.T[:, :, None] & k).any(1).T  # [Rs, n]
                 hit = aff.any(0)
                 if not hit.any():
@@ -497,15 +515,21 @@ class IncrementalRun:
                     aff = aff[:1].expand(len(readers), -1)
                 else:
                     dx = einops.einsum(delta, k.to(delta.dtype), "e b p w d, p w r -> e b p r d")
-            if kind == "attn":
-                self._attention(s, layer, pos, dx, aff, shared, changed, updates)
-            elif kind == "mlp":
-                self._mlp(s, layer, pos, dx, aff, changed, updates)
-            else:
-                logits = self._logits(s, pos, dx, aff, updates)
+            self._stage(s, kind, layer, pos, dx, aff, shared, changed, updates)
+            if kind == "logits":
+                logits = self._last_logits
         if logits is None:
             logits = self.logits.expand(E, *self.logits.shape)
         return logits
+
+    def _stage(self, s: int, kind: str, layer: int | None, pos: Tensor, dx: Tensor, aff: Tensor, shared: bool,
+               changed: list, updates: list | None) -> None:
+        if kind == "attn":
+            self._attention(s, layer, pos, dx, aff, shared, changed, updates)
+        elif kind == "mlp":
+            self._mlp(s, layer, pos, dx, aff, changed, updates)
+        else:
+            self._last_logits = self._logits(s, pos, dx, aff, updates)
 
     def _attention(self, s: int, layer: int, pos: Tensor, dx: Tensor, aff: Tensor, shared: bool, changed: list,
                    updates: list | None) -> None:
@@ -556,10 +580,14 @@ class IncrementalRun:
         else:
             pattern = scores if allowed is None else scores.masked_fill(~allowed, 0.0)
         z = (pattern @ v.transpose(2, 3)).transpose(2, 3)  # [E, b, nq, nh, e]
-        out = einops.einsum(z, attn.W_O[heads], "E b q h e, h e d -> E b q h d")
         writers = self.stages[s][3].start + heads
-        changed.append((writers, queries, out - self.live[_ix(queries, writers)]))
+        dz = z - self.z[layer][_ix(queries, heads)]
+        w_o = attn.W_O[heads]  # [nh, e, d]
+        # each head's write changes by dz @ W_O; their sum in one matmul, each one only if needed
+        changed.append((writers, queries, lambda: einops.einsum(dz, w_o, "E b q h e, h e d -> E b q h d"),
+                        dz.flatten(-2) @ w_o.flatten(0, 1)))
         if updates is not None:
+            out = einops.einsum(z, w_o, "E b q h e, h e d -> E b q h d")
             if shared:
                 x = x[:, :, :, None, None].expand(-1, -1, -1, 3, len(heads), -1)
             updates += [(xin, _ix(pos, kinds, heads), x), (self.qkv[layer], _ix(pos, kinds, heads), new),
@@ -574,7 +602,8 @@ class IncrementalRun:
         x = self.xin[s][:, pos, 0] + dx  # [E, b, n, d]
         out = block.mlp(block.ln2(x))
         w = torch.tensor([self.stages[s][3].start])
-        changed.append((w, pos, (out - self.live[:, pos, w])[:, :, :, None]))
+        delta = out - self.live[:, pos, w[0]]
+        changed.append((w, pos, delta[:, :, :, None], delta))
         if updates is not None:
             zero = torch.zeros(1, dtype=torch.long)
             updates += [(self.xin[s], _ix(pos, zero), x[:, :, :, None]), (self.live, _ix(pos, w), out[:, :, :, None])]
