@@ -657,15 +657,20 @@ def _incremental_edge_scores(model: Any, graph: ModelGraph, batch: Any, replacem
         _general_edge_scores(model, graph, batch, replacement, metric, metric_batch, progress, max_batch,
                              memory_budget, clean, base, edges[stage < 0], scores)
     edges, stage = edges[stage >= 0], stage[stage >= 0]
-    # by stage, then position, then reader: a chunk's edges touch few positions
-    key = (stage * graph.n_slots + edges[:, 0]) * len(graph.readers) + edges[:, 2]
-    order = torch.sort(key, stable=True).indices
-    edges, stage = edges[order], stage[order]
+    # a chunk's edges share a stage, a position and, in a block's attention, whether they enter
+    # queries (which change one output position) or keys/values (which change every query
+    # allowed to attend them), so that the positions recomputed for one copy are the others'
+    start = torch.tensor([run.stages[s][2].start for s in range(len(run.stages))])[stage]
+    kv = torch.tensor([run.stages[s][0] == "attn" for s in range(len(run.stages))])[stage] & (
+        edges[:, 2] - start >= graph.arch.n_heads)
+    group = (stage * graph.n_slots + edges[:, 0]) * 2 + kv.long()
+    order = torch.sort(group * len(graph.readers) + edges[:, 2], stable=True).indices
+    edges, stage, group = edges[order], stage[order], group[order]
     size = incremental_copies(graph, model, len(batch), memory_budget, max_batch)
     chunks = []
-    for s in stage.unique().tolist():
-        idx = (stage == s).nonzero()[:, 0]
-        chunks += [(s, edges[idx[i : i + size]]) for i in range(0, len(idx), size)]
+    for g in group.unique().tolist():
+        idx = (group == g).nonzero()[:, 0]
+        chunks += [(int(stage[idx[0]]), edges[idx[i : i + size]]) for i in range(0, len(idx), size)]
     for s, chunk in bar(chunks, desc=f"patching {size} edges per pass", enabled=progress):
         copy = torch.arange(len(chunk))
         pos, dx, aff = run.edge_inputs(s, copy, chunk[:, 0], chunk[:, 1], chunk[:, 2])
