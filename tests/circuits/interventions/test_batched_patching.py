@@ -40,9 +40,9 @@ def _recall():
     return model, pairs.clean, pairs.corrupted
 
 
-def _masked(attention):
+def _masked():
     """Per-example attention masks (``mask="custom"``), one query of one example attending nothing."""
-    model = make_model(attention=attention, mask="custom")
+    model = make_model(mask="custom")
     clean, corrupted = token_pairs()
     g = torch.Generator().manual_seed(3)
     mask = torch.rand(len(clean), 6, 6, generator=g) < 0.6
@@ -53,8 +53,8 @@ def _masked(attention):
 
 CASES = {
     "plain": lambda: (make_model(), *token_pairs()),
-    "linear-custom-mask": lambda: _masked("linear"),
-    "softmax-custom-mask": lambda: _masked("softmax"),
+    "linear-full": lambda: (make_model(attention="linear", mask="full"), *token_pairs()),
+    "softmax-custom-mask": _masked,
     "full-attn-only-no-ln": lambda: (make_model(mask="full", attn_only=True, normalization_type=None, n_layers=3),
                                      *token_pairs()),
     "seed-token": lambda: _seeded("token"),
@@ -153,7 +153,9 @@ def test_batched_acdc_keeps_the_sequential_search_s_edges(name, on, by_position,
     reference = acdc_scores_sequential(model, graph, clean, replacement, metric, threshold)
     kept = reference.abs() >= threshold
     if threshold > 0:
-        assert 0 < int(kept.sum()) < graph.n_edges or name == "recall-paths"
+        # the search keeps some edges and drops others (the hand-set recall model's paths and the
+        # attention-only model's weak edges fall on one side)
+        assert 0 < int(kept.sum()) < graph.n_edges or name in ("recall-paths", "full-attn-only-no-ln")
     for max_batch in (1, 3, None):
         fast = acdc_scores(model, graph, clean, replacement, metric, threshold, max_batch=max_batch,
                            incremental=incremental)
