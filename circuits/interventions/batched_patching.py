@@ -6,9 +6,17 @@ same linear rule as :func:`circuits.interventions.edge_patching.patched_edges`. 
 upstream of the earliest reader with an ablated edge changes, so on our model the forward
 starts at that reader's block (:meth:`~interp_rand.model.transformer.HookedTransformer.run_from_block`)
 from a :func:`clean_run` cache, and the writers before it are read from that cache.
-:func:`batched_edge_scores` (the ``exact`` discovery method) uses it for every single-edge
-ablation; :func:`~circuits.interventions.edge_patching.exact_edge_scores`, one forward per edge,
-stays the reference it is tested against (``tests/circuits/interventions/test_batched_patching.py``).
+That is the general path (any TL-protocol model, a TransformerBridge included).
+
+On our model, :class:`IncrementalRun` goes further: it holds a forward node by node, and a
+candidate recomputes only the patched node at the positions its edges touch and what that
+reaches through the kept edges (one head, the MLP and logits at the reached positions, the
+later blocks only where reached), reading everything else from the run.
+:func:`batched_edge_scores` (the ``exact`` discovery method) and
+:func:`~circuits.methods.acdc.acdc_scores` use it, and the general path where it does not
+apply (a bridge, the input MLP's edges). :func:`~circuits.interventions.edge_patching.exact_edge_scores`,
+one forward per edge, stays the reference both are tested against
+(``tests/circuits/interventions/test_batched_patching.py``).
 """
 
 from __future__ import annotations

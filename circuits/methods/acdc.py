@@ -29,12 +29,18 @@ outcome. Two facts still let one forward carry many tests:
   agree up to float rounding. Across readers nothing is batched: a reader's checks read the
   decisions about its node's outgoing edges, made at the readers visited just before.
 
-What this buys (``bench/patching.py``, zoo sort / addition, 256 pairs, one thread): about 1.3 to
-1.5 times less CPU time than the sequential search, nearly all of it from starting at the
-reader's block. At 256 examples a forward is already large, so several copies per forward are
-no faster per row (:data:`~circuits.interventions.edge_patching.MAX_ROWS` caps them at two);
-speculation pays on small batches. The rest of the time is the patching itself: every test
-rebuilds the inputs of every reader already pruned, which no reuse of the clean run avoids.
+**Incremental tests.** On our model a test does not rerun blocks: an
+:class:`~circuits.interventions.batched_patching.IncrementalRun` holds the forward under the
+current kept set node by node, and a test recomputes only the tested node at the positions its
+removals touch and what that reaches through the *kept* edges (late in the search, little);
+an accepted removal's recomputed values become the run's state (``commit``). Everything else
+is read from that state. A TransformerBridge, the input MLP's inputs and ``incremental=False``
+take the block path above. Both are pinned to :func:`acdc_scores_sequential` (same kept edges,
+scores within 1e-5) in ``tests/circuits/interventions/test_batched_patching.py``, including the
+zoo's sort, addition, colouring and recall models.
+
+What this buys: ``bench/patching.py`` prints the reference, the block path and the incremental
+path side by side (the figures are in the README's benchmark table).
 """
 
 from __future__ import annotations
