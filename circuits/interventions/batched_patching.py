@@ -352,8 +352,6 @@ def _general_edge_scores(model: Any, graph: ModelGraph, batch: Any, replacement:
     return scores
 
 
-
-
 # ---------------------------------------------------------------------------------------------
 # The incremental path: a candidate's forward is the patched node and what it reaches.
 
