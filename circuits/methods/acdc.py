@@ -29,12 +29,18 @@ outcome. Two facts still let one forward carry many tests:
   agree up to float rounding. Across readers nothing is batched: a reader's checks read the
   decisions about its node's outgoing edges, made at the readers visited just before.
 
-What this buys (``bench/patching.py``, zoo sort / addition, 256 pairs, one thread): about 1.3 to
-1.5 times less CPU time than the sequential search, nearly all of it from starting at the
-reader's block. At 256 examples a forward is already large, so several copies per forward are
-no faster per row (:data:`~circuits.interventions.edge_patching.MAX_ROWS` caps them at two);
-speculation pays on small batches. The rest of the time is the patching itself: every test
-rebuilds the inputs of every reader already pruned, which no reuse of the clean run avoids.
+**Incremental tests.** On our model a test does not rerun blocks: an
+:class:`~circuits.interventions.batched_patching.IncrementalRun` holds the forward under the
+current kept set node by node, and a test recomputes only the tested node at the positions its
+removals touch and what that reaches through the *kept* edges (late in the search, little);
+an accepted removal's recomputed values become the run's state (``commit``). Everything else
+is read from that state. A TransformerBridge, the input MLP's inputs and ``incremental=False``
+take the block path above. Both are pinned to :func:`acdc_scores_sequential` (same kept edges,
+scores within 1e-5) in ``tests/circuits/interventions/test_batched_patching.py``, including the
+zoo's sort, addition, colouring and recall models.
+
+What this buys: ``bench/patching.py`` prints the reference, the block path and the incremental
+path side by side (the figures are in the README's benchmark table).
 """
 
 from __future__ import annotations
@@ -47,8 +53,10 @@ from torch import Tensor
 from circuits.graph.architecture import run_model
 from circuits.interventions.batched_patching import (
     DEFAULT_MEMORY_BUDGET,
+    IncrementalRun,
     clean_run,
     copies_per_forward,
+    incremental_copies,
     run_with_edge_sets,
 )
 from circuits.interventions.edge_patching import run_with_edges
@@ -75,23 +83,35 @@ def _reachable(graph: ModelGraph, keep: Tensor, r: int, slot: int, w_out: int | 
 def acdc_scores(
     model: Any, graph: ModelGraph, clean: Any, replacement: Tensor, metric: Metric, threshold: float = 0.01,
     progress: bool = False, max_batch: int | None = None, memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    incremental: bool = True,
 ) -> Tensor:
     """Scores ``[n_slots, n_writers, n_readers]``; ``threshold_mask(threshold)`` is ACDC's circuit.
 
     Up to ``max_batch`` tests per forward (default as many as fit ``memory_budget`` bytes),
     evaluated speculatively (module docstring); the kept set is :func:`acdc_scores_sequential`'s.
+    On our model (``incremental``) a test recomputes only the tested node and what it reaches
+    through the kept edges (:class:`~circuits.interventions.batched_patching.IncrementalRun`),
+    and an accepted removal becomes that run's state; elsewhere (a TransformerBridge, the input
+    MLP's edges, ``incremental=False``) each test runs from its reader's block
+    (:func:`~circuits.interventions.batched_patching.run_with_edge_sets`).
     """
     _check_threshold(threshold)
     keep = graph.mask.clone()
     scores = torch.zeros(graph.shape)
-    cache = clean_run(model, graph, clean)
-    current = float(evaluate_metric(metric, cache.logits, clean))
-    limit = copies_per_forward(graph, model, len(clean), memory_budget, max_batch)
+    run = IncrementalRun(model, graph, clean, replacement) if incremental and IncrementalRun.supports(model) else None
+    cache = None  # the general path's unpatched run, made when first needed
+    if run is None:
+        cache = clean_run(model, graph, clean)
+        limit = copies_per_forward(graph, model, len(clean), memory_budget, max_batch)
+    else:
+        limit = incremental_copies(graph, model, len(clean), memory_budget, max_batch)
+    current = float(evaluate_metric(metric, (run or cache).logits, clean))
     size = min(4, limit)
     writer_of = {n.at(None): i for i, n in enumerate(graph.writers)}
     for r in bar(range(len(graph.readers) - 1, -1, -1), desc="ACDC: pruning the inputs of each node",
                  enabled=progress):
         w_out = writer_of.get(graph.readers[r][0])
+        stage = -1 if run is None else int(run.stage_of[r])
         # the reader's tests in the sequential order; None marks an unreachable slot's removal
         events: list[tuple[int, int | None]] = []
         for slot in range(graph.n_slots):
@@ -108,19 +128,33 @@ def acdc_scores(
                 break
             # speculative keep masks: test j with every test before it (from i) removed; with
             # threshold 0 no removal is ever accepted, so each test is on its own
-            masks, tests, trial, j = [], [], keep.clone(), i
-            while j < len(events) and len(masks) < size:
+            masks, tests, removed, done, trial, j = [], [], [], [], keep.clone(), i
+            while j < len(events) and len(tests) < size:
                 slot, w = events[j]
                 if w is None:
                     trial[slot, :, r] = False
                 else:
                     trial[slot, w, r] = False
-                    masks.append(trial.clone())
+                    if stage < 0:
+                        masks.append(trial.clone())
+                    # (copy, slot, writer) of each copy's tested removals (the unreachable-slot
+                    # removals between them change nothing downstream of the node)
+                    done = [(slot, w)] if threshold == 0 else done + [(slot, w)]
+                    removed += [(len(tests), s_, w_) for s_, w_ in done]
                     tests.append(j)
                     if threshold == 0:
                         trial[slot, w, r] = True
                 j += 1
-            logits = run_with_edge_sets(model, graph, clean, torch.stack(masks), replacement, cache)
+            updates = None
+            if stage >= 0:
+                copy, slot_, writer_ = torch.tensor(removed).unbind(1)
+                pos, dx, aff = run.edge_inputs(stage, copy, slot_, writer_, torch.full_like(copy, r))
+                updates = [] if threshold > 0 else None
+                logits = run.propagate(stage, pos, dx, aff, keep, updates)
+            else:
+                if cache is None:
+                    cache = clean_run(model, graph, clean)
+                logits = run_with_edge_sets(model, graph, clean, torch.stack(masks), replacement, cache)
             accepted = 0
             for e, j in enumerate(tests):
                 for k in range(i, j):  # unreachable-slot removals between the tests
@@ -139,6 +173,8 @@ def acdc_scores(
                     scores[slot, w, r] = change if change != 0 else threshold
                     if threshold > 0:  # the later masks assumed this edge removed
                         break
+            if updates is not None and accepted:  # the last accepted copy is the kept set now
+                run.commit(updates, accepted - 1)
             # grow while the guesses hold; after a kept edge, guess as far as the last run went
             size = min(limit, 2 * size) if accepted == len(tests) or threshold == 0 else max(1, accepted)
     return scores
