@@ -105,9 +105,9 @@ def _allowed(model: nn.Module, batch: Batch | Tensor, n_stream: int, n_batch: in
     """``[batch, P, P]`` bool, where a query may attend a key (the model's own rule)."""
     mask = None if isinstance(batch, Tensor) else batch.attention_mask
     allowed = None
-    if hasattr(model, "_allowed"):
+    if hasattr(model, "allowed_keys"):
         # HookedTransformer owns its masking rule (seed token included)
-        allowed = model._allowed(mask, n_batch, n_stream - seed_offset(model))
+        allowed = model.allowed_keys(mask, n_batch, n_stream - seed_offset(model))
     elif getattr(model.cfg, "attention_dir", "causal") == "causal":
         allowed = torch.ones(n_stream, n_stream, dtype=torch.bool).tril()
     if allowed is None:

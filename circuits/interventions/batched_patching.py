@@ -382,10 +382,10 @@ class IncrementalRun:
 
     Only our :class:`~interp_rand.model.transformer.HookedTransformer` is decomposed this way
     (:meth:`supports`): the stages use its public modules (``blocks[l].ln1``, the attention
-    weights, ``blocks[l].ln2``/``mlp``, ``ln_final``, ``unembed``) and its attention mask
-    (``_allowed``), and compute one head's attention as
-    :class:`~interp_rand.model.attention.Attention` does (softmax or linear, the mask, a query
-    with no allowed key reading nothing). ``tests/circuits/interventions/test_batched_patching.py``
+    weights, ``blocks[l].ln2``/``mlp``, ``ln_final``, ``unembed``), its attention mask
+    (``allowed_keys``) and the attention's own masking and pattern step
+    (:meth:`~interp_rand.model.attention.Attention.mask_scores`, ``pattern_of``: softmax or
+    linear, a query with no allowed key reading nothing). ``tests/circuits/interventions/test_batched_patching.py``
     pins the results against :func:`~circuits.interventions.edge_patching.run_with_edges`.
     Readers of the input MLP are not decomposed (``stage_of`` is -1): callers use
     :func:`run_with_edge_sets` for them.
@@ -415,7 +415,7 @@ class IncrementalRun:
         b, P = self.live.shape[:2]
         self.replacement = replacement.expand(b, *replacement.shape[1:])
         mask = None if isinstance(batch, Tensor) else batch.attention_mask
-        self.allowed = model._allowed(mask, b, P - self.offset)  # None, [P, P] or [b, P, P]
+        self.allowed = model.allowed_keys(mask, b, P - self.offset)  # None, [P, P] or [b, P, P]
         allowed = torch.ones(P, P, dtype=torch.bool) if self.allowed is None else self.allowed
         self.reach = allowed if allowed.dim() == 2 else allowed.any(0)  # [query, key], any example
         # stages in forward order: (kind, layer, readers, writers); each reader's residual input
@@ -577,14 +577,8 @@ class IncrementalRun:
         allowed = None
         if self.allowed is not None:
             allowed = self.allowed[queries] if self.allowed.dim() == 2 else self.allowed[:, None, queries]
-        if self.model.cfg.attention == "softmax":
-            if allowed is not None:
-                scores = scores.masked_fill(~allowed, float("-inf"))
-            pattern = torch.softmax(scores, dim=-1)
-            if allowed is not None and self.allowed.dim() == 3:
-                pattern = pattern.masked_fill(~allowed, 0.0)
-        else:
-            pattern = scores if allowed is None else scores.masked_fill(~allowed, 0.0)
+        pattern = attn.pattern_of(attn.mask_scores(scores, allowed), allowed,
+                                  per_example=self.allowed is not None and self.allowed.dim() == 3)
         z = (pattern @ v.transpose(2, 3)).transpose(2, 3)  # [E, b, nq, nh, e]
         writers = self.stages[s][3].start + heads
         dz = z - self.z[layer][_ix(queries, heads)]

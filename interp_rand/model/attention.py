@@ -92,6 +92,25 @@ class Attention(nn.Module):
                                            scale=1.0 / self.scale)
         return z.transpose(1, 2)
 
+    def mask_scores(self, scores: Tensor, keep: Tensor | None) -> Tensor:
+        """Scores with the keys outside ``keep`` (bool, broadcastable; ``None``: every key)
+        removed: ``-inf`` before a softmax, 0 for linear attention (whose pattern is the masked
+        scores themselves, so the causal sum over keys is a fixed-size state: the paper, recall).
+        What ``hook_attn_scores`` sees."""
+        if keep is None:
+            return scores
+        return scores.masked_fill(~keep, float("-inf") if self.cfg.attention == "softmax" else 0.0)
+
+    def pattern_of(self, scores: Tensor, keep: Tensor | None, *, per_example: bool) -> Tensor:
+        """The pattern of masked ``scores`` (:meth:`mask_scores`): softmax over keys, or the
+        scores themselves for linear attention. With a per-example mask a query may have no
+        allowed key: the softmax gives NaN there, and it reads nothing instead. Public for code
+        that recomputes one head's attention at a few queries (incremental patching)."""
+        if self.cfg.attention != "softmax":
+            return scores
+        pattern = torch.softmax(scores, dim=-1)
+        return pattern.masked_fill(~keep, 0.0) if per_example and keep is not None else pattern
+
     def _explicit(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None) -> Tensor:
         """Scores, mask, softmax (none for linear attention) and pattern, each through its hook
         point (``[batch, pos, head, d_head]`` each -> ``z``, the same shape)."""
@@ -99,24 +118,10 @@ class Attention(nn.Module):
         scores = q.transpose(1, 2) @ k.permute(0, 2, 3, 1)
         if self.scale != 1.0:  # x / 1.0 is x: no pass over the scores for an unscaled model
             scores = scores / self.scale
-        if allowed is not None:
-            # [pos, pos] or [batch, pos, pos] -> broadcast over heads
-            keep = allowed if allowed.dim() == 2 else allowed[:, None]
-        if self.cfg.attention == "softmax":
-            if allowed is not None:
-                scores = scores.masked_fill(~keep, float("-inf"))
-            scores = fire(self.hook_attn_scores, scores)
-            pattern = torch.softmax(scores, dim=-1)
-            if allowed is not None and allowed.dim() == 3:
-                # A query with no allowed key gives NaN; it reads nothing instead.
-                pattern = pattern.masked_fill(~keep, 0.0)
-        else:
-            # Linear attention: the pattern is the masked scores themselves (no softmax), so
-            # the causal sum over keys is a fixed-size state (the paper, recall).
-            if allowed is not None:
-                scores = scores.masked_fill(~keep, 0.0)
-            scores = fire(self.hook_attn_scores, scores)
-            pattern = scores
+        # [pos, pos] or [batch, pos, pos] -> broadcast over heads
+        keep = None if allowed is None else (allowed if allowed.dim() == 2 else allowed[:, None])
+        scores = fire(self.hook_attn_scores, self.mask_scores(scores, keep))
+        pattern = self.pattern_of(scores, keep, per_example=allowed is not None and allowed.dim() == 3)
         pattern = fire(self.hook_pattern, pattern)
         # [batch, head, q_pos, k_pos] @ [batch, head, k_pos, d_head] -> [batch, q_pos, head, d_head]
         return (pattern @ v.transpose(1, 2)).transpose(1, 2)

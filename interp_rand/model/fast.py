@@ -145,7 +145,7 @@ class FastForward:
         if cfg.seed_offset:
             x = torch.cat([seed_embed.expand(batch, -1, -1), x], dim=1)
         x = x.expand(batch, -1, -1)  # (a no-op unless nothing above was per row)
-        allowed = model._allowed(attention_mask, batch, n_pos)
+        allowed = model.allowed_keys(attention_mask, batch, n_pos)
         if key_index is None:
             key_index = self.key_index(allowed)
         elif (key_index.shape[:2] != (batch, n_pos) or attention_mask is None

@@ -122,7 +122,7 @@ class HookedTransformer(HookedRootModule):
             x = x + seed_embed
         if cfg.seed_offset:
             x = torch.cat([seed_embed, x], dim=1)  # the seed token sits at position 0
-        return self._residual_stream(x, self._allowed(attention_mask, batch, n_pos))
+        return self._residual_stream(x, self.allowed_keys(attention_mask, batch, n_pos))
 
     def _residual_stream(self, x: Tensor, allowed: Tensor | None) -> Tensor:
         """Positions, the blocks and the unembedding: ``x [batch, pos, d_model]`` (the input
@@ -144,7 +144,7 @@ class HookedTransformer(HookedRootModule):
         which passes the last block's ``hook_resid_post``). The blocks' hooks fire, so a patch
         hook at or after ``layer`` acts as in :meth:`forward` (circuits' batched patching starts
         its forwards here from a cached clean run)."""
-        allowed = self._allowed(attention_mask, x.shape[0], x.shape[1] - self.cfg.seed_offset)
+        allowed = self.allowed_keys(attention_mask, x.shape[0], x.shape[1] - self.cfg.seed_offset)
         return self._from_block(x, layer, allowed)
 
     def _from_block(self, x: Tensor, layer: int, allowed: Tensor | None) -> Tensor:
@@ -203,7 +203,7 @@ class HookedTransformer(HookedRootModule):
             x = x[:, None] + seed_embed  # [n, m, pos, d_model]
         x = x.reshape(n * m, n_pos, -1)
         mask = None if attention_mask is None else attention_mask.repeat_interleave(m, 0)
-        allowed = self._allowed(mask, n * m, n_pos)
+        allowed = self.allowed_keys(mask, n * m, n_pos)
         return self._residual_stream(x, allowed).unflatten(0, (n, m))
 
     def _hooks_attached(self) -> bool:
@@ -260,7 +260,7 @@ class HookedTransformer(HookedRootModule):
             seeds = seeds[:, None].expand(-1, 1 if cfg.seed_offset else n_pos, -1)
         return fire(self.hook_seed_embed, self.seed_embed(fire(self.hook_seed, seeds)))
 
-    def _allowed(self, attention_mask: Tensor | None, batch: int, n_pos: int) -> Tensor | None:
+    def allowed_keys(self, attention_mask: Tensor | None, batch: int, n_pos: int) -> Tensor | None:
         """Bool ``[pos, pos]`` or ``[batch, pos, pos]`` (seed token included), or None."""
         cfg = self.cfg
         total = n_pos + cfg.seed_offset
