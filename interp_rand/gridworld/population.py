@@ -1,7 +1,10 @@
 """Fitness of a whole PGPE population at once: population x treasure cells x seeds runs step
-together, and the members' forward passes are one ``vmap`` over ``functional_call`` of the
-agent model (no Python loop over members). :func:`population_returns_loop` is the per-member
-loop kept as the reference the benchmark and the tests compare against.
+together, and the members' forward passes are one ``vmap`` over ``functional_call`` (no Python
+loop over members): of the model's fast path (:class:`~interp_rand.model.fast.FastForward`,
+decoding one token per step with a key/value cache, :class:`PopulationPolicy`) or, for
+reference, of the hooked model itself. Neither is a second implementation of the forward pass.
+:func:`population_returns_loop` is the per-member loop kept as the reference the benchmark and
+the tests compare against.
 """
 
 from __future__ import annotations
@@ -10,12 +13,12 @@ import math
 from functools import partial
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
 from interp_rand.gridworld.agent import LogitsFn, RecomputePolicy, cell_seed_grid, rollout
 from interp_rand.gridworld.config import VARIANTS, GridConfig
-from interp_rand.gridworld.stacked import StackedAgents
+from interp_rand.model.fast import DecodeCache, FastForward
 from interp_rand.model.transformer import HookedTransformer
 
 
@@ -66,6 +69,60 @@ def _population_logits_fn(model: HookedTransformer, params: dict[str, Tensor], n
     return logits
 
 
+class _FastModule(nn.Module):
+    """The model's fast path as a module holding the model (``model.<name>`` parameters), so
+    that ``functional_call`` can swap one member's weights in for a decoding step."""
+
+    def __init__(self, model: HookedTransformer):
+        super().__init__()
+        self.model = model
+        self.fast = FastForward(model)
+
+    def forward(self, obs: Tensor, seeds: Tensor, cache: DecodeCache) -> Tensor:
+        return self.fast(obs, seeds=seeds, cache=cache)
+
+
+class PopulationPolicy:
+    """``P`` members decoding ``R`` runs each, member-major rows (row ``i * R + r`` is run ``r``
+    of member ``i``), as a :class:`~interp_rand.gridworld.agent.Policy`: each step is one
+    ``vmap`` over the members of the model's :class:`~interp_rand.model.fast.FastForward` with
+    the member's weights (``functional_call``), reading only the newest token and the members'
+    key/value caches (:class:`~interp_rand.model.fast.DecodeCache` buffers batched over members).
+
+    Args:
+        model: the agents' model (its weights are not used, only its structure).
+        params: ``{name: [P, *shape]}`` stacked weights (``ParameterLayout.unflatten``).
+        seeds: ``[P * R, d_seed]`` each run's seed (the token at position 0).
+    """
+
+    def __init__(self, model: HookedTransformer, params: dict[str, Tensor], seeds: Tensor):
+        self.n_members = next(iter(params.values())).shape[0]
+        if seeds.shape[0] % self.n_members:
+            raise ValueError(f"seeds must be [members * runs, d_seed] for {self.n_members} members; "
+                             f"got {tuple(seeds.shape)}")
+        self.n_runs = seeds.shape[0] // self.n_members
+        self.module = _FastModule(model)
+        self.params = {f"model.{name}": p for name, p in params.items()}
+        self.seeds = seeds.view(self.n_members, self.n_runs, -1)
+        self.cache = DecodeCache.empty(model.cfg, (self.n_members, self.n_runs), device=seeds.device)
+        # the buffers are [n_ctx, d_head, P, R, head]: members at dim 2
+        self._step = vmap(self._member, in_dims=(0, 2, 2, 0, 0))
+
+    def _member(self, params: dict[str, Tensor], keys: list[Tensor], values: list[Tensor], obs: Tensor,
+                seeds: Tensor) -> Tensor:
+        cache = DecodeCache(keys, values, self.cache.length)
+        logits = functional_call(self.module, params, (obs, seeds, cache))
+        self._length = cache.length  # vmap runs this once for all members: a plain int
+        return logits
+
+    def __call__(self, obs: Tensor) -> Tensor:
+        """``obs: [P * R, d_obs]`` the newest observation -> ``[P * R, 4]`` logits at it."""
+        obs = obs.view(self.n_members, self.n_runs, 1, -1)
+        logits = self._step(self.params, self.cache.keys, self.cache.values, obs, self.seeds)
+        self.cache.length = self._length
+        return logits[:, :, -1].flatten(0, 1)
+
+
 def _member_logits_fn(model: HookedTransformer, params: dict[str, Tensor]) -> LogitsFn:
     """A :data:`LogitsFn` of ``model`` with ``params`` (one member's weights) swapped in."""
     return lambda inputs, seeds: functional_call(model, params, (inputs,), {"seeds": seeds})
@@ -90,9 +147,9 @@ def population_returns(
         max_runs: at most this many runs (members x cells x seeds) step together; larger
             populations are split into chunks of whole members (memory bound, not a loop over
             single members unless one member alone exceeds it).
-        cached: decode with :class:`StackedAgents` (stacked weights, key/value cache); with
-            ``False``, ``vmap`` over ``functional_call`` of the hooked model, re-reading the
-            prefix every step (slower, no second implementation of the forward pass).
+        cached: decode with :class:`PopulationPolicy` (the fast path, one token per step,
+            key/value cache); with ``False``, ``vmap`` over ``functional_call`` of the hooked
+            model, re-reading the prefix every step (slower).
 
     Returns:
         ``[P, C, m]`` float.
@@ -108,7 +165,7 @@ def population_returns(
         n = part.shape[0]
         params = layout.unflatten(part)
         if cached:
-            make = partial(StackedAgents, model.cfg, params)
+            make = partial(PopulationPolicy, model, params)
         else:
             make = partial(RecomputePolicy, _population_logits_fn(model, params, n))
         played = rollout(make, grid, treasure.repeat(n, 1), run_seeds.repeat(n, 1))
@@ -171,4 +228,4 @@ def fitness(returns: Tensor, variant: str, grid: GridConfig | None = None,
     return per_cell.min(-1).values - tie_break_weight(returns.shape[-1]) * soft_worst
 
 
-__all__ = ["ParameterLayout", "fitness", "population_returns", "population_returns_loop", "tie_break_weight"]
+__all__ = ["ParameterLayout", "PopulationPolicy", "fitness", "population_returns", "population_returns_loop", "tie_break_weight"]
