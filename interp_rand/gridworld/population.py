@@ -92,10 +92,12 @@ def _row_hash(columns: Tensor) -> Tensor:
     return out
 
 
-def _split_groups(group: Tensor, values: Tensor, width: int) -> tuple[Tensor, Tensor, Tensor]:
-    """Regroup runs by (their group, ``values``): ``group [P, R]`` long in ``[0, width)``, ``values
-    [P, R, d]`` float. A group whose runs all get the same values keeps its number; each further
-    distinct value of a group becomes a new group, numbered from ``width`` on (per member).
+def _split_groups(group: Tensor, values: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Regroup runs by (their group, ``values``): ``group [P, R]`` long, member ``i``'s groups
+    numbered ``0 .. n_i - 1``; ``values [P, R, d]`` float. A group whose runs all get the same
+    values keeps its number; a group that splits keeps it for one part, and its other parts
+    become new groups numbered ``n_i, n_i + 1, ...`` (so a member's groups stay ``0 .. n'_i - 1``,
+    at most ``R``).
 
     Returns ``(group [P, R], parents [k], children [k])``: the new groups, and for each new
     group its member's ``(member, parent group)`` as ``parents [k, 2]`` and ``(member, child
@@ -105,8 +107,9 @@ def _split_groups(group: Tensor, values: Tensor, width: int) -> tuple[Tensor, Te
     (vanishingly rare) collision the exact row-wise ``unique`` decides instead."""
     n_members, n_runs = group.shape
     device = group.device
-    if width >= 1 << 16:
-        raise ValueError(f"at most {1 << 16} groups per member; got {width}")
+    count = group.max(1).values + 1  # [P] each member's groups
+    if int(count.max()) > 1 << 16:
+        raise ValueError(f"at most {1 << 16} groups per member; got {int(count.max())}")
     bits = values.reshape(n_members * n_runs, -1).float().contiguous().view(torch.int32).long() & 0xFFFFFFFF
     member, old = torch.arange(n_members, device=device).repeat_interleave(n_runs), group.reshape(-1)
     columns = torch.cat([member[:, None], old[:, None], bits], 1)
@@ -122,11 +125,11 @@ def _split_groups(group: Tensor, values: Tensor, width: int) -> tuple[Tensor, Te
     new = torch.ones_like(pair_member, dtype=torch.bool)
     new[0] = False
     new[1:] = (pair_member[1:] == pair_member[:-1]) & (pair_group[1:] == pair_group[:-1])
-    # numbered per member from width on
+    # numbered per member from its count on
     rank = torch.cumsum(new.long(), 0)
     start = torch.zeros(n_members, dtype=torch.long, device=device).scatter_reduce_(
         0, pair_member, rank - new.long(), reduce="amin", include_self=False)
-    number = torch.where(new, width + rank - 1 - start[pair_member], pair_group)
+    number = torch.where(new, count[pair_member] + rank - 1 - start[pair_member], pair_group)
     parents = torch.stack([pair_member[new], pair_group[new]], 1)
     children = torch.stack([pair_member[new], number[new]], 1)
     return number[inverse].view(n_members, n_runs), parents, children
@@ -179,7 +182,7 @@ class PopulationPolicy:
     def _split(self, values: Tensor) -> Tensor:
         """Regroup by ``values [P, R, d]``; returns ``[k, 2, 2]`` the new groups' (member,
         parent) and (member, child) pairs."""
-        self.group, parents, children = _split_groups(self.group, values, self.width)
+        self.group, parents, children = _split_groups(self.group, values)
         self.width = int(self.group.max()) + 1
         return parents, children
 

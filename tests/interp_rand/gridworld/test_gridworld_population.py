@@ -103,6 +103,63 @@ def test_population_policy_refuses_a_model_it_cannot_decode():
         PopulationPolicy(model, params, torch.zeros(4, GRID.d_obs))
 
 
+def diverging_runs(n_members=3, n_runs=8, steps=6, seed=0):
+    """Runs sharing prefixes: runs 0-3 and 4-7 of a member share a seed (members differ), and
+    run r follows its seed's observations until step r % 4 + 1, then observations of its own."""
+    g = torch.Generator().manual_seed(seed)
+    seeds = torch.randn(n_members, 2, GRID.d_obs, generator=g).repeat_interleave(n_runs // 2, 1)
+    shared = torch.randn(n_members, 2, steps, GRID.d_obs, generator=g).repeat_interleave(n_runs // 2, 1)
+    own = torch.randn(n_members, n_runs, steps, GRID.d_obs, generator=g)
+    split = torch.arange(n_runs) % 4 + 1  # run r diverges at step split[r]
+    obs = torch.where((torch.arange(steps)[None, :] >= split[:, None])[None, :, :, None], own, shared)
+    return seeds.flatten(0, 1), obs.flatten(0, 1)
+
+
+def test_shared_prefixes_decode_the_same_logits_as_every_run():
+    model = make_model(24)
+    layout, flat = population(model, 3, 0.5)
+    params = layout.unflatten(flat)
+    seeds, obs = diverging_runs()
+    shared, every = PopulationPolicy(model, params, seeds), PopulationPolicy(model, params, seeds, share_prefixes=False)
+    widths = []
+    with torch.no_grad():
+        decoded = []
+        for t in range(obs.shape[1]):
+            decoded.append(shared(obs[:, t]))
+            widths.append(shared.width)
+        decoded = torch.stack(decoded, 1)
+        each = torch.stack([every(obs[:, t]) for t in range(obs.shape[1])], 1)
+        hooked = torch.cat([layout.load(make_model(24), flat[i])(obs[8 * i : 8 * i + 8], seeds=seeds[8 * i : 8 * i + 8])
+                            for i in range(3)])
+    # 2 seeds, then each step one more run of each seed leaves its group: 2, 4, 6, 8, 8 groups
+    assert widths == [2, 4, 6, 8, 8, 8]
+    torch.testing.assert_close(decoded, each, atol=1e-5, rtol=1e-4)  # float rounding of other batch shapes
+    torch.testing.assert_close(decoded, hooked, atol=1e-5, rtol=1e-4)
+    assert hooked.std() > 0.1
+
+
+def test_split_groups_keeps_numbers_and_survives_hash_collisions(monkeypatch):
+    from interp_rand.gridworld import population as pop
+
+    # member 0: groups 0 (values 1, 2, 1) and 1; member 1: group 0, and 1 (values 4, 4, 6);
+    # member 2: a single group that does not split
+    group = torch.tensor([[0, 0, 0, 1], [0, 1, 1, 1], [0, 0, 0, 0]])
+    values = torch.tensor([[1.0, 2.0, 1.0, 5.0], [3.0, 4.0, 4.0, 6.0], [7.0, 7.0, 7.0, 7.0]])[..., None]
+
+    def check(new, parents, children):
+        # the runs are grouped by (group, value); an unsplit group keeps its number, a split
+        # one keeps it for one part and numbers the other after the member's groups (2 here)
+        assert new[0, 0] == new[0, 2] != new[0, 1] and {int(new[0, 0]), int(new[0, 1])} == {0, 2}
+        assert new[0, 3] == 1 and new[1, 0] == 0 and new[1, 1] == new[1, 2] != new[1, 3]
+        assert {int(new[1, 1]), int(new[1, 3])} == {1, 2} and new[2].tolist() == [0, 0, 0, 0]
+        assert parents.tolist() == [[0, 0], [1, 1]] and children.tolist() == [[0, 2], [1, 2]]
+
+    check(*pop._split_groups(group, values))
+    # every row hashing alike: the exact row comparison must still tell them apart
+    monkeypatch.setattr(pop, "_row_hash", lambda columns: torch.zeros(columns.shape[0], dtype=torch.long))
+    check(*pop._split_groups(group, values))
+
+
 def test_gridworld_has_no_forward_of_its_own():
     # the population's forward is the model's fast path (FastForward under vmap): the old
     # hand-written stacked decoder is gone, and the policy calls FastForward
@@ -123,11 +180,13 @@ def test_vectorised_population_equals_per_member_loop():
     cells = treasure_cells(GRID)
     seeds = sample_seeds(GRID, 3, torch.Generator().manual_seed(2))
     fast = population_returns(model, layout, flat, GRID, cells, seeds)
+    unshared = population_returns(model, layout, flat, GRID, cells, seeds, share_prefixes=False)
     vmapped = population_returns(model, layout, flat, GRID, cells, seeds, cached=False)
     chunked = population_returns(model, layout, flat, GRID, cells, seeds, max_runs=2 * 8 * 3)
     loop = population_returns_loop(model, layout, flat, GRID, cells, seeds)
     assert fast.shape == (6, 8, 3)
     assert torch.equal(fast, loop) and torch.equal(vmapped, loop) and torch.equal(chunked, loop)
+    assert torch.equal(unshared, loop)
     assert len(set(fitness(loop, "erm").tolist())) > 1  # members differ: the test is not vacuous
 
 
