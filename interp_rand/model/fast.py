@@ -16,6 +16,12 @@ they are functions (:func:`~interp_rand.model.layer_norm.layer_norm`, the MLP ac
 model stays the one model for analysis and interventions: this path has no hook points, so
 anything that needs hooks (caches, patching, ablations) runs the hooked forward.
 
+A causal model also decodes incrementally (``fast(new_inputs, seeds=..., cache=DecodeCache.
+empty(cfg, batch))``: only the new positions run, over the cached keys and values), and the
+forward can be ``torch.func.vmap``-ed over ``functional_call`` with a population's stacked
+weights (no data-dependent branching for vector inputs; the caches' buffers are written in
+place): the grid world's population rollouts (``interp_rand.gridworld.population``) run so.
+
     >>> fast = FastForward.from_model(model)
     >>> torch.allclose(fast(inputs, seeds=seeds), model(inputs, seeds=seeds), atol=1e-5)
     True

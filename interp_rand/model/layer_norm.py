@@ -39,8 +39,8 @@ def layer_norm(
     hook_normalized: Callable[[Tensor], Tensor] = _unhooked,
 ) -> Tensor:
     """``(x - mean) / sqrt(var + eps) * w + b`` over the last axis: the one LayerNorm, of
-    :class:`LayerNorm` (with its hook points) and of the grid world's stacked decoder (weights
-    with a member axis, broadcast against ``x``), so both compute it alike."""
+    :class:`LayerNorm` (with its hook points) and of the fast path
+    (:mod:`interp_rand.model.fast`), so both compute it alike."""
     x = x - x.mean(-1, keepdim=True)
     scale = hook_scale((x.pow(2).mean(-1, keepdim=True) + eps).sqrt())
     return hook_normalized(x / scale * w + b)

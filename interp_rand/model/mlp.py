@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
-# The activation of an ``act_fn`` name (the MLPs here and the grid world's stacked decoder).
+# The activation of an ``act_fn`` name (the MLPs here and the fast path, interp_rand.model.fast).
 ACTIVATIONS = {
     "gelu": F.gelu,
     "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
