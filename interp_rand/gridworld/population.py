@@ -110,7 +110,10 @@ def _split_groups(group: Tensor, values: Tensor) -> tuple[Tensor, Tensor, Tensor
     count = group.max(1).values + 1  # [P] each member's groups
     if int(count.max()) > 1 << 16:
         raise ValueError(f"at most {1 << 16} groups per member; got {int(count.max())}")
-    bits = values.reshape(n_members * n_runs, -1).float().contiguous().view(torch.int32).long() & 0xFFFFFFFF
+    flat = values.reshape(n_members * n_runs, -1).contiguous()
+    if flat.element_size() % 4:  # 16-bit floats: float32 holds them exactly
+        flat = flat.float()
+    bits = flat.view(torch.int32).long() & 0xFFFFFFFF  # every value's exact bits (float64: two columns)
     member, old = torch.arange(n_members, device=device).repeat_interleave(n_runs), group.reshape(-1)
     columns = torch.cat([member[:, None], old[:, None], bits], 1)
     _, inverse = torch.unique((member << 56) | (old << 40) | _row_hash(columns), return_inverse=True)
@@ -179,9 +182,9 @@ class PopulationPolicy:
         self.length = 0
         self._step = vmap(self._member, in_dims=(0, 2, 2, 0, 0))
 
-    def _split(self, values: Tensor) -> Tensor:
-        """Regroup by ``values [P, R, d]``; returns ``[k, 2, 2]`` the new groups' (member,
-        parent) and (member, child) pairs."""
+    def _split(self, values: Tensor) -> tuple[Tensor, Tensor]:
+        """Regroup by ``values [P, R, d]``; returns the new groups' ``(member, parent)`` and
+        ``(member, child)`` pairs, ``[k, 2]`` each (:func:`_split_groups`)."""
         self.group, parents, children = _split_groups(self.group, values)
         self.width = int(self.group.max()) + 1
         return parents, children

@@ -155,6 +155,9 @@ def test_split_groups_keeps_numbers_and_survives_hash_collisions(monkeypatch):
         assert parents.tolist() == [[0, 0], [1, 1]] and children.tolist() == [[0, 2], [1, 2]]
 
     check(*pop._split_groups(group, values))
+    # exact bits: float64 values that float32 would merge stay apart
+    close = torch.tensor([[[1.0], [1.0 + 1e-12]]], dtype=torch.float64)
+    assert sorted(pop._split_groups(torch.zeros(1, 2, dtype=torch.long), close)[0][0].tolist()) == [0, 1]
     # every row hashing alike: the exact row comparison must still tell them apart
     monkeypatch.setattr(pop, "_row_hash", lambda columns: torch.zeros(columns.shape[0], dtype=torch.long))
     check(*pop._split_groups(group, values))
