@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from interp_rand.tasks.base import Batch
+from interp_rand.tasks.base import KEY_VALUE_RECALL, Batch, has_capability
 from probes.activations import seed_offset
 from probes.attention import attention_patterns, conditional_patterns, conditions, task_slice
 from probes.attribution import seed_attribution
@@ -74,6 +74,8 @@ class ReportData:
     seconds: dict[str, float] = field(default_factory=dict)
     # (attribution, patching check) per head asked for with ``qk_heads`` (optional section)
     qk: tuple[tuple[Any, Any], ...] = ()
+    # per qk head on a key/value recall task: which keys it reads under which seed bits
+    qk_seed_reads: tuple[Any, ...] = ()
 
 
 def position_labels(task, n_pos: int) -> list[str]:
@@ -174,16 +176,19 @@ def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), 
         share.update({name: float(v) for name, v in zip(attr.outputs, attr.mean_share_per_output)})
         seconds["attribution"] = time.perf_counter() - began
 
-    qk = []
+    qk: tuple = ()
+    seed_reads: tuple = ()
     if qk_heads:
-        from probes.qk_attribution import qk_attribution, qk_patching_check
+        from probes.qk_attribution import explain_heads
 
         began = time.perf_counter()
         note(f"query/key attribution of {len(qk_heads)} head(s)", progress)
         part = batch[:qk_examples]
-        for layer, head, query in qk_heads:
-            attr = qk_attribution(model, part, layer, head, query)
-            qk.append((attr, qk_patching_check(model, part, attr, seed=config.seed)))
+        qk = explain_heads(model, part, qk_heads, seed=config.seed)
+        if has_capability(task, KEY_VALUE_RECALL):
+            from probes.qk_attribution import reads_by_seed_bit
+
+            seed_reads = tuple(reads_by_seed_bit(attr, part, task, seed=config.seed) for attr, _ in qk)
         seconds["qk attribution"] = time.perf_counter() - began
 
     from interp_rand.zoo.location import run_label
@@ -202,7 +207,8 @@ def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), 
         probe_layers=layers,
         seed_share=share,
         seconds=seconds,
-        qk=tuple(qk),
+        qk=qk,
+        qk_seed_reads=seed_reads,
     )
 
 

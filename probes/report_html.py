@@ -131,6 +131,29 @@ def qk_attribution_figure(attr, labels: list[str] | None = None, key: int | None
     return fig
 
 
+def seed_reads_figure(reads, labels: list[str] | None = None) -> go.Figure:
+    """A :class:`~probes.qk_attribution.SeedBitReads` as an annotated heatmap (seed bit down, key
+    identity across): how much setting each seed bit moves the query's attention on each key."""
+    diff = _round(reads.difference, 3)
+    top = max((abs(v) for row in diff for v in row if v == v), default=0.0) or 1.0
+    text = [["" if v != v else f"{v:+.2f}" for v in row] for row in diff]
+    n_bits, n_keys = len(diff), len(diff[0]) if diff else 0
+    fig = go.Figure(go.Heatmap(
+        z=diff, x=[f"key {j}" for j in range(n_keys)], y=[f"bit {i}" for i in range(n_bits)], text=text,
+        texttemplate="%{text}", textfont={"size": 10}, zmin=-top, zmax=top, zmid=0.0, colorscale="RdBu",
+        colorbar={"title": {"text": "set - unset"}},
+        hovertemplate="seed %{y}<br>%{x}<br>attention set - unset %{z:.3f}<extra></extra>"))
+    name = labels[reads.query] if labels and reads.query < len(labels) else f"pos {reads.query}"
+    fig.update_yaxes(autorange="reversed", title_text="seed bit")
+    fig.update_xaxes(title_text="key identity (wherever its pair sits)")
+    noise = float(reads.control.nan_to_num().abs().max())
+    fig.update_layout(title=(f"a{reads.layer}.{reads.head} at {name}: attention on each key with the seed bit set "
+                             f"minus unset<br>largest |set - unset| {top:.2f}; with the seeds shuffled across "
+                             f"examples (control) {noise:.2f}"), height=150 + 26 * n_bits, width=max(640, 160 + 48 * n_keys),
+                      font={"size": 12}, margin=dict(l=70, r=40, t=90, b=60))
+    return fig
+
+
 def qk_table_rows(data: ReportData) -> list[dict]:
     """One row per head of the query/key attribution section: its top contributors and the
     patching check against random other contributors."""
@@ -210,6 +233,12 @@ def _sections(data: ReportData) -> list:
         stream = (["seed"] * offset) + names
         for i, (attr, _) in enumerate(data.qk):
             parts.append((f"qk-{i}", qk_attribution_figure(attr, stream)))
+        if data.qk_seed_reads:
+            parts.append("<p class='note'>Which keys each head reads under which seed bits: the query's mean "
+                         "attention weight (absolute value for linear attention) on the pair holding each key "
+                         "identity, among examples with the seed bit set minus those with it unset.</p>")
+        for i, reads in enumerate(data.qk_seed_reads):
+            parts.append((f"qk-seed-{i}", seed_reads_figure(reads, stream)))
     parts.append("<p class='note'>computed in " + html.escape(
         ", ".join(f"{k} {v:.1f} s" for k, v in data.seconds.items())) + "</p>")
     return parts
@@ -226,4 +255,4 @@ def write_report(data: ReportData, path: str | Path) -> Path:
 
 
 __all__ = ["pattern_figure", "pattern_scale", "probe_layers_figure", "qk_attribution_figure", "qk_table_rows",
-           "render_html", "roles_figure", "write_report"]
+           "render_html", "roles_figure", "seed_reads_figure", "write_report"]

@@ -4,7 +4,8 @@ width = |score|, or for key/value edges split over query positions by
 :func:`~circuits.analyses.flow.attention_flow`, the mean attention from the query to the source's key
 position (so information moving between positions is drawn as edges between position bands).
 Positions are named by token on the y axis, layers on the x axis, and a legend says all this;
-saved as one self-contained, offline HTML file.
+saved as one self-contained, offline HTML file. Heads explained by query/key attribution get
+arrows from their top contributors and a label (:mod:`circuits.draw.qk_overlay`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Node
 from circuits.analyses.flow import FlowEdge, attention_flow
 from circuits.draw.layout import layered_layout, position_centre
+from circuits.draw.qk_overlay import add_qk_overlay, overlay_positions
 from interp_rand.figures.html_page import write_figure
 
 POSITIVE, NEGATIVE = "rgba(40,90,200,{a})", "rgba(210,50,50,{a})"
@@ -111,10 +113,12 @@ def column_axis(arch: Architecture | int) -> dict:
             "tickfont": {"size": FONT}}
 
 
-def position_axis(circuit: Circuit, pos: dict, names: list[str] | None) -> dict:
-    """Y axis: one tick per position band, named by token (``3 SEP``); heads without positions."""
+def position_axis(circuit: Circuit, pos: dict, names: list[str] | None, extra: set[int] = frozenset()) -> dict:
+    """Y axis: one tick per position band, named by token (``3 SEP``); heads without positions.
+    ``extra``: positions to name besides the circuit's (where an overlay draws)."""
     axis = {"showgrid": False, "zeroline": False, "tickfont": {"size": FONT}, "automargin": True}
-    positions = sorted({n.position for n in circuit.nodes if n.position is not None})
+    positions = {n.position for n in circuit.nodes if n.position is not None}
+    positions = sorted(positions | set(extra) if positions else positions)
     if not positions:
         return {**axis, "title": "head"}
     top = max(y for _, y in pos.values())
@@ -129,12 +133,14 @@ def figure_height(pos: dict) -> int:
 
 
 def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None,
-                   position_names: list[str] | None = None, min_share: float = 0.1) -> go.Figure:
+                   position_names: list[str] | None = None, min_share: float = 0.1, qk=()) -> go.Figure:
     """A plotly figure of ``circuit`` on :func:`~circuits.draw.layout.layered_layout`.
 
     ``attention``: ``[layer, head, q, k]`` mean pattern (:func:`~circuits.analyses.flow.mean_attention`)
     to draw key/value edges between positions; ``position_names``: one name per position (with
-    a seed token first if the model has one), for the axis and hover.
+    a seed token first if the model has one), for the axis and hover; ``qk``: pairs
+    ``(QKAttribution, QKPatchCheck)`` (:func:`probes.qk_attribution.explain_heads`) drawn on the
+    circuit by :func:`~circuits.draw.qk_overlay.add_qk_overlay`: why those heads attend where they do.
     """
     pos = layered_layout(circuit)
     flows = attention_flow(circuit, attention, min_share)
@@ -144,14 +150,17 @@ def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None
     add_nodes(fig, drawn_nodes(flows), pos, position_names)
     add_legend(fig, [("score > 0: helps the metric", POSITIVE), ("score < 0: hurts it", NEGATIVE)],
                split=attention is not None)
+    add_qk_overlay(fig, qk, circuit.arch, any(n.position is not None for n in circuit.nodes), position_names)
+    # the overlay's query and key positions get a band (and a tick) even when no circuit node is there
+    pos_for_axis = {**pos, **{f"qk@{p}": (0.0, position_centre(p, circuit.arch.n_heads)) for p in overlay_positions(qk)}}
     settings = circuit.settings
     n_cols = int(ModelGraph.structure(circuit.arch).column(Node("logits"))) + 1  # the logits' column is the last
     fig.update_layout(
         title=title or f"{settings.get('method', 'circuit')}: {len(circuit)} of {circuit.total_edges} edges",
-        plot_bgcolor="white", hovermode="closest", font={"size": FONT}, height=figure_height(pos),
+        plot_bgcolor="white", hovermode="closest", font={"size": FONT}, height=figure_height(pos_for_axis),
         width=170 * n_cols + 420, margin={"l": 80, "r": 30, "t": 80, "b": 50},
         legend={"font": {"size": FONT}}, xaxis=column_axis(circuit.arch),
-        yaxis=position_axis(circuit, pos, position_names),
+        yaxis=position_axis(circuit, pos_for_axis, position_names, overlay_positions(qk)),
     )
     return fig
 

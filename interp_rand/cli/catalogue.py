@@ -2,7 +2,7 @@
 options, the fields of the configs the CLI parses into, the registries' choices (objectives,
 discovery methods, metrics, ablations, model kinds, experiment scales), the discovery methods'
 descriptions and options (:class:`~interp_rand.registry.Option`, the flags of ``circuit`` and
-``compare``) and the zoo's entries.
+``compare``), the replayable training-dynamics analyses (``replay``) and the zoo's entries.
 
 ``--help``, ``tasks``, ``zoo list`` and argument errors read them from ``catalogue.json``, so
 they answer in a fraction of a second instead of the 5-10 s torch and TransformerLens take to
@@ -88,6 +88,7 @@ def generate() -> dict[str, Any]:
     from interp_rand.training import TrainConfig, objective_names
     from interp_rand.training.config import SEED_SOURCES
     from interp_rand.zoo.entries import ENTRIES
+    from interp_rand.reports.dynamics.replay import DYNAMICS_ANALYSES
     from probes.report import ReportConfig
 
     def specs(cls: type) -> list[dict[str, Any]]:
@@ -127,6 +128,9 @@ def generate() -> dict[str, Any]:
                                  "options": [option.to_dict() for option in entry.options]}
                     for entry in DISCOVERY_METHODS.entries()},
         "metrics": {entry.name: {"description": entry.description} for entry in METRICS.entries()},
+        "dynamics_analyses": {entry.name: {"description": entry.description,
+                                           "options": [option.to_dict() for option in entry.options]}
+                              for entry in DYNAMICS_ANALYSES.entries()},
         "zoo": [{"name": name, "task": entry.task_name, "variant": entry.variant} for name, entry in ENTRIES.items()],
     }
 
@@ -179,6 +183,17 @@ def method_options(name: str) -> list[Option]:
 def metric_description(name: str) -> str:
     """What the metric ``name`` measures (its registry description)."""
     return load()["metrics"][name]["description"]
+
+
+def dynamics_analyses() -> dict[str, dict[str, Any]]:
+    """The replayable analyses (``interp-rand replay``): name -> ``{"description", "options"}``
+    in registration order."""
+    return load()["dynamics_analyses"]
+
+
+def dynamics_options(name: str) -> list[Option]:
+    """The options of the replayable analysis ``name``."""
+    return [Option.from_dict(option) for option in load()["dynamics_analyses"][name]["options"]]
 
 
 def zoo_entries() -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from interp_rand.cli import catalogue
 from interp_rand.cli.options import (
     add_method_options,
+    add_qk_head_option,
     at_least,
     described_choices,
     method_options,
@@ -52,6 +53,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
                         help="measure and draw this circuit JSON instead of discovering one "
                         "(refused if it belongs to another architecture)")
     add_card_options(parser)
+    add_qk_head_option(parser, "draw on the circuit")
     parser.add_argument("--out", type=output_path, required=True, help="output folder")
     return parser
 
@@ -64,10 +66,11 @@ def run(args: argparse.Namespace) -> int:
                             pairs=args.pairs, seed=args.seed, top_k=args.top_k, target=args.target,
                             threshold=args.threshold, options=method_options(args, args.method),
                             selection=args.selection, by_position=not args.no_positions, n_resamples=args.resamples,
-                            card=not args.no_card, card_resamples=args.card_resamples, circuit=args.circuit, progress=True)
+                            card=not args.no_card, card_resamples=args.card_resamples, circuit=args.circuit,
+                            qk_heads=tuple(args.qk_head), progress=True)
     report.write(args.out)
     print(json.dumps(report.key_numbers(), indent=2))
-    for line in report.card_lines():
+    for line in report.card_lines() + report.qk_lines():
         print(line)
     cards = ", card.json, card.html" if report.card is not None else ""
     print(f"wrote {args.out}/circuit.json, circuit.graphml, circuit.dot, faithfulness.json, circuit.html{cards}")

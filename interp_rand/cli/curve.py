@@ -5,13 +5,12 @@ torch: it reads the JSON lines and draws them."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from interp_rand.cli.options import output_path
+from interp_rand.run_history import METRICS_FILE, read_metrics
 
 CURVE_FILE = "training_curve.html"
-METRICS_FILE = "metrics.jsonl"  # interp_rand.training.trainer.METRICS_FILE, without importing torch
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
@@ -26,13 +25,6 @@ def add_parser(commands) -> argparse.ArgumentParser:
                         help=f"output file (default: RUN_DIR/{CURVE_FILE}; zoo-output/NAME/{CURVE_FILE} for zoo:NAME)")
     parser.set_defaults(uses_torch=False)
     return parser
-
-
-def read_metrics(path: Path) -> list[dict]:
-    """The records of a ``metrics.jsonl`` (one JSON object a line; blank lines skipped)."""
-    if not path.is_file():
-        raise ValueError(f"{path} does not exist: a run folder written by `interp-rand train` keeps one")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def run(args: argparse.Namespace) -> int:

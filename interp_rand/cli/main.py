@@ -28,6 +28,7 @@ COMMANDS = (
     "reproduce",
     "report",
     "curve",
+    "replay",
     "demo",
     "circuit",
     "gridworld",

@@ -150,7 +150,7 @@ def at_least(minimum: float, kind: type = int):
     return parse
 
 
-def _option_type(option):
+def option_type(option):
     """The argparse ``type=`` of a registry :class:`~interp_rand.registry.Option`."""
     from interp_rand.cli.catalogue import TYPES
 
@@ -187,7 +187,7 @@ def add_method_options(parser: argparse.ArgumentParser, *, skip: tuple[str, ...]
         if option.type == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction
         else:
-            kwargs["type"] = _option_type(option)
+            kwargs["type"] = option_type(option)
         parser.add_argument("--" + name.replace("_", "-"), **kwargs)
         added.append(name)
     return added
@@ -238,3 +238,24 @@ def output_path(text: str) -> Path:
                 f"{text} is inside the installed package folder {name!r} ({folder}); write outside it, "
                 f"e.g. --out out/{path.name or 'results'}")
     return path
+
+def qk_head(text: str) -> tuple[int, int, int]:
+    """``"1.2@7"`` -> ``(1, 2, 7)``: layer, head, query position (the type of ``--qk-head``)."""
+    try:
+        head, query = text.split("@")
+        layer, index = head.split(".")
+        out = (int(layer), int(index), int(query))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not LAYER.HEAD@QUERY, e.g. 1.2@7") from None
+    if min(out) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: layer, head and query position must be >= 0")
+    return out
+
+
+def add_qk_head_option(parser: argparse.ArgumentParser, where: str) -> None:
+    """``--qk-head L.H@Q`` (repeatable): explain head H of layer L at query position Q by
+    query/key attribution with a patching check, shown ``where``."""
+    parser.add_argument("--qk-head", action="append", default=[], type=qk_head, metavar="L.H@Q",
+                        help=f"{where} the query/key attribution of head H of layer L at query position Q (a "
+                        "residual-stream position; a seed token is 0): why the head attends where it does, "
+                        "with a patching check; repeat for more heads, e.g. --qk-head 1.2@7")

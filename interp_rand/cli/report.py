@@ -11,7 +11,7 @@ from pathlib import Path
 
 from interp_rand import progress
 from interp_rand.cli import catalogue
-from interp_rand.cli.options import add_dataclass_options, collect, output_path
+from interp_rand.cli.options import add_dataclass_options, add_qk_head_option, collect, output_path
 
 REPORT_FILE = "report.html"
 
@@ -26,26 +26,12 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     parser.add_argument("--out", type=output_path, default=None,
                         help=f"output file (default: RUN_DIR/{REPORT_FILE}; zoo-output/NAME/{REPORT_FILE} for zoo:NAME)")
-    parser.add_argument("--qk-head", action="append", default=[], type=qk_head, metavar="L.H@Q",
-                        help="add the query/key attribution of head H of layer L at query position Q (a "
-                        "residual-stream position; a seed token is 0): why the head attends where it does, "
-                        "with a patching check; repeat for more heads, e.g. --qk-head 1.2@7")
+    add_qk_head_option(parser, "add")
     parser.set_defaults(report_fields=add_dataclass_options(parser.add_argument_group("report options"),
                                                             catalogue.config_options("ReportConfig")))
     return parser
 
 
-def qk_head(text: str) -> tuple[int, int, int]:
-    """``"1.2@7"`` -> ``(1, 2, 7)``: layer, head, query position (the type of ``--qk-head``)."""
-    try:
-        head, query = text.split("@")
-        layer, index = head.split(".")
-        out = (int(layer), int(index), int(query))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not LAYER.HEAD@QUERY, e.g. 1.2@7") from None
-    if min(out) < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: layer, head and query position must be >= 0")
-    return out
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,8 +5,11 @@ rounding: ``tests/interp_rand/model/test_fast_forward.py`` checks them within 1e
 scale on every zoo model and every option, and the colouring success matrix identical on the
 exhaustive cycle set) with plain torch ops: no hook
 dispatch, no per-step copies a hook would need (the positional table is broadcast, not
-repeated), and a per-example mask in which every query may read the same number ``k`` of keys
-(the colouring's cycle adjacency: 2 of 10) is applied by gathering only those keys.
+repeated; an input broadcast over the batch, such as the colouring's one-hot vertex ids, is
+embedded once), and a per-example mask in which every query may read the same number ``k`` of
+keys (the colouring's cycle adjacency: 2 of 10) is applied by gathering only those keys' rows of
+the fused q/k/v projections. With a few output units (:data:`FEW_OUTPUTS`) the logits are a
+transposed view (the unit axis outermost in memory), so flatten them with ``reshape``.
 
 It holds no weights of its own: every call reads the model's parameters (the fused q/k/v
 matrix is rebuilt whenever a parameter changes), and it reuses the model's own pieces where
@@ -34,6 +37,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from interp_rand.model.layer_norm import layer_norm
+
+#: Up to this many output units the unembedding runs units-first and the logits come back as a
+#: transposed view (``[batch, pos, d_vocab_out]`` with the unit axis outermost in memory: use
+#: ``reshape``, not ``view``, to flatten them).
+FEW_OUTPUTS = 8
 
 
 def regular_key_index(allowed: Tensor) -> Tensor | None:
@@ -131,18 +139,30 @@ class FastForward:
         batch, n_pos = model._check_inputs(inputs)
         start = 0 if cache is None else cache.check(self, batch, n_pos, attention_mask, key_index)
         embed = model.embed
-        # (F.linear: under vmap over members a batched W_E stays one bmm, not a per-row expand)
-        x = embed.W_E[inputs] if embed.tokens else F.linear(inputs, embed.W_E.T)
-        # a seed token already decoded (start > 0) is in the cache: its seeds are not read again
-        seed_embed = None if start and cfg.seed_offset else self._seed_embed(seeds, batch, n_pos)
+        # one input broadcast over the batch (the colouring's one-hot vertex ids, a stride-0
+        # view): embedded once, with the positions added to that one copy
+        broadcast = cache is None and not embed.tokens and batch > 1 and inputs.stride(0) == 0
+        pos_added = broadcast and cfg.positional != "none" and not cfg.d_input_mlp and not cfg.seed_offset
+        if embed.tokens:
+            x = embed.W_E[inputs]
+        elif broadcast:
+            x = inputs[:1] @ embed.W_E
+            x = x + model.pos_embed(n_pos) if pos_added else x.expand(batch, -1, -1)
+        else:
+            # (F.linear: under vmap over members a batched W_E stays one bmm, not a per-row expand)
+            x = F.linear(inputs, embed.W_E.T)
         if cfg.has_seed and cfg.seed_mode == "append":
-            x = x + seed_embed
+            x = self._plus_seed(x, seeds, batch, n_pos)
         if cfg.d_input_mlp > 0:
             x = self._mlp(model.input_mlp, x)
         if cfg.has_seed and cfg.seed_mode == "add":
-            x = x + seed_embed
+            x = self._plus_seed(x, seeds, batch, n_pos)
+        # (a seed token already decoded, start > 0, is in the cache: its seeds are not read again)
+        if (cfg.seed_offset and not start) or not cfg.has_seed:
+            seed_embed = self._seed_embed(seeds, batch, n_pos)  # raises where seeds are wrong
         if cfg.seed_offset and not start:
             x = torch.cat([seed_embed.expand(batch, -1, -1), x], dim=1)
+        x = x.expand(batch, -1, -1)  # (a no-op unless nothing above was per row)
         allowed = cache.allowed(x.shape[1], x.device) if start else model._allowed(attention_mask, batch, n_pos)
         if key_index is None:
             key_index = self.key_index(allowed)
@@ -150,7 +170,18 @@ class FastForward:
               or self.key_index(attention_mask[:1]) is None):
             raise ValueError(f"key_index must be FastForward.key_index of the [batch={batch}, pos={n_pos}, "
                              f"pos] attention_mask; got {tuple(key_index.shape)}")
-        return self._residual_stream(x, allowed, key_index, cache)
+        return self._residual_stream(x, allowed, key_index, pos_added, cache)
+
+    def _plus_seed(self, x: Tensor, seeds: Tensor | None, batch: int, n_pos: int) -> Tensor:
+        """``x`` plus the seeds' projection (``add`` / ``append``), broadcast to ``[batch, pos,
+        d_model]``; one seed feature (the colouring's noise) is one fused multiply-add."""
+        cfg = self.cfg
+        if (cfg.d_seed == 1 and seeds is not None and seeds.shape[0] == batch and seeds.shape[-1] == 1
+                and (seeds.dim() == 2 or (seeds.dim() == 3 and seeds.shape[1] == n_pos))):
+            w_seed = self.model.seed_embed.W_seed
+            seeds = seeds.to(w_seed.dtype)
+            return torch.addcmul(x, seeds[:, None] if seeds.dim() == 2 else seeds, w_seed[0])
+        return x + self._seed_embed(seeds, batch, n_pos)
 
     def _seed_embed(self, seeds: Tensor | None, batch: int, n_pos: int) -> Tensor | None:
         """``[batch, pos or 1, d_model]``: the hooked model's checks, and the projection of a
@@ -179,48 +210,63 @@ class FastForward:
         return layer_norm(x, norm.w, norm.b, norm.eps)
 
     def _residual_stream(self, x: Tensor, allowed: Tensor | None, key_index: Tensor | None,
-                         cache: "DecodeCache | None" = None) -> Tensor:
+                         pos_added: bool = False, cache: "DecodeCache | None" = None) -> Tensor:
         model, cfg = self.model, self.cfg
         batch, n_pos, _ = x.shape
         start = 0 if cache is None else cache.length
-        if cfg.positional != "none":
+        if cfg.positional != "none" and not pos_added:
             # broadcast over the batch (no copy: no hook to see it)
             x = x + model.pos_embed(start + n_pos)[:, start:]
         attend = self._attention_plan(allowed, key_index, batch, n_pos)
+        gathered = key_index is not None and cfg.attention == "softmax"
         h, e = cfg.n_heads, cfg.d_head
         x = x.reshape(batch * n_pos, -1)
         for layer, (block, (w_qkv, b_qkv, w_o)) in enumerate(zip(model.blocks, self._layers())):
             attn = block.attn
-            qkv = F.linear(self._norm(block.ln1, x), w_qkv, b_qkv).view(batch, n_pos, 3, h, e)
-            q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
-            if cache is None:
-                z = attend(q, k, v, attn.scale)  # [batch, pos, head, d_head]
+            qkv = F.linear(self._norm(block.ln1, x), w_qkv, b_qkv)  # [batch * pos, 3 h e]
+            if gathered:
+                z = attend(qkv, attn.scale)  # [batch * pos, h e]
             else:
-                z = cache.attend(layer, q, k, v, attn.scale, attend, cfg.attention == "linear")
-            z = z.reshape(batch * n_pos, h * e)
-            x = x + F.linear(z, w_o, attn.b_O if cfg.attn_bias else None)
+                qkv = qkv.view(batch, n_pos, 3, h, e)
+                q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+                if cache is None:
+                    z = attend(q, k, v, attn.scale)  # [batch, pos, head, d_head]
+                else:
+                    z = cache.attend(layer, q, k, v, attn.scale, attend, cfg.attention == "linear")
+                z = z.reshape(batch * n_pos, h * e)
+            if cfg.attn_bias:
+                x = x + F.linear(z, w_o, attn.b_O)
+            else:
+                x = torch.addmm(x, z, w_o.T)  # x + z @ W_O in one pass
             if not cfg.attn_only:
                 x = x + self._mlp(block.mlp, self._norm(block.ln2, x))
         unembed = model.unembed
-        logits = F.linear(self._norm(model.ln_final, x), unembed.W_U.T, unembed.b_U)
+        x = self._norm(model.ln_final, x)
+        if cfg.d_vocab_out <= FEW_OUTPUTS:
+            # [d_vocab_out, rows]: a few output units are computed units-first (for 3 colours
+            # ~2x faster than [rows, 16] @ [16, 3]); the logits are its transposed view
+            logits = torch.addmm(unembed.b_U[:, None], unembed.W_U.T, x.T).T
+        else:
+            logits = F.linear(x, unembed.W_U.T, unembed.b_U)
         if cache is not None:
             cache.length = start + n_pos
         return logits.view(batch, n_pos, -1)[:, 0 if start else cfg.seed_offset :]
 
     def _attention_plan(self, allowed: Tensor | None, index: Tensor | None, batch: int, n_pos: int):
         """``attend(q, k, v, scale) -> z``, all ``[batch, pos, head, d_head]``, with the mask
-        prepared once for every block: the allowed keys (``index``, :meth:`key_index`), or an
-        additive ``0 / -inf`` bias."""
+        prepared once for every block as an additive ``0 / -inf`` bias; or, over the allowed
+        keys (``index``, :meth:`key_index`), ``attend(qkv, scale) -> z`` from the fused
+        ``[batch * pos, 3 h e]`` projections to ``[batch * pos, h e]``."""
         cfg = self.cfg
         if cfg.attention == "linear":
             keep = None if allowed is None else (allowed if allowed.dim() == 2 else allowed[:, None])
             return lambda q, k, v, scale: _linear_attention(q, k, v, keep, scale)
         if index is not None:
-            # [d, batch * head * query]: the flat [batch * head, query, key] score entries
-            h = cfg.n_heads
-            query_rows = torch.arange(batch * h * n_pos, device=index.device).view(batch, h, n_pos, 1)
-            cells = (query_rows * n_pos + index[:, None]).flatten(0, 2).T.contiguous()
-            return lambda q, k, v, scale: _gathered_softmax(q, k, v, cells, scale)
+            # [d * batch * query]: the flat row (of the [batch * pos, ...] activations) of every
+            # query's j-th allowed key, slot-major so that slot j's keys are one block
+            rows = index + torch.arange(batch, device=index.device)[:, None, None] * n_pos
+            keys = rows.view(batch * n_pos, -1).T.flatten()
+            return lambda qkv, scale: _gathered_softmax(qkv, keys, cfg.n_heads, cfg.d_head, scale)
         bias = empty = None
         if allowed is not None:
             keep = allowed if allowed.dim() == 2 else allowed[:, None]  # broadcast over heads
@@ -328,28 +374,28 @@ def _linear_attention(q: Tensor, k: Tensor, v: Tensor, keep: Tensor | None, scal
     return (pattern @ v.transpose(1, 2)).transpose(1, 2)
 
 
-def _gathered_softmax(q: Tensor, k: Tensor, v: Tensor, cells: Tensor, scale: float) -> Tensor:
-    """Softmax attention over only the allowed keys. ``cells [d, batch * head * query]``: the
-    entries of the flattened ``[batch * head, query, key]`` score matrix that each query may
-    read (the same number ``d`` for every query). The scores come from one batched matmul; only
-    the allowed ones are picked, their softmax runs over the outer axis (torch's fast
-    non-last-axis kernel: over a last axis of ~10 entries its CPU softmax is ~10x slower), and
-    the pattern, zero elsewhere, is placed back for the batched matmul with the values. The
-    masked keys' ``exp(-inf) = 0`` terms of the hooked softmax are simply absent."""
-    batch, n_pos, h, e = q.shape
-    qh, kh, vh = _heads_first(q), _heads_first(k), _heads_first(v)
-    scores = torch.bmm(qh, kh.transpose(1, 2)).view(-1)  # [batch * head * query * key]
-    flat = cells.flatten()
-    pattern = torch.softmax(scores.index_select(0, flat).view(cells.shape) / scale, dim=0)
-    dense = scores.new_zeros(scores.shape).index_put_((flat,), pattern.flatten())
-    z = torch.bmm(dense.view(batch * h, n_pos, n_pos), vh)  # [batch * head, query, d_head]
-    return z.view(batch, h, n_pos, e).transpose(1, 2)
+def _gathered_softmax(qkv: Tensor, keys: Tensor, h: int, e: int, scale: float) -> Tensor:
+    """Softmax attention over only the allowed keys, straight from the fused projections.
+
+    ``qkv [rows, 3 * h * e]`` (``rows = batch * pos``: q, k, v of every position), ``keys
+    [d * rows]``: slot-major, the row of each query's ``j``-th allowed key (the same number
+    ``d`` for every query). The key and value rows are gathered once (``[d, rows, 2 h e]``),
+    each score is the elementwise product with the query summed over ``d_head`` (no score
+    matrix over all keys, no batched matmul of 10 x 10 blocks), its softmax runs over the slot
+    axis (the outer axis: torch's fast kernel; over a last axis of a few entries its CPU
+    softmax is ~10x slower) and the values are summed weighted by it. The masked keys'
+    ``exp(-inf) = 0`` terms of the hooked softmax are simply absent. Returns ``z [rows, h e]``."""
+    he = h * e
+    rows = qkv.shape[0]
+    kv = qkv[:, he:].index_select(0, keys).view(-1, rows, 2 * he)  # [d, rows, 2 h e]
+    q = qkv[:, :he]
+    scores = (kv[:, :, :he] * q).view(-1, rows, h, e).sum(-1)  # [d, rows, h]
+    pattern = torch.softmax(scores.div_(scale), dim=0)[..., None]  # [d, rows, h, 1]
+    values = kv[:, :, he:].view(-1, rows, h, e)
+    z = pattern[0] * values[0]  # the weighted sum over slots, one fused multiply-add per slot
+    for slot in range(1, len(values)):
+        z.addcmul_(pattern[slot], values[slot])
+    return z.view(rows, he)
 
 
-def _heads_first(t: Tensor) -> Tensor:
-    """``[batch, pos, head, d_head]`` -> ``[batch * head, pos, d_head]`` (a view for one head)."""
-    batch, n_pos, h, e = t.shape
-    return t.transpose(1, 2).reshape(batch * h, n_pos, e)
-
-
-__all__ = ["DecodeCache", "FastForward", "regular_key_index"]
+__all__ = ["FEW_OUTPUTS", "DecodeCache", "FastForward", "regular_key_index"]

@@ -107,6 +107,8 @@ class CircuitReport:
     over all positions); position_names: the model's position names.
     card: the circuit's :class:`~circuits.analyses.claim_card.ClaimCard` (``None`` for a given
     ``--circuit``, which has no scores to integrate, or when not asked for).
+    qk: ``(QKAttribution, QKPatchCheck)`` per head asked for with ``qk_heads``, drawn on the
+    circuit and summarised in ``summary["qk"]``.
     """
 
     circuit: Any
@@ -116,13 +118,19 @@ class CircuitReport:
     attention: Any
     position_names: list[str]
     card: Any = None
+    qk: tuple = ()
 
     def to_json(self) -> str:
         return json.dumps(self.summary, indent=2)
 
     def key_numbers(self) -> dict[str, Any]:
         """The summary without the curve and the bootstrap spread (what the CLI prints)."""
-        return {k: v for k, v in self.summary.items() if k not in ("curve", "spread")}
+        return {k: v for k, v in self.summary.items() if k not in ("curve", "spread", "qk")}
+
+    def qk_lines(self) -> list[str]:
+        """One line per explained head: its top contributors and the patching check's verdict."""
+        return [f"a{c.layer}.{c.head}@{c.query}: top {', '.join(c.top)}; removed, the pattern moves "
+                f"{c.top_change:.3f} vs {c.random_mean:.3f} for random contributors: {c.verdict}" for _, c in self.qk]
 
     def card_lines(self) -> list[str]:
         """The claim card's verdict and its claims, one line each (nothing without a card)."""
@@ -141,7 +149,7 @@ class CircuitReport:
         if self.card is not None:
             write_card(self.card, out)
         write_circuit_html(self.circuit, out / "circuit.html", self.title, attention=self.attention,
-                           position_names=self.position_names)
+                           position_names=self.position_names, qk=self.qk)
         return out
 
 
@@ -150,14 +158,18 @@ def circuit_report(run: str | Path, *, method: str = "eap", metric: str = "logpr
                    target: float = 0.8, threshold: float | None = None, options: dict[str, Any] | None = None,
                    selection: str = "connected", by_position: bool = True, card: bool = True,
                    card_resamples: int = 2, card_random: int = 20,
-                   n_resamples: int = 5, circuit: str | Path | None = None, progress: bool = False) -> CircuitReport:
+                   n_resamples: int = 5, circuit: str | Path | None = None,
+                   qk_heads: tuple[tuple[int, int, int], ...] = (), progress: bool = False) -> CircuitReport:
     """Score every edge of ``run``'s model on ``n`` clean/corrupted ``pairs`` of its task, keep a
     circuit (``top_k`` edges, those above ``threshold``, ACDC's own, or by default the smallest
     faithful one reaching ``target``), or measure the saved ``circuit`` instead, and measure its
     faithfulness (``n_resamples`` bootstrap resamples), and with ``card`` its claim card
     (``card_random`` random circuits, ``card_resamples`` resampled-data circuits). ``options``: the method's options (its
     registry entry lists them; e.g. ``{"steps": 5}`` for eap-ig); ACDC's search threshold is
-    ``threshold`` (default 0.01)."""
+    ``threshold`` (default 0.01). ``qk_heads``: ``(layer, head, query position)`` (a
+    residual-stream position; a seed token is 0) whose query/key attribution and patching check
+    (:func:`probes.qk_attribution.explain_heads`, on the clean inputs) are drawn on the circuit:
+    why those heads attend where they do."""
     from circuits import Ablation, Circuit, discover, faithfulness
     from circuits.analyses.flow import mean_attention
     from interp_rand.zoo.location import run_label
@@ -165,6 +177,10 @@ def circuit_report(run: str | Path, *, method: str = "eap", metric: str = "logpr
     check_circuit_options(method, top_k, threshold, circuit)
     inputs = load_run_inputs(run, n, seed, pairs)
     ckpt, model, task, data = inputs.ckpt, inputs.model, inputs.task, inputs.pairs
+    if qk_heads:
+        from probes.report import check_qk_heads
+
+        check_qk_heads(model, task, qk_heads)
     abl = Ablation(ablation, seed=seed)
     options = dict(options or {})
     if method == "acdc":
@@ -202,11 +218,18 @@ def circuit_report(run: str | Path, *, method: str = "eap", metric: str = "logpr
                              pairs=f"{pairs} pairs of {ckpt.spec.task_name} (seed {seed})",
                              subject=f"{run_label(run)}: {method}, {len(found)} edges", n_random=card_random,
                              n_resamples=card_resamples, seed=seed, progress=progress)
+    qk: tuple = ()
+    if qk_heads:
+        from probes.qk_attribution import explain_heads
+
+        _progress.note(f"query/key attribution of {len(qk_heads)} head(s)", progress)
+        qk = explain_heads(model, data.clean, qk_heads, seed=seed)
+        summary["qk"] = [{"attribution": a.to_dict(), "patching_check": c.to_dict()} for a, c in qk]
     return CircuitReport(
         circuit=found, faithfulness=result, summary=summary,
         title=f"{run_label(run)}: {name}, {len(found)} of {found.total_edges} edges",
         attention=mean_attention(model, data.clean) if by_position else None,
-        position_names=position_names(model, task), card=claim)
+        position_names=position_names(model, task), card=claim, qk=qk)
 
 
 __all__ = ["CircuitReport", "DEFAULT_SEED", "card_lines", "circuit_card", "write_card", "check_circuit_options", "check_top_k", "circuit_report",

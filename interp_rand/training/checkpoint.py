@@ -32,6 +32,7 @@ from safetensors.torch import load_file, save_file
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Task, make_task, task_names
+from interp_rand.training.checkpoint_schedule import keeps_all
 from interp_rand.training.config import TrainConfig
 from interp_rand.training.write_error import writing
 from interp_rand.zoo.location import resolve_run
@@ -45,7 +46,7 @@ _PREFIX = "step_"
 # Training settings that do not change the weights a step produces; a resume may change them.
 # (``steps`` changes the cosine schedule of the steps still to come, not of those taken.)
 BOOKKEEPING_FIELDS = ("steps", "stop_at_exact_match", "eval_every", "eval_size", "checkpoint_every",
-                      "keep_checkpoints")
+                      "keep_checkpoints", "checkpoint_schedule")
 
 
 class CheckpointError(ValueError):
@@ -132,7 +133,10 @@ def save_checkpoint(
     """Write a checkpoint atomically and prune all but the newest ``keep`` of its series.
 
     The series is the run the checkpoint belongs to (:func:`series_key`); pruning never touches
-    checkpoints of another series, nor folders it cannot read. A failed write raises
+    checkpoints of another series, nor folders it cannot read. A run with a dynamics schedule
+    (``checkpoint_schedule`` ``log:N`` or ``even:N``,
+    :func:`~interp_rand.training.checkpoint_schedule.keeps_all`) prunes nothing: every
+    checkpoint it writes is kept for a replay over them. A failed write raises
     ``RunWriteError`` (what, where, why) and leaves every earlier checkpoint whole."""
     final = step_dir(run_dir, step)
     previous = latest_checkpoint(run_dir)
@@ -161,6 +165,9 @@ def save_checkpoint(
             if old.exists() and not final.exists():
                 os.rename(old, final)
             raise
+    train = meta.get("train")  # a grid-world agent's spec records no schedule: it prunes
+    if isinstance(train, dict) and keeps_all(train.get("checkpoint_schedule", "every")):
+        return final
     series = series_key(meta)
     with writing("the run folder (pruning old checkpoints)", final.parent):
         own = [p for p in list_checkpoints(run_dir) if p == final or _series_of(p) == series]

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from interp_rand.training.checkpoint_schedule import parse_schedule
 from interp_rand.validation import check_ints
 
 SEED_SOURCES = ("fresh", "fixed")
@@ -30,7 +31,13 @@ class TrainConfig:
         eval_every: steps between evaluations on a fixed held-out batch.
         eval_size: examples in that held-out batch (drawn once, from a seed of its own).
         checkpoint_every: steps between checkpoints (one is always written at the end).
-        keep_checkpoints: how many of the newest checkpoints to keep on disk.
+        keep_checkpoints: how many of the newest checkpoints to keep on disk (``every``
+            schedule only).
+        checkpoint_schedule: which steps write a checkpoint: ``every`` (every
+            checkpoint_every steps, the newest keep_checkpoints kept), ``log:N`` (N
+            checkpoints for training dynamics: step 1, consecutive early steps, then
+            log-spaced up to the last step; all kept) or ``even:N`` (N evenly spaced, all
+            kept). Replay the analyses over them with ``interp-rand replay``.
         seed: seeds model initialisation, the data stream and the evaluation set; the same
             seed gives bitwise-identical runs on CPU.
         objective: registered objective name: ``erm`` (mean loss) or ``qnorm`` (the paper's
@@ -67,6 +74,7 @@ class TrainConfig:
     eval_size: int = 2048
     checkpoint_every: int = 500
     keep_checkpoints: int = 2
+    checkpoint_schedule: str = "every"
     seed: int = 0
     objective: str = "erm"
     q: float = 1.0
@@ -86,6 +94,7 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.q={self.q!r} must be >= 1 (1 is the mean, larger q weights the worst inputs)")
         if not isinstance(self.m_seeds, int) or isinstance(self.m_seeds, bool) or self.m_seeds < 1:
             raise ValueError(f"TrainConfig.m_seeds={self.m_seeds!r} must be an integer >= 1")
+        parse_schedule(self.checkpoint_schedule)
         if self.seed_source not in SEED_SOURCES:
             raise ValueError(f"TrainConfig.seed_source={self.seed_source!r} is not allowed; choose from {SEED_SOURCES}")
         check_ints(self, ("warmup_steps", "q_ramp_steps"), 0)

@@ -32,6 +32,7 @@ from interp_rand.evaluation import EvalResult, check_model_fits_task, evaluate
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Task
+from interp_rand.training.checkpoint_schedule import is_checkpoint_step
 from interp_rand.training.config import TrainConfig
 from interp_rand.training.interrupts import TrainingInterrupted, _SecondSignal, stop_signals
 from interp_rand.training.objectives import fixed_seeds_if_asked, make_objective
@@ -178,7 +179,7 @@ def train(
                         stop = cfg.stop_at_exact_match is not None and last_eval.exact_match >= cfg.stop_at_exact_match
                     elif step % 10 == 0:
                         bar.set_postfix(loss=f"{running_loss:.4f}")
-                    if step % cfg.checkpoint_every == 0 or step == cfg.steps or stop:
+                    if is_checkpoint_step(cfg, step) or stop:
                         save(step)
                     if stop:
                         break

@@ -44,7 +44,8 @@ def offline_html(path: Path) -> str:
 def test_every_example_is_tested():
     tested = {"train_and_probe_addition", "find_sorting_circuit", "deterministic_vs_randomized_recall",
               "coloring_symmetry_breaking", "gridworld_exploration_maps", "ground_truth_suite",
-              "interchange_carry"}  # interchange_carry: tested in tests/probes/test_interchange.py
+              "interchange_carry",  # interchange_carry: tested in tests/probes/test_interchange.py
+              "progress_measures"}  # progress_measures: tests/examples/test_progress_measures_example.py
     assert {p.stem for p in EXAMPLES.glob("*.py")} == tested
 
 

@@ -101,7 +101,9 @@ def test_class_decoding_numbers():
     logits = torch.randn(4, 3, 7, generator=torch.Generator().manual_seed(1))
     kind = get_loss_kind("ce")
     assert torch.equal(kind.predict(logits), logits.argmax(-1))
-    assert torch.equal(kind.distribution(logits), torch.softmax(logits.float(), -1))
+    # the outer-axis softmax of a few classes: torch's softmax within float rounding
+    assert torch.allclose(kind.distribution(logits), torch.softmax(logits.float(), -1), rtol=0, atol=1e-6)
+    assert kind.distribution(logits).is_contiguous()
     assert torch.equal(kind.marginals(logits), kind.distribution(logits))
     targets = torch.randint(0, 7, (4, 3), generator=torch.Generator().manual_seed(2))
     assert torch.equal(CLASSES.correct(logits, targets), logits.argmax(-1) == targets)
@@ -154,3 +156,50 @@ def test_bce_correct_agrees_with_its_ids():
     kind = get_loss_kind("bce")
     assert torch.equal(losses.answer_correct(logits, batch, "bce"), kind.predict(logits) == kind.target_ids(batch))
 
+
+
+# ---------------------------------------------------------------------- the fast decoding
+def _tied_logits(shape, generator) -> torch.Tensor:
+    """Logits drawn from 3 values: most answer positions have a tie for the maximum."""
+    return torch.randint(0, 3, shape, generator=generator).float()
+
+
+@pytest.mark.parametrize("n_classes", [2, 3, 7, 16, 17, 40])
+def test_class_decoding_agrees_with_the_former_argmax_and_softmax_on_ties_nans_and_layouts(n_classes):
+    """Answer ids, correctness and probabilities as the former decoding gave them (``argmax(-1)``:
+    the first maximal class; ``torch.softmax(-1)``), with ties on most positions, NaNs, and the
+    fast path's layout (classes outermost in memory, a transposed view)."""
+    g = torch.Generator().manual_seed(n_classes)
+    logits = _tied_logits((64, 10, n_classes), g)
+    logits[::7, 3, 1] = float("nan")
+    logits[::11, 5] = float("nan")
+    transposed = logits.permute(2, 0, 1).contiguous().permute(1, 2, 0)  # same values, class axis outermost
+    assert transposed.stride(-1) != 1 and torch.equal(transposed.nan_to_num(), logits.nan_to_num())
+    targets = torch.randint(0, n_classes, (64, 10), generator=g)
+    ties = (logits == logits.nan_to_num(float("-inf")).amax(-1, keepdim=True)).sum(-1) > 1
+    assert ties.float().mean() > 0.3  # the case the first-index rule decides
+    for picked in (logits, transposed):
+        assert torch.equal(losses.argmax_class(picked), logits.argmax(-1))
+        assert torch.equal(CLASSES.predict(picked), logits.argmax(-1))
+        assert torch.equal(CLASSES.correct(picked, targets), logits.argmax(-1) == targets)
+        finite = picked.nan_to_num(0.0)
+        probs = CLASSES.marginals(finite)
+        assert probs.is_contiguous() and probs.shape == finite.shape
+        assert torch.allclose(probs, torch.softmax(finite.contiguous(), -1), rtol=0, atol=1e-6)
+        # the answer ids are those the former softmax-then-argmax picks wherever its
+        # probabilities keep the logits' order (exact ties stay ties after the softmax)
+        assert torch.equal(CLASSES.predict(finite), torch.softmax(finite, -1).argmax(-1))
+
+
+def test_answer_logits_is_the_logits_where_every_position_answers():
+    logits = torch.randn(4, 5, 3)
+    every = Batch(inputs=torch.zeros(4, 5, 2), targets=torch.zeros(4, 5, dtype=torch.long),
+                  loss_mask=torch.ones(4, 5, dtype=torch.bool), answer_positions=torch.arange(5))
+    assert losses.answer_logits(logits, every) is logits
+    for positions in (torch.tensor([1, 3]), torch.tensor([4, 3, 2, 1, 0]), torch.arange(4)):
+        some = Batch(inputs=every.inputs, targets=every.targets, loss_mask=every.loss_mask,
+                     answer_positions=positions)
+        assert torch.equal(losses.answer_logits(logits, some), logits[:, positions])
+    assert losses.answers_every_position(torch.arange(5), 5)
+    assert not losses.answers_every_position(torch.arange(4), 5)
+    assert not losses.answers_every_position(torch.tensor([0, 1, 2, 4, 3]), 5)

@@ -221,7 +221,7 @@ def test_cli_report_adds_the_query_key_heads_asked_for(tmp_path, capsys):
     a malformed one, is refused before any work."""
     import argparse
 
-    from interp_rand.cli.report import qk_head
+    from interp_rand.cli.options import qk_head
     from interp_rand.tasks import make_task
     from interp_rand.training import TrainConfig, train
 
@@ -239,3 +239,21 @@ def test_cli_report_adds_the_query_key_heads_asked_for(tmp_path, capsys):
     assert qk_head("1.2@7") == (1, 2, 7)
     with pytest.raises(argparse.ArgumentTypeError, match="LAYER.HEAD@QUERY"):
         qk_head("1-2")
+
+
+def test_report_shows_which_keys_a_recall_head_reads_under_which_seed_bits():
+    """On a key/value recall task each --qk-head gets its seed-bit reads (with their control) in
+    the report; the figure's numbers are the reads' own differences."""
+    from probes.qk_attribution import reads_by_seed_bit
+    from seeded_models import recall_model
+
+    task, model = recall_model(zero_seed=False)
+    config = ReportConfig(n_examples=64, n_probe_examples=64, n_attribution_examples=4, probes=False)
+    data = build_report(model, task, config, info={"run": "tiny"}, qk_heads=((1, 0, task.n_pairs),))
+    (reads,) = data.qk_seed_reads
+    attr, _ = data.qk[0]
+    batch = task.sample(config.n_examples, torch.Generator().manual_seed(config.seed))
+    direct = reads_by_seed_bit(attr, batch, task, seed=config.seed)
+    assert torch.allclose(reads.difference, direct.difference, equal_nan=True)
+    page = render_html(data)
+    assert "seed bit set minus unset" in page and "shuffled across examples (control)" in page

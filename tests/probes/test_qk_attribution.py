@@ -335,3 +335,37 @@ def test_a_transformer_bridge_gets_the_same_attribution_and_check():
         ca, cb = (qk_patching_check(m, batch, x, n_draws=3) for m, x in ((ours, a), (bridge, b)))
         assert ca.top == cb.top and ca.top_change == pytest.approx(cb.top_change, abs=1e-5)
         assert ca.random_changes == pytest.approx(cb.random_changes, abs=1e-5)
+
+
+def test_seed_bit_reads_match_a_loop_over_examples_and_refuse_other_tasks():
+    """reads_by_seed_bit: per seed bit, the mean attention on each key *identity* among examples
+    with the bit set and unset, computed here example by example; the shuffled-seed control is
+    the same with the seeds permuted; a task without key/value pairs is refused."""
+    from probes.qk_attribution import reads_by_seed_bit
+
+    task, model = recall_model(zero_seed=False)
+    batch = task.sample(64, torch.Generator().manual_seed(3))
+    attr = qk_attribution(model, batch, 0, 0, task.n_pairs)
+    reads = reads_by_seed_bit(attr, batch, task, seed=5)
+    N, bits = task.n_pairs, batch.seeds.reshape(64, -1)
+    by_key = torch.zeros(64, N, dtype=torch.float64)
+    for b in range(64):
+        for p in range(N):
+            w = float(attr.pattern[b, p])
+            by_key[b, int(batch.metadata["key_order"][b, p])] = w if attr.softmax else abs(w)
+    for i in range(task.seed_bits):
+        on = bits[:, i] > 0.5
+        assert torch.allclose(reads.on[i], by_key[on].mean(0)) and torch.allclose(reads.off[i], by_key[~on].mean(0))
+        assert int(reads.n_on[i]) == int(on.sum())
+    perm = torch.randperm(64, generator=torch.Generator().manual_seed(5))
+    shuffled = bits[perm] > 0.5
+    for i in range(task.seed_bits):
+        expected = by_key[shuffled[:, i]].mean(0) - by_key[~shuffled[:, i]].mean(0)
+        assert torch.allclose(reads.control[i], expected)
+    with pytest.raises(ValueError, match="batch it was computed on"):
+        reads_by_seed_bit(attr, batch[:10], task)
+    sort = make_task("sort", length=4, vocab=6)
+    sort_model = HookedTransformer(sort.model_config(d_model=16, n_layers=1, n_heads=2), seed=0).eval()
+    sort_batch = sort.sample(8, torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="key_value_recall"):
+        reads_by_seed_bit(qk_attribution(sort_model, sort_batch, 0, 0, 5), sort_batch, sort)

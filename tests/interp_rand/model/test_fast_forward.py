@@ -107,6 +107,42 @@ def test_fast_logits_match_hooked_on_every_option(name):
         _assert_close(model, _inputs(cfg, 12, n_pos, g), _kwargs(cfg, 12, n_pos, g, per_position=True))
 
 
+BROADCAST_CONFIGS = {
+    "seed_add_1_feature": dict(d_seed=1, seed_mode="add", mask="custom"),
+    "seed_add_3_features": dict(d_seed=3, seed_mode="add"),
+    "seed_append_mlp": dict(d_seed=1, seed_mode="append", d_input_mlp=12),
+    "seed_token": dict(d_seed=2, seed_mode="token", mask="custom"),
+    "no_seed_no_positions": dict(positional="none", mask="custom"),
+    "no_seed_sinusoidal_many_outputs": dict(positional="sinusoidal", d_vocab_out=11),
+}
+
+
+@pytest.mark.parametrize("name", list(BROADCAST_CONFIGS))
+def test_one_input_broadcast_over_the_batch_matches_hooked(name):
+    """A stride-0 input (the colouring's one-hot vertex ids for every cycle) is embedded once and
+    its positions added to that copy; the logits, units-first for a few output units (a
+    transposed view) or not, match the hooked forward on the materialised input."""
+    options = {"input_kind": "vectors", "d_input": 6, "d_vocab_out": 3, **BROADCAST_CONFIGS[name]}
+    cfg = ModelConfig(d_model=16, n_layers=2, n_heads=2, n_ctx=6, **options)
+    model = HookedTransformer(cfg, seed=3).eval()
+    g = torch.Generator().manual_seed(4)
+    n_pos = cfg.n_ctx - cfg.seed_offset
+    one = torch.randn(1, n_pos, cfg.d_input, generator=g)
+    inputs = one.expand(20, -1, -1)
+    assert inputs.stride(0) == 0
+    kwargs = _kwargs(cfg, 20, n_pos, g, per_position=cfg.has_seed and not cfg.seed_offset)
+    if cfg.mask == "custom":  # every query reads 2 keys: the gathered path
+        keys = torch.stack([torch.randperm(n_pos, generator=g)[:2] for _ in range(20 * n_pos)])
+        kwargs["attention_mask"] = torch.zeros(20, n_pos, n_pos, dtype=torch.bool).scatter_(
+            2, keys.view(20, n_pos, 2), True)
+    with torch.inference_mode():
+        hooked = model(inputs.contiguous(), **kwargs)
+        fast = FastForward.from_model(model)(inputs, **kwargs)
+    assert fast.shape == hooked.shape
+    assert (fast - hooked).abs().max().item() <= TOLERANCE * _scale(hooked)
+    assert torch.equal(fast.reshape(-1, cfg.d_vocab_out), fast.contiguous().view(-1, cfg.d_vocab_out))
+
+
 def test_sparse_and_dense_masks_agree_and_empty_rows_read_nothing():
     cfg = ModelConfig(d_model=16, n_heads=2, n_ctx=6, d_vocab=5, mask="custom")
     model = HookedTransformer(cfg, seed=0).eval()
@@ -194,6 +230,26 @@ def test_exhaustive_coloring_success_identical_on_trained_models():
         differing = (fast.success != hooked.success).any(1).nonzero().flatten().tolist()
         assert differing == [], f"{name}: rows {differing[:10]} differ"
         assert torch.equal(fast.outputs, hooked.outputs)
+
+
+def test_success_matrix_identical_over_chunks_workers_and_broadcast_inputs():
+    """The fast path's results do not depend on the chunking, the workers, or whether the
+    one-hot inputs are a broadcast view (a slice of ``exhaustive()``) or materialised; they equal
+    the hooked path's (probabilities within float rounding); chunks fill preallocated results."""
+    task = make_task("coloring")
+    model = zoo.load("coloring-Aq_R").model()
+    broadcast = task.exhaustive()[:300]
+    materialised = broadcast[torch.arange(300)]
+    assert broadcast.inputs.stride(0) == 0 and materialised.inputs.stride(0) != 0
+    seeds = task.sample_seeds(7, torch.Generator().manual_seed(5))
+    hooked = success_matrix(model, task, materialised, seeds, hooked=True, chunk_size=4096)
+    assert 0 < hooked.success.float().mean() < 1
+    for batch in (broadcast, materialised):
+        for chunk_size, workers in ((2100, 1), (64, 2), (333, 3)):
+            fast = success_matrix(model, task, batch, seeds, chunk_size=chunk_size, workers=workers)
+            assert torch.equal(fast.success, hooked.success) and torch.equal(fast.outputs, hooked.outputs)
+            assert fast.probs.shape == hooked.probs.shape and fast.probs.is_contiguous()
+            assert (fast.probs - hooked.probs).abs().max().item() <= TOLERANCE
 
 
 # ------------------------------------------------------------------------------ decoding

@@ -4,6 +4,7 @@ solvable by position, the edge-conflict loss and correctness on hand-made logits
 exhaustive enumeration against canonical forms, per-vertex seeds and their locality in the
 model, corruption, validation."""
 
+import dataclasses
 import itertools
 
 import pytest
@@ -17,6 +18,7 @@ from interp_rand.tasks.coloring import (
     COLORING_CPU,
     COLORING_PAPER,
     check_adjacency,
+    coloring_correct,
     ring_adjacency,
     valid_colorings,
 )
@@ -326,3 +328,29 @@ def test_build_validation_registry_and_scales():
     assert (paper.batch_size, paper.weight_decay, paper.steps) == (256, 0.1, 300_000)
     assert (COLORING_PAPER.m_seeds, COLORING_PAPER.q) == (10, 10)
     assert COLORING_CPU.steps < COLORING_PAPER.steps and COLORING_CPU.n_vertices == 10
+
+
+def _former_coloring_correct(picked: torch.Tensor, batch) -> torch.Tensor:
+    """coloring_correct as it was before the fast evaluation (argmax; the answer mask copied)."""
+    colour = picked.argmax(-1)
+    positions = batch.answer_positions
+    mask = batch.attention_mask[:, positions][:, :, positions]
+    return ~((colour[:, :, None] == colour[:, None, :]) & mask).any(-1)
+
+
+def test_correct_agrees_with_the_former_decoding_on_ties_and_the_fast_layout():
+    """Ties decide by the first maximal colour, as argmax did; the fast path's transposed logits
+    (colours outermost in memory) and the no-copy mask give the same answer."""
+    task = ColoringTask(n_vertices=7)
+    batch = task.sample(200, gen(3))
+    picked = torch.randint(0, 2, (200, 7, 3), generator=gen(4)).float()  # ties on most vertices
+    transposed = picked.permute(2, 0, 1).contiguous().permute(1, 2, 0)
+    expected = _former_coloring_correct(picked, batch)
+    assert 0 < expected.float().mean() < 1
+    for logits in (picked, transposed):
+        assert torch.equal(coloring_correct(logits, batch), expected)
+    # answer positions that are not every position in order: the mask is selected as before
+    for positions in (torch.tensor([6, 5, 4, 3, 2, 1, 0]), torch.tensor([0, 2, 3, 5])):
+        part = dataclasses.replace(batch, answer_positions=positions)
+        assert torch.equal(coloring_correct(picked[:, positions], part),
+                           _former_coloring_correct(picked[:, positions], part))

@@ -1,0 +1,121 @@
+"""Why a head of a circuit attends where it does, drawn on the circuit itself.
+
+For each explained head (a :class:`~probes.qk_attribution.QKAttribution` at one query position
+with its :class:`~probes.qk_attribution.QKPatchCheck`) the drawing gets:
+
+- an arrow from each of the head's top contributors to the head at the query position: a
+  query-side contributor (``q:m0``) drawn from that node at the query position, a key-side one
+  (``k:pos``) from that node at the key the head attends most; purple for the query side, green
+  for the key side, wider for a larger contribution, the source marked and named in its colour.
+  Contributors that are not nodes of the drawing (the positional embedding ``pos``, the
+  attention output biases ``b_O``) get no arrow and are named in the label only;
+- a label beside the head, readable without hovering: the key it attends (and how much), its
+  top contributors with their importance, and the patching check's verdict (top contributors
+  removed against random ones).
+
+Positions are the residual stream's (a seed token, if any, is 0), as the circuit's nodes use.
+Only the attribution objects' attributes are read here (drawing never computes).
+"""
+
+from __future__ import annotations
+
+import re
+
+import plotly.graph_objects as go
+
+from circuits.graph.architecture import Architecture
+from circuits.graph.nodes import Node
+from circuits.draw.layout import band_height, node_column, node_row
+
+SIDE_COLOUR = {"q": "rgba(130,60,170,0.85)", "k": "rgba(30,140,80,0.85)"}
+SIDE_TEXT = {"q": "query side", "k": "key side"}
+_HEAD, _MLP = re.compile(r"a(\d+)\.(\d+)$"), re.compile(r"m(\d+)$")
+
+
+def contributor_node(name: str, position: int | None) -> Node | None:
+    """The drawing's node for a contributor's node name (``a0.1``, ``m0``, ``embed``, ``seed``,
+    ``input_mlp``) at ``position``; ``None`` for one that is no node of the graph (``pos``,
+    ``b_O``)."""
+    if m := _HEAD.match(name):
+        return Node("head", int(m[1]), int(m[2]), position)
+    if m := _MLP.match(name):
+        return Node("mlp", int(m[1]), None, position)
+    if name in ("embed", "seed", "input_mlp"):
+        return Node(name, None, None, position)
+    return None
+
+
+def node_xy(node: Node, arch: Architecture, by_position: bool) -> tuple[float, float]:
+    """Where :func:`~circuits.draw.layout.layered_layout` puts ``node`` (whether or not it is in
+    the circuit), ``by_position``: the circuit's nodes carry positions."""
+    position = node.position if by_position else None
+    y = node_row(node, arch.n_heads) + (position or 0) * band_height(arch.n_heads)
+    return float(node_column(node, arch)), y
+
+
+def attended_key(attr) -> int:
+    """The key the head attends most at the query, averaged over examples (largest |pattern|
+    for linear attention)."""
+    row = attr.mean_pattern
+    return int(row.argmax() if attr.softmax else row.abs().argmax())
+
+
+def head_label(attr, check, key: int, names: list[str] | None, k: int) -> str:
+    """The text beside the head: attended key, top contributors, patching verdict."""
+    name = (lambda p: f"{p} {names[p]}" if names is not None and p < len(names) else str(p))
+    importance = attr.importance()
+    top = list(check.top) if check is not None else attr.top(k)
+    lines = [f"<b>why a{attr.layer}.{attr.head} @ {name(attr.query)} attends {name(key)}</b> "
+             f"(mean attention {float(attr.mean_pattern[key]):.2f})"]
+    lines += [f"{SIDE_TEXT[c[0]]}: {c[2:]} ({importance[c]:.2f})" for c in top]
+    if check is not None:
+        lines.append(f"top {len(check.top)} removed: pattern moves {check.top_change:.2f} vs "
+                     f"{check.random_mean:.2f} random: <b>{check.verdict}</b>")
+    return "<br>".join(lines)
+
+
+def overlay_positions(qk) -> set[int]:
+    """The positions the overlay draws at: each explained head's query and attended key."""
+    return {p for attr, _ in qk for p in (attr.query, attended_key(attr))}
+
+
+def add_qk_overlay(fig: go.Figure, qk, arch: Architecture, by_position: bool,
+                   names: list[str] | None = None, k: int = 3) -> None:
+    """Draw ``qk`` (pairs ``(attribution, patching check or None)``) on ``fig``, a circuit figure
+    of a model with architecture ``arch`` (module docstring); the figure's position axis should
+    name :func:`overlay_positions` too."""
+    for attr, check in qk:
+        key = attended_key(attr)
+        head = Node("head", attr.layer, attr.head, attr.query)
+        hx, hy = node_xy(head, arch, by_position)
+        importance = attr.importance()
+        top = list(check.top) if check is not None else attr.top(k)
+        largest = max((importance[c] for c in top), default=0.0) or 1.0
+        for contributor in top:
+            side, node_name = contributor[0], contributor[2:]
+            source = contributor_node(node_name, attr.query if side == "q" else key)
+            if source is None:
+                continue
+            sx, sy = node_xy(source, arch, by_position)
+            fig.add_trace(go.Scatter(x=[sx], y=[sy], mode="markers+text", text=[source.at(None).name],
+                                     textposition="bottom center", textfont={"size": 11, "color": SIDE_COLOUR[side]},
+                                     showlegend=False, hoverinfo="skip", cliponaxis=False,
+                                     marker={"size": 8, "color": SIDE_COLOUR[side]}))
+            fig.add_annotation(x=hx, y=hy, ax=sx, ay=sy, xref="x", yref="y", axref="x", ayref="y", text="",
+                               showarrow=True, arrowhead=2, arrowsize=1.2, standoff=6, startstandoff=6,
+                               arrowwidth=1 + 3 * importance[contributor] / largest,
+                               arrowcolor=SIDE_COLOUR[side])
+        fig.add_trace(go.Scatter(x=[hx], y=[hy], mode="markers", showlegend=False, hoverinfo="skip",
+                                 marker={"size": 16, "color": "rgba(0,0,0,0)",
+                                         "line": {"width": 2, "color": SIDE_COLOUR["q"]}}))
+        fig.add_annotation(x=hx, y=hy, xref="x", yref="y", text=head_label(attr, check, key, names, k),
+                           showarrow=False, xanchor="left", yanchor="bottom", xshift=12, yshift=8, align="left",
+                           font={"size": 11}, bgcolor="rgba(255,255,255,0.85)", bordercolor="grey")
+    if qk:
+        for side, colour in SIDE_COLOUR.items():
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line={"color": colour, "width": 3},
+                                     name=f"why the head attends: {SIDE_TEXT[side]} contributor"))
+
+
+__all__ = ["SIDE_COLOUR", "add_qk_overlay", "attended_key", "contributor_node", "head_label", "node_xy",
+           "overlay_positions"]

@@ -1,0 +1,194 @@
+"""Replaying analyses over the checkpoints of a tiny sort run trained with a log schedule: one
+row per checkpoint, crossing steps recomputed from the written JSON, the figures, and the
+errors (an analysis failing on one checkpoint, a run with one checkpoint, unknown names)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from interp_rand.evaluation import evaluate
+from interp_rand.reports.dynamics import DYNAMICS_ANALYSES, THRESHOLDS
+from interp_rand.reports.dynamics.replay import ReplayError, load_replay, replay
+from interp_rand.reports.inputs import load_run_inputs
+from interp_rand.tasks import make_task
+from interp_rand.tasks.base import KEY_VALUE_RECALL, require_capability
+from interp_rand.training import TrainConfig, train
+from interp_rand.training.checkpoint import list_checkpoints, load_checkpoint
+from interp_rand.training.checkpoint_schedule import scheduled_steps
+
+TASK = make_task("sort", length=4, vocab=8)
+CONFIG = TrainConfig(steps=80, batch_size=64, lr=3e-3, warmup_steps=5, eval_every=20, eval_size=128,
+                     checkpoint_schedule="log:5", keep_checkpoints=1)
+N = 64
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("dynamics") / "sort-log5"
+    train(TASK, TASK.model_config(d_model=32, n_layers=1, n_heads=2), CONFIG, folder, progress=False)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def replayed(run, tmp_path_factory):
+    result = replay(run, ["accuracy", "circuit", "probe"], n=N, seed=0)
+    out = tmp_path_factory.mktemp("replay")
+    return result, result.write(out), out
+
+
+def test_one_row_per_checkpoint_oldest_first(run, replayed):
+    result, _, _ = replayed
+    assert result.steps == list(scheduled_steps("log:5", 80))
+    assert result.checkpoints == [str(p) for p in list_checkpoints(run)]
+    assert all(len(values) == len(result.steps) for values in result.table.values())
+    assert result.analyses == ["accuracy", "circuit", "probe"] and result.notes == []
+    assert set(result.seconds) == {"accuracy", "circuit", "probe", "open", "total"}
+
+
+def test_accuracy_matches_an_independent_evaluation(run, replayed):
+    result, _, _ = replayed
+    for i, path in enumerate(list_checkpoints(run)):
+        inputs = load_run_inputs(path, n=N, seed=0)
+        direct = evaluate(load_checkpoint(path).model(), TASK, inputs.batch)
+        assert result.table["accuracy/exact_match"][i] == pytest.approx(direct.exact_match)
+        exact = direct.correct.all(-1)
+        for value in inputs.batch.metadata["n_distinct"].unique().tolist():
+            rows = inputs.batch.metadata["n_distinct"] == value
+            assert result.table[f"accuracy/n_distinct={value}"][i] == pytest.approx(exact[rows].float().mean().item())
+
+
+def test_the_tracked_edges_are_the_final_checkpoints_top_edges_at_every_step(replayed):
+    result, _, _ = replayed
+    edges = [k for k in result.table if k.startswith("edge/")]
+    assert len(edges) == 20
+    for key in edges:
+        assert all(v is not None for v in result.table[key])
+        rel = result.table["edge_rel/" + key[len("edge/"):]]
+        assert rel[-1] == pytest.approx(1.0)
+        assert rel[0] == pytest.approx(result.table[key][0] / result.table[key][-1])
+    final = [abs(result.table[k][-1]) for k in edges]
+    assert final == sorted(final, reverse=True)
+
+
+def test_crossing_steps_equal_the_first_step_past_the_threshold_in_the_json(replayed):
+    _, paths, _ = replayed
+    data = json.loads(paths["table"].read_text())
+    assert data["steps"] == sorted(data["steps"])
+    checked = 0
+    for key, values in data["table"].items():
+        matching = [(p, t) for p, t in data["thresholds"].items() if key.startswith(p)]
+        if not matching:
+            assert key not in data["crossings"]
+            continue
+        _, t = max(matching, key=lambda m: len(m[0]))
+        past = [value is not None and (value >= t["value"] if t["rising"] else value <= t["value"]) for value in values]
+        expected = next((step for step, ok in zip(data["steps"], past) if ok), None)
+        assert data["crossings"][key]["step"] == expected, key
+        # settled: past the threshold from that step to the last measured one
+        stays = next((data["steps"][i] for i in range(len(past)) if all(past[i:]) and past[i]), None)
+        measured = [i for i, v in enumerate(values) if v is not None]
+        if len(measured) == len(values):
+            assert data["crossings"][key]["settled"] == stays, key
+        assert data["crossings"][key]["text"] == ("never" if expected is None else f"step {expected}")
+        checked += 1
+    assert checked >= 20
+    assert {"accuracy/", "edge_rel/", "faithfulness/", "probe/"} <= set(data["thresholds"])
+    assert data["curve"] and data["curve"][-1]["step"] == 80  # the run's metrics.jsonl alongside
+
+
+def test_the_figures_are_written(replayed):
+    _, paths, out = replayed
+    page = paths["figures"].read_text(encoding="utf-8")
+    assert "id=\"lines\"" in page and "id=\"heatmap-edge\"" in page and "First crossings" in page
+    assert page.count("<tr>") > 20  # the crossing table
+
+
+@pytest.mark.slow
+def test_the_figures_are_readable_in_a_browser(replayed, tmp_path):
+    from browser import assert_readable, render, screenshot_path
+
+    _, paths, _ = replayed
+    result = render(paths["figures"], screenshot_path(tmp_path, "replay.png"), size="1400,3000")
+    assert_readable(result, figures=3)  # lines, heatmaps of edge and edge_rel
+
+
+def test_the_table_reads_back(replayed):
+    result, paths, out = replayed
+    data = load_replay(out)
+    assert data["steps"] == result.steps and data["analyses"] == result.analyses
+    with pytest.raises(ValueError, match="not a replay table"):
+        bad = out / "other.json"
+        bad.write_text(json.dumps({"format": "x"}))
+        load_replay(bad)
+
+
+def test_an_analysis_failing_on_one_checkpoint_names_it(run):
+    second = list_checkpoints(run)[1]
+    step = load_checkpoint(second).step
+
+    def flaky(view):
+        if view.step == step:
+            raise ValueError("the probe fit did not converge")
+        return {"flaky/x": 1.0}
+
+    with DYNAMICS_ANALYSES.temporarily("flaky", flaky):
+        with pytest.raises(ReplayError) as caught:
+            replay(run, ["flaky"], n=16, seed=0)
+    message = str(caught.value)
+    assert "'flaky'" in message and str(second) in message and f"step {step}" in message
+    assert "did not converge" in message
+
+
+def test_a_default_analysis_that_does_not_apply_is_skipped_and_a_chosen_one_refused(run):
+    def recall_only(view):
+        require_capability(view.task, KEY_VALUE_RECALL, "recall_only")
+        return {}
+
+    with DYNAMICS_ANALYSES.temporarily("recall_only", recall_only):
+        with pytest.raises(ReplayError, match="recall_only needs a task with"):
+            replay(run, ["recall_only"], n=16, seed=0)
+        result = replay(run, None, n=16, seed=0)  # the default: every registered analysis
+        registered = DYNAMICS_ANALYSES.names()
+    assert "recall_only" in registered and "recall_only" not in result.analyses
+    assert {"accuracy", "circuit", "probe"} <= set(result.analyses)
+    assert any(note.startswith("recall_only skipped") and "'sort'" in note for note in result.notes)
+
+
+def test_a_run_with_one_checkpoint_is_refused_with_how_to_train_one(tmp_path):
+    config = TrainConfig(steps=3, batch_size=8, eval_every=3, eval_size=8)
+    train(TASK, TASK.model_config(d_model=16, n_layers=1, n_heads=2), config, tmp_path / "one", progress=False)
+    with pytest.raises(ValueError, match=r"1 checkpoint\(s\).*--checkpoint-schedule log:"):
+        replay(tmp_path / "one", ["accuracy"])
+
+
+def test_unknown_analyses_and_options_list_what_exists(run):
+    with pytest.raises(ValueError, match="registered dynamics analyses: .*accuracy"):
+        replay(run, ["nope"])
+    with pytest.raises(ValueError, match="its options: method, metric, top_edges, size"):
+        replay(run, ["circuit"], options={"circuit": {"nope": 1}})
+    with pytest.raises(ValueError, match="not replayed"):
+        replay(run, ["accuracy"], options={"circuit": {"size": 3}})
+
+
+def test_every_registered_analysis_has_thresholds_of_its_own_quantities():
+    for name in ("accuracy", "circuit", "probe"):
+        assert name in DYNAMICS_ANALYSES and THRESHOLDS[name]
+
+
+def test_the_final_circuits_faithfulness_is_the_circuit_reports(run, replayed):
+    """At the last checkpoint the own circuit is the smallest faithful one, measured here through
+    the public circuits API (discover, smallest_faithful_circuit, faithfulness)."""
+    from circuits import Ablation, discover, faithfulness, smallest_faithful_circuit
+
+    result, _, _ = replayed
+    inputs = load_run_inputs(list_checkpoints(run)[-1], n=N, seed=0)
+    clean, corrupted = inputs.pairs.clean, inputs.pairs.corrupted
+    ablation = Ablation("resample", seed=0)
+    scores = discover(inputs.model, clean, corrupted, method="eap", ablation=ablation)
+    found, _ = smallest_faithful_circuit(inputs.model, scores, clean, corrupted, ablation=ablation)
+    expected = faithfulness(inputs.model, found, clean, corrupted, ablation=ablation).recovered
+    assert result.table["faithfulness/own"][-1] == pytest.approx(expected, abs=1e-5)
+    assert result.table["faithfulness/final_circuit"][-1] == pytest.approx(expected, abs=1e-5)
+    assert result.table["circuit_size/own"][-1] == len(found)
