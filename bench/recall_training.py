@@ -13,16 +13,19 @@ measured side by side in one run:
 
 All three compute the same loss from the same weights (checked to 1e-5 before timing); rounds
 alternate between them so that machine noise hits each. Prints the median s/step and the ratios.
+Forward and backward only (no optimiser step): ``bench/throughput.py`` times the trainer's
+whole step against the plain model.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import sys
 import time
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 
 from interp_rand.losses import answer_loss
 from interp_rand.model import HookedTransformer
@@ -30,41 +33,7 @@ from interp_rand.seeded_evaluation import expand_over_seeds
 from interp_rand.tasks import make_task
 from interp_rand.training.qnorm import q_norm
 
-
-class PlainRecall(nn.Module):
-    """The paper's recall model: [token, seed] -> 40 -> GELU -> 40, 2 blocks of one causal
-    linear-attention head (no scale, no bias, no MLP, no LayerNorm), a linear readout."""
-
-    def __init__(self, model: HookedTransformer):
-        super().__init__()
-        cfg = model.cfg
-        self.first = nn.Linear(cfg.d_input + cfg.d_seed, cfg.d_model)
-        self.second = nn.Linear(cfg.d_model, cfg.d_model)
-        self.qkv = nn.ModuleList([nn.Linear(cfg.d_model, 3 * cfg.d_head, bias=False) for _ in range(cfg.n_layers)])
-        self.out = nn.ModuleList([nn.Linear(cfg.d_head, cfg.d_model, bias=False) for _ in range(cfg.n_layers)])
-        self.readout = nn.Linear(cfg.d_model, cfg.d_vocab_out)
-        with torch.no_grad():  # copy the hooked model's weights, so both compute one function
-            self.first.weight.copy_(torch.cat([model.embed.W_E, model.seed_embed.W_seed]).T)
-            self.first.bias.copy_(model.input_mlp.b_in)
-            self.second.weight.copy_(model.input_mlp.W_out.T)
-            self.second.bias.copy_(model.input_mlp.b_out)
-            for layer, block in enumerate(model.blocks):
-                attn = block.attn
-                self.qkv[layer].weight.copy_(torch.cat([attn.W_Q[0], attn.W_K[0], attn.W_V[0]], dim=1).T)
-                self.out[layer].weight.copy_(attn.W_O[0].T)
-            self.readout.weight.copy_(model.unembed.W_U.T)
-            self.readout.bias.copy_(model.unembed.b_U)
-
-    def forward(self, inputs, seeds):
-        n_pos = inputs.shape[1]
-        x = torch.cat([inputs, seeds[:, None].expand(-1, n_pos, -1)], dim=-1)
-        x = self.second(F.gelu(self.first(x)))
-        causal = torch.ones(n_pos, n_pos, dtype=torch.bool).tril()
-        for qkv, out in zip(self.qkv, self.out):
-            q, k, v = qkv(x).chunk(3, dim=-1)
-            pattern = (q @ k.transpose(1, 2)).masked_fill(~causal, 0.0)
-            x = x + out(pattern @ v)
-        return self.readout(x)
+from throughput import PlainRecall  # the one plain recall model (bench/throughput.py)
 
 
 def main() -> None:
@@ -75,6 +44,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=5, help="steps per way per round")
     args = parser.parse_args()
+    print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
+    print("load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
     task = make_task("recall", n_pairs=args.n_pairs)
     model = HookedTransformer(task.model_config(), seed=0)

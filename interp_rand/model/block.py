@@ -1,4 +1,5 @@
-"""One pre-norm transformer block with TransformerLens residual-stream hooks."""
+"""One pre-norm transformer block with TransformerLens residual-stream hooks (fired through
+:func:`~interp_rand.model.hook_dispatch.fire`: called only when a hook listens)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from transformer_lens.hook_points import HookPoint
 
 from interp_rand.model.attention import Attention
 from interp_rand.model.config import ModelConfig
+from interp_rand.model.hook_dispatch import fire
 from interp_rand.model.layer_norm import make_norm
 from interp_rand.model.mlp import MLP
 
@@ -28,9 +30,9 @@ class TransformerBlock(nn.Module):
 
     def forward(self, resid: Tensor, allowed: Tensor | None) -> Tensor:
         """``[batch, pos, d_model] -> [batch, pos, d_model]``."""
-        resid = self.hook_resid_pre(resid)
-        resid = resid + self.hook_attn_out(self.attn(self.ln1(resid), allowed))
+        resid = fire(self.hook_resid_pre, resid)
+        resid = resid + fire(self.hook_attn_out, self.attn(self.ln1(resid), allowed))
         if not self.cfg.attn_only:
-            resid = self.hook_resid_mid(resid)
-            resid = resid + self.hook_mlp_out(self.mlp(self.ln2(resid)))
-        return self.hook_resid_post(resid)
+            resid = fire(self.hook_resid_mid, resid)
+            resid = resid + fire(self.hook_mlp_out, self.mlp(self.ln2(resid)))
+        return fire(self.hook_resid_post, resid)

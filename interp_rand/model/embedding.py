@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from interp_rand.model.config import ModelConfig
+from interp_rand.model.linear import linear
 
 
 class Embed(nn.Module):
@@ -25,7 +25,7 @@ class Embed(nn.Module):
     def forward(self, inputs: Tensor) -> Tensor:
         if self.tokens:
             return self.W_E[inputs]
-        return inputs @ self.W_E
+        return linear(inputs, self.W_E)
 
 
 def sinusoidal_table(n_ctx: int, d_model: int) -> Tensor:
@@ -63,7 +63,7 @@ class SeedEmbed(nn.Module):
         self.W_seed = nn.Parameter(torch.empty(cfg.d_seed, cfg.d_model))
 
     def forward(self, seeds: Tensor) -> Tensor:
-        return seeds @ self.W_seed
+        return linear(seeds, self.W_seed)
 
 
 class Unembed(nn.Module):
@@ -75,4 +75,4 @@ class Unembed(nn.Module):
         self.b_U = nn.Parameter(torch.zeros(cfg.d_vocab_out))
 
     def forward(self, resid: Tensor) -> Tensor:
-        return F.linear(resid, self.W_U.T, self.b_U)
+        return linear(resid, self.W_U, self.b_U)

@@ -8,6 +8,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
+from interp_rand.model.hook_dispatch import fire
+from interp_rand.model.linear import linear
+
 # The activation of an ``act_fn`` name (the MLPs here and the fast path, interp_rand.model.fast).
 ACTIVATIONS = {
     "gelu": F.gelu,
@@ -37,10 +40,10 @@ class MLP(nn.Module):
 
     def pre_activation(self, x: Tensor) -> Tensor:
         """``hook_pre`` from the input ``x: [..., d_model]``: ``x @ W_in + b_in`` (or ``x + b_in``)."""
-        return F.linear(x, self.W_in.T, self.b_in) if self.has_w_in else x + self.b_in
+        return linear(x, self.W_in, self.b_in) if self.has_w_in else x + self.b_in
 
     def forward(self, x: Tensor) -> Tensor:
         """``[batch, pos, d_model] -> [batch, pos, d_model]``."""
-        pre = self.hook_pre(self.pre_activation(x))
-        post = self.hook_post(self.act(pre))
-        return F.linear(post, self.W_out.T, self.b_out)
+        pre = fire(self.hook_pre, self.pre_activation(x))
+        post = fire(self.hook_post, self.act(pre))
+        return linear(post, self.W_out, self.b_out)

@@ -1,8 +1,11 @@
 """The toolkit's model: a small transformer on TransformerLens's ``HookedRootModule``.
 
 Every activation passes a ``HookPoint`` with TransformerLens's name, so ``run_with_cache``,
-``run_with_hooks``, ``hooks()`` and ``transformer_lens.patching`` work unchanged. The
-randomness channel has hook points of its own: ``hook_seed`` (the raw seed, ``[batch, pos,
+``run_with_hooks``, ``hooks()`` and ``transformer_lens.patching`` work unchanged. A hook point
+is called only while something listens to it (:mod:`~interp_rand.model.hook_dispatch`), and
+with no hook on the scores/pattern or a LayerNorm's scale the attention and LayerNorm take
+fused kernels: the hook-free forward is the same function, within 1e-6
+(``tests/interp_rand/model/test_fast_paths.py``). The randomness channel has hook points of its own: ``hook_seed`` (the raw seed, ``[batch, pos,
 d_seed]``) and ``hook_seed_embed`` (its projection, ``[batch, pos, d_model]``).
 
     >>> cfg = ModelConfig(d_model=32, n_heads=2, n_ctx=8, d_vocab=5)
@@ -22,6 +25,7 @@ from transformer_lens.hook_points import HookPoint
 from interp_rand.model.block import TransformerBlock
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.embedding import Embed, PosEmbed, SeedEmbed, Unembed
+from interp_rand.model.hook_dispatch import fire, listening
 from interp_rand.model.init import init_weights
 from interp_rand.model.layer_norm import make_norm
 from interp_rand.model.mlp import MLP
@@ -108,7 +112,7 @@ class HookedTransformer(HookedRootModule):
         """
         cfg = self.cfg
         batch, n_pos = self._check_inputs(inputs)
-        x = self.hook_embed(self.embed(inputs))
+        x = fire(self.hook_embed, self.embed(inputs))
         seed_embed = self._seed_embed(seeds, batch, n_pos)
         if cfg.has_seed and cfg.seed_mode == "append":
             x = x + seed_embed
@@ -125,10 +129,13 @@ class HookedTransformer(HookedRootModule):
         stage's output, seed token included) to the task positions' logits."""
         cfg = self.cfg
         if cfg.positional != "none":
-            # Repeated over the batch (a copy, not an expand view), as TransformerLens does:
-            # decompose_resid stacks it with hook_embed, and patch hooks write into it.
-            pos = self.pos_embed(x.shape[1]).repeat(x.shape[0], 1, 1)
-            x = x + self.hook_pos_embed(pos)
+            if listening(self.hook_pos_embed):
+                # Repeated over the batch (a copy, not an expand view), as TransformerLens does:
+                # decompose_resid stacks it with hook_embed, and patch hooks write into it.
+                pos = self.pos_embed(x.shape[1]).repeat(x.shape[0], 1, 1)
+                x = x + self.hook_pos_embed(pos)
+            else:  # nobody reads it: broadcast over the batch, no copy (the same sum)
+                x = x + self.pos_embed(x.shape[1])
         return self._from_block(x, 0, allowed)
 
     def run_from_block(self, x: Tensor, layer: int, attention_mask: Tensor | None = None) -> Tensor:
@@ -200,8 +207,8 @@ class HookedTransformer(HookedRootModule):
         return self._residual_stream(x, allowed).unflatten(0, (n, m))
 
     def _hooks_attached(self) -> bool:
-        """Does any hook point carry a forward or backward hook right now?"""
-        return any(hp._forward_hooks or hp._backward_hooks for hp in self.hook_dict.values())
+        """Is any hook point listened to right now (:func:`~interp_rand.model.hook_dispatch.listening`)?"""
+        return any(listening(hp) for hp in self.hook_dict.values())
 
     # ----------------------------------------------------------------------------------
     def _check_inputs(self, inputs: Tensor) -> tuple[int, int]:
@@ -251,7 +258,7 @@ class HookedTransformer(HookedRootModule):
             # [batch, d_seed] -> [batch, pos, d_seed]: one seed seen at every position
             # (or a single seed token).
             seeds = seeds[:, None].expand(-1, 1 if cfg.seed_offset else n_pos, -1)
-        return self.hook_seed_embed(self.seed_embed(self.hook_seed(seeds)))
+        return fire(self.hook_seed_embed, self.seed_embed(fire(self.hook_seed, seeds)))
 
     def _allowed(self, attention_mask: Tensor | None, batch: int, n_pos: int) -> Tensor | None:
         """Bool ``[pos, pos]`` or ``[batch, pos, pos]`` (seed token included), or None."""

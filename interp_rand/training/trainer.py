@@ -32,6 +32,7 @@ from interp_rand.evaluation import EvalResult, check_model_fits_task, evaluate
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Task
+from interp_rand.run_history import METRICS_FILE, read_metrics
 from interp_rand.training.checkpoint_schedule import is_checkpoint_step
 from interp_rand.training.config import TrainConfig
 from interp_rand.training.interrupts import TrainingInterrupted, _SecondSignal, stop_signals
@@ -40,7 +41,6 @@ from interp_rand.training.run_lock import run_lock
 from interp_rand.training.schedule import warmup_cosine
 from interp_rand.training.write_error import writing
 
-METRICS_FILE = "metrics.jsonl"
 # The evaluation set's generator is offset from the training seed so the two streams differ.
 _EVAL_SEED_OFFSET = 1_000_003
 
@@ -104,13 +104,7 @@ def train(
     model = HookedTransformer(model_config, seed=cfg.seed)
     check_model_fits_task(model, task)
     model.train()
-    optimizer = torch.optim.AdamW(
-        model.parameters(),
-        lr=cfg.lr,
-        betas=(cfg.beta1, cfg.beta2),
-        eps=cfg.adam_eps,
-        weight_decay=cfg.weight_decay,
-    )
+    optimizer = make_optimizer(model, cfg)
     generator = torch.Generator().manual_seed(cfg.seed)
     with run_lock(run_dir):
         start, resumed_from = _resume(run_dir, spec, model, optimizer, generator) if resume else _refuse_existing(run_dir)
@@ -129,10 +123,23 @@ def train(
 
         last_eval: EvalResult | None = None
         running_loss: float | None = None
+        # the steps' losses not yet read: folded into running_loss (the same float arithmetic,
+        # in step order) only where it is shown or saved, not converted to a float every step
+        unread: list[torch.Tensor] = []
+
+        def read_losses() -> float | None:
+            nonlocal running_loss
+            for value in unread:
+                value = value.item()
+                running_loss = value if running_loss is None else 0.9 * running_loss + 0.1 * value
+            unread.clear()
+            return running_loss
+
         saved_at = start
 
         def save(at: int) -> Path:
             nonlocal saved_at
+            read_losses()
             metrics = last_eval.to_dict() if last_eval else {}
             path = save_checkpoint(
                 run_dir, at, spec, model.state_dict(),
@@ -153,17 +160,12 @@ def train(
                     for group in optimizer.param_groups:
                         group["lr"] = lr
                     batch = task.sample(cfg.batch_size, generator)
-                    loss = objective(model, task, batch, generator, step=step)
-                    if not torch.isfinite(loss):
-                        raise _diverged(f"loss became {loss.item()}", step + 1, run_dir)
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or float("inf"))
-                    if not torch.isfinite(grad_norm):
-                        raise _diverged(f"gradient norm became {grad_norm.item()}", step + 1, run_dir)
-                    optimizer.step()
+                    try:
+                        loss = training_step(model, optimizer, objective, task, batch, generator, step, cfg.grad_clip)
+                    except NonFiniteStep as err:
+                        raise _diverged(str(err), step + 1, run_dir) from None
                     step += 1
-                    running_loss = loss.item() if running_loss is None else 0.9 * running_loss + 0.1 * loss.item()
+                    unread.append(loss.detach())
                     bar.update(1)
 
                     stop = False
@@ -172,13 +174,13 @@ def train(
                             last_eval = evaluate(model, task, eval_batch)
                         except FloatingPointError as err:
                             raise _diverged(str(err), step, run_dir) from None
-                        record = {"step": step, "lr": lr, "train_loss": running_loss, **last_eval.to_dict()}
+                        record = {"step": step, "lr": lr, "train_loss": read_losses(), **last_eval.to_dict()}
                         history.append(record)
                         _append_history(run_dir, record)
                         bar.set_postfix(loss=f"{running_loss:.4f}", exact=f"{last_eval.exact_match:.4f}")
                         stop = cfg.stop_at_exact_match is not None and last_eval.exact_match >= cfg.stop_at_exact_match
                     elif step % 10 == 0:
-                        bar.set_postfix(loss=f"{running_loss:.4f}")
+                        bar.set_postfix(loss=f"{read_losses():.4f}")
                     if is_checkpoint_step(cfg, step) or stop:
                         save(step)
                     if stop:
@@ -195,6 +197,51 @@ def train(
 
 
 # --------------------------------------------------------------------------------------
+class NonFiniteStep(FloatingPointError):
+    """A training step met a NaN or infinite loss or gradient norm (the message says which)."""
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+    """The trainer's AdamW over ``model``'s parameters, with ``cfg``'s settings."""
+    return torch.optim.AdamW(
+        model.parameters(),
+        lr=cfg.lr,
+        betas=(cfg.beta1, cfg.beta2),
+        eps=cfg.adam_eps,
+        weight_decay=cfg.weight_decay,
+    )
+
+
+def training_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    objective,
+    task: Task,
+    batch,
+    generator: torch.Generator,
+    step: int,
+    grad_clip: float | None,
+) -> torch.Tensor:
+    """One optimiser step of the trainer on ``batch``: the objective, its gradient, clipping to
+    ``grad_clip`` (``None``/0: no clipping) and the AdamW update; returns the loss (a 0-d
+    tensor, not synchronised). The trainer runs exactly this; ``bench/throughput.py`` times it.
+
+    Raises:
+        NonFiniteStep: the loss (before any update) or the gradient norm (before the update)
+            is NaN or infinite; the model is left unchanged.
+    """
+    loss = objective(model, task, batch, generator, step=step)
+    if not torch.isfinite(loss):
+        raise NonFiniteStep(f"loss became {loss.item()}")
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip or float("inf"))
+    if not torch.isfinite(grad_norm):
+        raise NonFiniteStep(f"gradient norm became {grad_norm.item()}")
+    optimizer.step()
+    return loss
+
+
 def _diverged(what: str, step: int, run_dir: Path) -> TrainingDiverged:
     return TrainingDiverged(
         f"{what} at step {step}; stopped without writing a checkpoint. "
@@ -263,7 +310,7 @@ def _read_history(run_dir: Path, up_to: int) -> list[dict[str, Any]]:
     path = run_dir / METRICS_FILE
     if not path.exists():
         return []
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = read_metrics(path)
     kept = [r for r in records if r["step"] <= up_to]
     with writing("the metrics file", path):
         path.write_text("".join(json.dumps(r) + "\n" for r in kept))

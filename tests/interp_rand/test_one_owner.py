@@ -88,10 +88,13 @@ def test_capture_into_keeps_what_run_with_cache_keeps():
     with model.hooks(fwd_hooks=hooks):
         logits = model(tokens)
     _, cache = model.run_with_cache(tokens)
-    assert torch.equal(logits, model(tokens))  # the hooks change nothing
+    # the hooks change nothing; a listened-to pattern (or the cache) takes the explicit attention
+    # and LayerNorm, the hook-free forward SDPA and F.layer_norm: equal to float rounding
+    torch.testing.assert_close(logits, model(tokens), rtol=0, atol=1e-6 * float(logits.abs().max()))
     assert sorted(sink) == sorted(names)
     for n in names:
-        assert torch.equal(sink[n], cache[n]) and not sink[n].requires_grad
+        torch.testing.assert_close(sink[n], cache[n], rtol=0, atol=1e-6 * max(1.0, float(cache[n].abs().max())))
+        assert not sink[n].requires_grad
 
 
 def test_capture_into_detach_clone_and_backward():

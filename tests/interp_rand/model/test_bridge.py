@@ -13,6 +13,12 @@ from interp_rand.model.bridge import bridge_config, bridge_incompatibilities, to
 TOL = 1e-5
 
 
+def close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Within ``TOL`` of the values' scale (``max(1, max |b|)``): float32 sums in another order
+    differ by a few ulps of the largest logit (the unscaled ``no_ln`` model's reach ~60)."""
+    return bool((a - b).abs().max() <= TOL * max(1.0, float(b.abs().max())))
+
+
 
 
 def make_cfg(**overrides) -> ModelConfig:
@@ -65,11 +71,11 @@ def test_bridge_logits_match(name):
         bridge = to_bridge(model)
         theirs = bridge(tokens)
     assert theirs.shape == ours.shape == (3, cfg.n_ctx, cfg.d_vocab_out)
-    assert (theirs - ours).abs().max() <= TOL
+    assert close(theirs, ours)
     # Shorter inputs too (positions sliced the same way).
     short = tokens[:, :5]
     with torch.no_grad():
-        assert (bridge(short) - model(short)).abs().max() <= TOL
+        assert close(bridge(short), model(short))
     # The bridge is a copy: our parameters are untouched by it.
     for k, v in model.state_dict().items():
         assert torch.equal(v, state[k]), k
@@ -83,7 +89,7 @@ def test_bridge_caches_match_ours():
     with torch.no_grad():
         ours_logits, ours = model.run_with_cache(tokens)
         theirs_logits, theirs = bridge.run_with_cache(tokens)
-    assert (theirs_logits - ours_logits).abs().max() <= TOL
+    assert close(theirs_logits, ours_logits)
     for name in (
         "blocks.0.attn.hook_pattern",
         "blocks.1.attn.hook_pattern",

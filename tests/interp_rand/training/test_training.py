@@ -34,7 +34,7 @@ from interp_rand.training import (
 from interp_rand.training.checkpoint import MODEL_FILE, latest_checkpoint, list_checkpoints, step_dir
 from interp_rand.training.objectives import ERM
 from interp_rand.training.schedule import warmup_cosine
-from interp_rand.training.trainer import METRICS_FILE
+from interp_rand.run_history import METRICS_FILE
 
 
 
