@@ -28,6 +28,7 @@ from transformer_lens import ActivationCache
 from interp_rand.gridworld import environment as env
 from interp_rand.gridworld.config import AgentConfig, GridConfig
 from interp_rand.model.config import ModelConfig
+from interp_rand.model.fast import DecodeCache, FastForward
 from interp_rand.model.transformer import HookedTransformer
 
 # (inputs [n, t, d_obs], seeds [n, d_seed]) -> logits [n, t, 4]
@@ -123,8 +124,7 @@ PolicyFactory = Callable[[Tensor], Policy]
 class RecomputePolicy:
     """A :class:`Policy` from a full forward function: each step re-reads the whole prefix
     (the causal model's earlier logits do not change as tokens are appended, so only the
-    newest position's are used). Simple and exact; :class:`~interp_rand.gridworld.stacked.
-    StackedAgents` is the fast, cached path."""
+    newest position's are used). Simple and exact; :class:`CachedPolicy` is the fast path."""
 
     def __init__(self, logits_fn: LogitsFn, seeds: Tensor):
         self.logits_fn = logits_fn
@@ -134,6 +134,21 @@ class RecomputePolicy:
     def __call__(self, obs: Tensor) -> Tensor:
         self.history.append(obs)
         return self.logits_fn(torch.stack(self.history, dim=1), self.seeds)[:, -1]
+
+
+class CachedPolicy:
+    """A :class:`Policy` of one model through its fast path
+    (:class:`~interp_rand.model.fast.FastForward`): each step reads only the newest token and
+    the key/value cache (:class:`~interp_rand.model.fast.DecodeCache`) of the earlier ones.
+    :class:`~interp_rand.gridworld.population.PopulationPolicy` is the same for a population."""
+
+    def __init__(self, model: HookedTransformer, seeds: Tensor):
+        self.fast = FastForward(model)
+        self.seeds = seeds
+        self.cache = DecodeCache.empty(model.cfg, seeds.shape[0], device=seeds.device)
+
+    def __call__(self, obs: Tensor) -> Tensor:
+        return self.fast(obs[:, None], seeds=self.seeds, cache=self.cache)[:, -1]
 
 
 @torch.no_grad()
@@ -184,17 +199,15 @@ def replay(model: HookedTransformer, run: Rollout) -> tuple[Tensor, ActivationCa
 
 def play(model: HookedTransformer, grid: GridConfig, treasure: Tensor, seeds: Tensor,
          cached: bool = True) -> Rollout:
-    """:func:`rollout` of one model: by default through the cached stacked decoder (fast),
-    with ``cached=False`` through the hooked model itself (each step re-reads the prefix)."""
+    """:func:`rollout` of one model: by default through its fast path with a key/value cache
+    (:class:`CachedPolicy`), with ``cached=False`` through the hooked model itself (each step
+    re-reads the prefix)."""
     check_fits(grid, model.cfg)
     if not cached:
         return rollout(lambda s: RecomputePolicy(model_logits_fn(model), s), grid, treasure, seeds)
-    from interp_rand.gridworld.stacked import StackedAgents
-
-    params = {name: p.detach()[None] for name, p in model.named_parameters()}
-    return rollout(lambda s: StackedAgents(model.cfg, params, s), grid, treasure, seeds)
+    return rollout(lambda s: CachedPolicy(model, s), grid, treasure, seeds)
 
 
-__all__ = ["Policy", "PolicyFactory", "RecomputePolicy", "Rollout", "agent_model_config", "cell_seed_grid", "check_fits",
+__all__ = ["CachedPolicy", "Policy", "PolicyFactory", "RecomputePolicy", "Rollout", "agent_model_config", "cell_seed_grid", "check_fits",
            "model_logits_fn", "play", "replay",
            "rollout", "sample_seeds"]

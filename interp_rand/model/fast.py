@@ -19,6 +19,12 @@ they are functions (:func:`~interp_rand.model.layer_norm.layer_norm`, the MLP ac
 model stays the one model for analysis and interventions: this path has no hook points, so
 anything that needs hooks (caches, patching, ablations) runs the hooked forward.
 
+A causal model also decodes incrementally (``fast(new_inputs, seeds=..., cache=DecodeCache.
+empty(cfg, batch))``: only the new positions run, over the cached keys and values), and the
+forward can be ``torch.func.vmap``-ed over ``functional_call`` with a population's stacked
+weights (no data-dependent branching for vector inputs; the caches' buffers are written in
+place): the grid world's population rollouts (``interp_rand.gridworld.population``) run so.
+
     >>> fast = FastForward.from_model(model)
     >>> torch.allclose(fast(inputs, seeds=seeds), model(inputs, seeds=seeds), atol=1e-5)
     True
@@ -72,6 +78,7 @@ class FastForward:
         self.cfg = model.cfg
         self.sparse_keys = sparse_keys
         self._version: tuple[int, ...] | None = None
+        self._params: list[Tensor] = []
         self._fused: list[tuple[Tensor, Tensor | None, Tensor]] = []
 
     @classmethod
@@ -84,8 +91,12 @@ class FastForward:
         ``None`` without attention biases) and ``W_O [(h e), d_model]`` transposed; rebuilt when
         any parameter's version counter moved (training, ``load_state_dict``, ``copy_``)."""
         params = list(self.model.parameters())
-        version = tuple(p._version for p in params) + tuple(id(p) for p in params)
-        if version != self._version:
+        version = tuple(p._version for p in params)
+        # the parameters themselves, compared by identity (ids of freed tensors are reused:
+        # functional_call and vmap swap fresh tensors in on every call)
+        if version != self._version or len(params) != len(self._params) or any(
+            a is not b for a, b in zip(params, self._params)
+        ):
             fused = []
             for block in self.model.blocks:
                 attn = block.attn
@@ -94,7 +105,7 @@ class FastForward:
                 fused.append((w_qkv.T.contiguous().detach(),
                               b_qkv.detach() if self.cfg.attn_bias else None,
                               attn.W_O.flatten(0, 1).T.contiguous().detach()))
-            self._fused, self._version = fused, version
+            self._fused, self._version, self._params = fused, version, params
         return self._fused
 
     # ----------------------------------------------------------------------------------
@@ -115,17 +126,22 @@ class FastForward:
         return index
 
     def __call__(self, inputs: Tensor, seeds: Tensor | None = None, attention_mask: Tensor | None = None,
-                 key_index: Tensor | None = None) -> Tensor:
+                 key_index: Tensor | None = None, cache: "DecodeCache | None" = None) -> Tensor:
         """As ``HookedTransformer.forward`` (same arguments, same checks, same result).
 
         ``key_index``: :meth:`key_index` of ``attention_mask``, if the caller has it (it must
-        be that of this very mask; it is not checked against it)."""
+        be that of this very mask; it is not checked against it).
+
+        ``cache``: incremental decoding of a causal model (:class:`DecodeCache`): ``inputs``
+        are the positions after the ``cache.length`` already decoded, and the result is their
+        logits, equal to those positions' logits of one forward over the whole prefix."""
         model, cfg = self.model, self.cfg
         batch, n_pos = model._check_inputs(inputs)
+        start = 0 if cache is None else cache.check(self, batch, n_pos, attention_mask, key_index)
         embed = model.embed
         # one input broadcast over the batch (the colouring's one-hot vertex ids, a stride-0
         # view): embedded once, with the positions added to that one copy
-        broadcast = not embed.tokens and batch > 1 and inputs.stride(0) == 0
+        broadcast = cache is None and not embed.tokens and batch > 1 and inputs.stride(0) == 0
         pos_added = broadcast and cfg.positional != "none" and not cfg.d_input_mlp and not cfg.seed_offset
         if embed.tokens:
             x = embed.W_E[inputs]
@@ -133,26 +149,28 @@ class FastForward:
             x = inputs[:1] @ embed.W_E
             x = x + model.pos_embed(n_pos) if pos_added else x.expand(batch, -1, -1)
         else:
-            x = inputs @ embed.W_E
+            # (F.linear: under vmap over members a batched W_E stays one bmm, not a per-row expand)
+            x = F.linear(inputs, embed.W_E.T)
         if cfg.has_seed and cfg.seed_mode == "append":
             x = self._plus_seed(x, seeds, batch, n_pos)
         if cfg.d_input_mlp > 0:
             x = self._mlp(model.input_mlp, x)
         if cfg.has_seed and cfg.seed_mode == "add":
             x = self._plus_seed(x, seeds, batch, n_pos)
-        if cfg.seed_offset or not cfg.has_seed:
+        # (a seed token already decoded, start > 0, is in the cache: its seeds are not read again)
+        if (cfg.seed_offset and not start) or not cfg.has_seed:
             seed_embed = self._seed_embed(seeds, batch, n_pos)  # raises where seeds are wrong
-        if cfg.seed_offset:
+        if cfg.seed_offset and not start:
             x = torch.cat([seed_embed.expand(batch, -1, -1), x], dim=1)
         x = x.expand(batch, -1, -1)  # (a no-op unless nothing above was per row)
-        allowed = model.allowed_keys(attention_mask, batch, n_pos)
+        allowed = cache.allowed(x.shape[1], x.device) if start else model.allowed_keys(attention_mask, batch, n_pos)
         if key_index is None:
             key_index = self.key_index(allowed)
         elif (key_index.shape[:2] != (batch, n_pos) or attention_mask is None
               or self.key_index(attention_mask[:1]) is None):
             raise ValueError(f"key_index must be FastForward.key_index of the [batch={batch}, pos={n_pos}, "
                              f"pos] attention_mask; got {tuple(key_index.shape)}")
-        return self._residual_stream(x, allowed, key_index, pos_added)
+        return self._residual_stream(x, allowed, key_index, pos_added, cache)
 
     def _plus_seed(self, x: Tensor, seeds: Tensor | None, batch: int, n_pos: int) -> Tensor:
         """``x`` plus the seeds' projection (``add`` / ``append``), broadcast to ``[batch, pos,
@@ -192,23 +210,29 @@ class FastForward:
         return layer_norm(x, norm.w, norm.b, norm.eps)
 
     def _residual_stream(self, x: Tensor, allowed: Tensor | None, key_index: Tensor | None,
-                         pos_added: bool = False) -> Tensor:
+                         pos_added: bool = False, cache: "DecodeCache | None" = None) -> Tensor:
         model, cfg = self.model, self.cfg
         batch, n_pos, _ = x.shape
+        start = 0 if cache is None else cache.length
         if cfg.positional != "none" and not pos_added:
-            x = x + model.pos_embed(n_pos)  # broadcast over the batch (no copy: no hook to see it)
+            # broadcast over the batch (no copy: no hook to see it)
+            x = x + model.pos_embed(start + n_pos)[:, start:]
         attend = self._attention_plan(allowed, key_index, batch, n_pos)
         gathered = key_index is not None and cfg.attention == "softmax"
         h, e = cfg.n_heads, cfg.d_head
         x = x.reshape(batch * n_pos, -1)
-        for block, (w_qkv, b_qkv, w_o) in zip(model.blocks, self._layers()):
+        for layer, (block, (w_qkv, b_qkv, w_o)) in enumerate(zip(model.blocks, self._layers())):
             attn = block.attn
             qkv = F.linear(self._norm(block.ln1, x), w_qkv, b_qkv)  # [batch * pos, 3 h e]
             if gathered:
                 z = attend(qkv, attn.scale)  # [batch * pos, h e]
             else:
                 qkv = qkv.view(batch, n_pos, 3, h, e)
-                z = attend(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], attn.scale)  # [batch, pos, head, d_head]
+                q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+                if cache is None:
+                    z = attend(q, k, v, attn.scale)  # [batch, pos, head, d_head]
+                else:
+                    z = cache.attend(layer, q, k, v, attn.scale, attend, cfg.attention == "linear")
                 z = z.reshape(batch * n_pos, h * e)
             if cfg.attn_bias:
                 x = x + F.linear(z, w_o, attn.b_O)
@@ -224,7 +248,9 @@ class FastForward:
             logits = torch.addmm(unembed.b_U[:, None], unembed.W_U.T, x.T).T
         else:
             logits = F.linear(x, unembed.W_U.T, unembed.b_U)
-        return logits.view(batch, n_pos, -1)[:, cfg.seed_offset :]
+        if cache is not None:
+            cache.length = start + n_pos
+        return logits.view(batch, n_pos, -1)[:, 0 if start else cfg.seed_offset :]
 
     def _attention_plan(self, allowed: Tensor | None, index: Tensor | None, batch: int, n_pos: int):
         """``attend(q, k, v, scale) -> z``, all ``[batch, pos, head, d_head]``, with the mask
@@ -248,6 +274,84 @@ class FastForward:
             if allowed.dim() == 3 and not bool(allowed.any(-1).all()):
                 empty = ~keep  # a query with no allowed key gives NaN; it reads nothing (the hooked rule)
         return lambda q, k, v, scale: _softmax_attention(q, k, v, bias, empty, scale)
+
+
+class DecodeCache:
+    """Keys and values of the positions decoded so far, for incremental decoding of a causal
+    model: ``fast(inputs, seeds=seeds, cache=cache)`` runs only the new positions ``inputs``
+    (the first call also the seed token), writes their keys and values into the buffers in
+    place (so the buffers may be inputs of ``torch.func.vmap``, batched over a population's
+    members), attends over every position so far and advances ``length``.
+
+    Args:
+        keys, values: per block ``[n_ctx, d_head, batch, head]`` buffers (:meth:`empty`):
+            position-major, so a step writes one block and a single query's attention reduces
+            over the outer axes (over contiguous rows of ``batch * head``), not over 4-entry
+            rows nor through one tiny matmul per (row, head).
+        length: positions already in them (0: nothing decoded yet).
+    """
+
+    def __init__(self, keys: list[Tensor], values: list[Tensor], length: int = 0):
+        self.keys, self.values, self.length = list(keys), list(values), length
+
+    @classmethod
+    def empty(cls, cfg, batch: int | tuple[int, ...], device: torch.device | str | None = None,
+              dtype: torch.dtype = torch.float32) -> "DecodeCache":
+        """Zero buffers for ``batch`` rows; a tuple gives several batch dims (e.g. ``(members,
+        rows)``: vmap over the members with ``in_dims=2``)."""
+        lead = (batch,) if isinstance(batch, int) else tuple(batch)
+        shape = (cfg.n_ctx, cfg.d_head, *lead, cfg.n_heads)
+        return cls([torch.zeros(shape, device=device, dtype=dtype) for _ in range(cfg.n_layers)],
+                   [torch.zeros(shape, device=device, dtype=dtype) for _ in range(cfg.n_layers)])
+
+    def check(self, fast: FastForward, batch: int, n_pos: int, attention_mask: Tensor | None,
+              key_index: Tensor | None) -> int:
+        """``ValueError`` unless ``fast`` can decode ``n_pos`` more positions of ``batch`` rows
+        into this cache; returns ``length``."""
+        cfg = fast.cfg
+        if cfg.mask != "causal":
+            raise ValueError(f"decoding with a DecodeCache needs a causal model; this model has mask={cfg.mask!r}")
+        if attention_mask is not None or key_index is not None:
+            raise ValueError("decoding with a DecodeCache takes no attention_mask or key_index (the mask is causal)")
+        shape = (cfg.n_ctx, cfg.d_head, batch, cfg.n_heads)
+        if len(self.keys) != cfg.n_layers or len(self.values) != cfg.n_layers or any(
+            tuple(t.shape) != shape for t in self.keys + self.values
+        ):
+            raise ValueError(f"DecodeCache buffers must be {cfg.n_layers} keys and values of shape {shape} "
+                             f"[n_ctx, d_head, batch, head]; got {[tuple(t.shape) for t in self.keys]}")
+        end = self.length + n_pos + (0 if self.length else cfg.seed_offset)
+        if end > cfg.n_ctx:
+            raise ValueError(f"decoding {n_pos} more positions after {self.length} exceeds n_ctx={cfg.n_ctx}")
+        return self.length
+
+    def allowed(self, n_new: int, device: torch.device) -> Tensor | None:
+        """The causal mask of ``n_new`` new queries over every key so far: ``[n_new, length +
+        n_new]`` bool, or ``None`` for one new query (it reads every key)."""
+        if n_new == 1:
+            return None
+        return torch.ones(n_new, self.length + n_new, dtype=torch.bool, device=device).tril(self.length)
+
+    def attend(self, layer: int, q: Tensor, k: Tensor, v: Tensor, scale: float, attend, linear: bool) -> Tensor:
+        """Store block ``layer``'s new ``k, v [batch, new, head, d_head]`` and attend ``q`` over
+        every position so far: one new query by :func:`_single_query_attention`, several by
+        ``attend`` (the forward's plan, over views of the buffers). ``[batch, new, head, d_head]``."""
+        end = self.length + k.shape[1]
+        keys, values = self.keys[layer], self.values[layer]
+        keys[self.length : end] = k.permute(1, 3, 0, 2)  # [new, d_head, batch, head]
+        values[self.length : end] = v.permute(1, 3, 0, 2)
+        if k.shape[1] == 1:
+            return _single_query_attention(q, keys[:end], values[:end], scale, linear)
+        return attend(q, keys[:end].permute(2, 0, 3, 1), values[:end].permute(2, 0, 3, 1), scale)
+
+
+def _single_query_attention(q: Tensor, keys: Tensor, values: Tensor, scale: float, linear: bool) -> Tensor:
+    """One new query per row over all ``t`` keys so far (the causal mask hides nothing):
+    ``q [batch, 1, head, d_head]``, ``keys, values [t, d_head, batch, head]`` -> ``[batch, 1,
+    head, d_head]``. Scores, softmax (or, linear, the scores themselves) and the weighted sum
+    in the hooked attention's order, each reduction over an outer axis."""
+    scores = (keys * q[:, 0].permute(2, 0, 1)).sum(1) / scale  # [t, batch, head]
+    pattern = scores if linear else torch.softmax(scores, dim=0)
+    return (pattern[:, None] * values).sum(0).permute(1, 2, 0)[:, None]
 
 
 def _softmax_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, empty: Tensor | None,
@@ -294,4 +398,4 @@ def _gathered_softmax(qkv: Tensor, keys: Tensor, h: int, e: int, scale: float) -
     return z.view(rows, he)
 
 
-__all__ = ["FEW_OUTPUTS", "FastForward", "regular_key_index"]
+__all__ = ["FEW_OUTPUTS", "DecodeCache", "FastForward", "regular_key_index"]

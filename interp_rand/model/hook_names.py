@@ -2,7 +2,7 @@
 
 Every hook point and weight inside a block is named ``blocks.{layer}.{name}`` (``hook_resid_pre``,
 ``attn.hook_z``, ``mlp.hook_pre``, ``attn.W_Q`` …); :func:`hook_name` is the one place that
-format lives. Circuits, probes, the grid-world's stacked forward and the case studies build
+format lives. Circuits, probes and the case studies build
 their names with it instead of hand-formatting them, so a model that names its blocks
 differently needs one change here.
 

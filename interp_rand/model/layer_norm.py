@@ -47,8 +47,8 @@ def layer_norm(
     hook_normalized: Callable[[Tensor], Tensor] = _unhooked,
 ) -> Tensor:
     """``(x - mean) / sqrt(var + eps) * w + b`` over the last axis: the one LayerNorm, of
-    :class:`LayerNorm` (with its hook points) and of the grid world's stacked decoder (weights
-    with a member axis, broadcast against ``x``), so both compute it alike. Without hooks the
+    :class:`LayerNorm` (with its hook points) and of the fast path
+    (:mod:`interp_rand.model.fast`), so both compute it alike. Without hooks the
     normalisation is ``F.layer_norm``'s fused kernel (with the affine map when ``w``/``b`` are
     ``[d_model]``; member-axis weights are applied after it, broadcast);
     with either hook, the explicit steps, each hook seeing its value."""

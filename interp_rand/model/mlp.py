@@ -11,7 +11,7 @@ from transformer_lens.hook_points import HookPoint
 from interp_rand.model.hook_dispatch import fire
 from interp_rand.model.linear import linear
 
-# The activation of an ``act_fn`` name (the MLPs here and the grid world's stacked decoder).
+# The activation of an ``act_fn`` name (the MLPs here and the fast path, interp_rand.model.fast).
 ACTIVATIONS = {
     "gelu": F.gelu,
     "gelu_new": lambda x: F.gelu(x, approximate="tanh"),

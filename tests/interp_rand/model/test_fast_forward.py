@@ -10,7 +10,7 @@ import torch
 
 from interp_rand import zoo
 from interp_rand.model import HookedTransformer, ModelConfig
-from interp_rand.model.fast import FastForward, regular_key_index
+from interp_rand.model.fast import DecodeCache, FastForward, regular_key_index
 from interp_rand.seeded_evaluation import success_matrix
 from interp_rand.seeded_evaluation.run import evaluation_forward
 from interp_rand.tasks import make_task
@@ -250,3 +250,126 @@ def test_success_matrix_identical_over_chunks_workers_and_broadcast_inputs():
             assert torch.equal(fast.success, hooked.success) and torch.equal(fast.outputs, hooked.outputs)
             assert fast.probs.shape == hooked.probs.shape and fast.probs.is_contiguous()
             assert (fast.probs - hooked.probs).abs().max().item() <= TOLERANCE
+
+
+# ------------------------------------------------------------------------------ decoding
+def _model_with_biases(cfg: ModelConfig, seed: int = 1) -> HookedTransformer:
+    model = HookedTransformer(cfg, seed=seed).eval()
+    with torch.no_grad():  # non-zero biases, so that a dropped bias would show
+        for param_name, param in model.named_parameters():
+            if param_name.split(".")[-1].startswith("b") or param_name.endswith(".w"):
+                param.add_(0.3 * torch.randn(param.shape, generator=torch.Generator().manual_seed(len(param_name))))
+    return model
+
+
+CAUSAL_OPTIONS = [name for name, changes in OPTION_CONFIGS.items() if changes.get("mask", "causal") == "causal"]
+
+
+@pytest.mark.parametrize("name", CAUSAL_OPTIONS)
+def test_decoding_with_a_cache_matches_the_full_forward(name):
+    # positions fed in pieces of 2, 1, 3, 1 and the rest: every piece's logits equal those
+    # positions' logits of one hooked forward over the whole sequence
+    cfg = ModelConfig(d_model=32, n_layers=2, n_heads=4, n_ctx=9, **OPTION_CONFIGS[name])
+    model = _model_with_biases(cfg)
+    g = torch.Generator().manual_seed(2)
+    n_pos = cfg.n_ctx - cfg.seed_offset
+    per_position = [False] + ([True] if cfg.has_seed and not cfg.seed_offset else [])
+    for per_pos in per_position:
+        inputs, kwargs = _inputs(cfg, 12, n_pos, g), _kwargs(cfg, 12, n_pos, g, per_position=per_pos)
+        with torch.inference_mode():
+            full = model(inputs, **kwargs)
+            fast, cache = FastForward(model), DecodeCache.empty(cfg, 12)
+            pieces = []
+            for a, b in [(0, 2), (2, 3), (3, 6), (6, 7), (7, n_pos)]:
+                piece = {k: (v[:, a:b] if v.dim() == 3 else v) for k, v in kwargs.items()}
+                pieces.append(fast(inputs[:, a:b], cache=cache, **piece))
+        decoded = torch.cat(pieces, 1)
+        assert decoded.shape == full.shape and cache.length == cfg.n_ctx
+        assert (decoded - full).abs().max().item() <= TOLERANCE * _scale(full)
+
+
+def test_decoding_vmapped_over_members_matches_each_member():
+    # a population: each member's weights stacked, one vmap over functional_call of the fast
+    # path per step, the caches' buffers batched over members (dim 2)
+    from torch.func import functional_call, vmap
+
+    cfg = ModelConfig(input_kind="vectors", d_input=5, d_vocab_out=3, d_seed=5, seed_mode="token", d_model=16,
+                      n_heads=2, n_ctx=8, attn_only=False, d_mlp=24)
+    members = [_model_with_biases(cfg, seed=i) for i in range(3)]
+    params = {f"model.{n}": torch.stack([dict(m.named_parameters())[n].detach() for m in members])
+              for n, _ in members[0].named_parameters()}
+
+    class Fast(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model, self.fast = model, FastForward(model)
+
+        def forward(self, inputs, seeds, cache):
+            return self.fast(inputs, seeds=seeds, cache=cache)
+
+    module = Fast(HookedTransformer(cfg, seed=9))
+    g = torch.Generator().manual_seed(3)
+    inputs, seeds = torch.randn(3, 4, 7, 5, generator=g), torch.randn(3, 4, 5, generator=g)
+    cache = DecodeCache.empty(cfg, (3, 4))
+
+    def member(p, keys, values, x, s):
+        inner = DecodeCache(keys, values, cache.length)
+        out = functional_call(module, p, (x, s, inner))
+        lengths.append(inner.length)
+        return out
+
+    lengths, steps = [], []
+    with torch.no_grad():
+        for t in range(7):
+            steps.append(vmap(member, in_dims=(0, 2, 2, 0, 0))(params, cache.keys, cache.values, inputs[:, :, t : t + 1], seeds))
+            cache.length = lengths[-1]
+        decoded = torch.cat(steps, 2)
+        expected = torch.stack([m(inputs[i], seeds=seeds[i]) for i, m in enumerate(members)])
+    assert lengths == list(range(2, 9))
+    assert (decoded - expected).abs().max().item() <= TOLERANCE * _scale(expected)
+    assert (expected[0] - expected[1]).abs().max() > 0.1  # the members differ
+
+
+def test_decoding_refuses_what_it_cannot_decode():
+    cfg = ModelConfig(d_model=16, n_heads=2, n_ctx=6, d_vocab=5)
+    fast, inputs = FastForward(HookedTransformer(cfg)), torch.zeros(3, 4, dtype=torch.long)
+    custom = HookedTransformer(cfg.replace(mask="custom"))
+    with pytest.raises(ValueError, match="needs a causal model; this model has mask='custom'"):
+        FastForward(custom)(inputs, attention_mask=torch.ones(3, 4, 4, dtype=torch.bool),
+                            cache=DecodeCache.empty(cfg, 3))
+    with pytest.raises(ValueError, match=r"buffers must be 2 keys and values of shape \(6, 8, 3, 2\)"):
+        fast(inputs, cache=DecodeCache.empty(cfg, 4))
+    cache = DecodeCache.empty(cfg, 3)
+    fast(inputs, cache=cache)
+    with pytest.raises(ValueError, match="decoding 3 more positions after 4 exceeds n_ctx=6"):
+        fast(inputs[:, :3], cache=cache)
+
+
+def test_fused_weights_follow_swapped_parameters():
+    # functional_call swaps fresh tensors in on every call (ids of freed ones are reused): the
+    # fused q/k/v matrix must be rebuilt for each, and again for the model's own weights after
+    from torch.func import functional_call
+
+    cfg = ModelConfig(d_model=16, n_heads=2, n_ctx=6, d_vocab=5)
+    model = HookedTransformer(cfg, seed=0).eval()
+
+    class Fast(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model, self.fast = model, FastForward(model)
+
+        def forward(self, inputs):
+            return self.fast(inputs)
+
+    module = Fast()
+    inputs = torch.randint(0, 5, (3, 6), generator=torch.Generator().manual_seed(0))
+    others = [HookedTransformer(cfg, seed=seed) for seed in range(1, 5)]
+    weights = [{f"model.{n}": p.detach() for n, p in other.named_parameters()} for other in others]
+    with torch.no_grad():
+        own = module(inputs)
+        # fresh clones per call, freed right after it: CPython hands their addresses (ids) to
+        # the next call's clones, whose version counters are 0 again
+        swapped = [functional_call(module, {n: w.clone() for n, w in weight.items()}, (inputs,)) for weight in weights]
+        for other, logits in zip(others, swapped):
+            assert (logits - other(inputs)).abs().max().item() <= TOLERANCE * _scale(logits)
+        assert torch.equal(module(inputs), own)
