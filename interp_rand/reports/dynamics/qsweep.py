@@ -138,7 +138,10 @@ def _first(cross: dict[str, dict], which: str, prefix: str = "seed_above_control
     from interp_rand.reports.dynamics.randomness import first_node
 
     found = first_node({k: v[which] for k, v in cross.items()}, prefix)
-    return None if found is None else {"node": found[0], "at": found[1]}
+    if found is None:
+        return None
+    tied = [k[len(prefix):] for k, v in cross.items() if k.startswith(prefix) and v[which] == found[1]]
+    return {"node": found[0], "at": found[1], "all_at_that_point": tied}
 
 
 # ---------------------------------------------------------------------- measuring a run

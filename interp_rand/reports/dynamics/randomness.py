@@ -13,7 +13,8 @@ registered on import:
   what an untrained model shows by accident), and the whole-model seed resample (the usage
   score's reference) as ``seed_model/usage``, ``seed_model/control``,
   ``seed_model/above_control``. The first node to cross is the key of
-  ``seed_above_control/`` with the earliest crossing (:func:`first_node`).
+  ``seed_above_control/`` with the earliest crossing (:func:`first_node`), the seed channel's
+  own node ``seed`` left out (patching it is the whole-model resample).
 - ``stored_set`` (tasks with ``KEY_VALUE_RECALL``): the stored-set matrix of
   :func:`probes.stored_set.stored_matrix` on the view's first ``n_inputs`` key/value inputs
   under every seed (or ``n_seeds`` drawn once), summarised by
@@ -160,16 +161,22 @@ def stored_set(view: CheckpointView, n_inputs: int = 16, n_seeds: int = 0, eval_
 THRESHOLDS["stored_set"] = (Threshold("stored/mixes", MIXES_AT), Threshold("success/worst_5pct", WORST_RISEN))
 
 
-def first_node(crossing: dict[str, Any], prefix: str = "seed_above_control/") -> tuple[str, Any] | None:
+# the seed channel's own node: patching it is the whole-model seed resample, so it uses the
+# seed whenever anything does; the first *component* to use the seed is asked among the others
+CHANNEL_NODES = ("seed",)
+
+
+def first_node(crossing: dict[str, Any], prefix: str = "seed_above_control/",
+               skip: tuple[str, ...] = CHANNEL_NODES) -> tuple[str, Any] | None:
     """``(node, where)`` of the earliest crossing among the keys starting with ``prefix`` in
-    ``crossing`` (``{key: step or q, or None: never}``), ties in the keys' order; ``None`` when
-    no node crosses."""
+    ``crossing`` (``{key: step or q, or None: never}``), nodes in ``skip`` (the seed channel
+    itself) left out, ties in the keys' order; ``None`` when no node crosses."""
     found = [(where, i, key[len(prefix):]) for i, (key, where) in enumerate(crossing.items())
-             if key.startswith(prefix) and where is not None]
+             if key.startswith(prefix) and where is not None and key[len(prefix):] not in skip]
     if not found:
         return None
     where, _, node = min(found)
     return node, where
 
 
-__all__ = ["MIXES_AT", "WORST_RISEN", "first_node", "seed_usage", "stored_set"]
+__all__ = ["CHANNEL_NODES", "MIXES_AT", "WORST_RISEN", "first_node", "seed_usage", "stored_set"]

@@ -115,3 +115,9 @@ def test_first_node_is_the_earliest_crossing():
                 "seed_model/above_control": 10}
     assert randomness.first_node(crossing) == ("a1.0", 20)
     assert randomness.first_node({"seed_above_control/a0.0": None}) is None
+
+
+def test_first_node_leaves_out_the_seed_channel_itself():
+    crossing = {"seed_above_control/seed": 1, "seed_above_control/a0.0": 4}
+    assert randomness.first_node(crossing) == ("a0.0", 4)
+    assert randomness.first_node(crossing, skip=()) == ("seed", 1)
