@@ -40,6 +40,9 @@ from typing import Any
 
 from interp_rand import progress as _progress
 from interp_rand.defaults import DEFAULT_SEED
+# registers the analyses and their THRESHOLDS, which the summaries read even when every run
+# was finished before (and nothing else imported it)
+from interp_rand.reports.dynamics import randomness  # noqa: F401
 
 # the paper's sweep (issue 17)
 QS: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 100.0)
@@ -150,7 +153,6 @@ def _first(cross: dict[str, dict], which: str, prefix: str = "seed_above_control
 def analyse(view: Any, analyses: Sequence[str], options: dict[str, dict[str, Any]]) -> tuple[dict[str, float], list[str]]:
     """The measures of every analysis in ``analyses`` that fits the view's task, and a note per
     analysis skipped because it does not (its ``ValueError``)."""
-    from interp_rand.reports.dynamics import randomness  # noqa: F401 (registers the analyses)
     from interp_rand.reports.dynamics.view import DYNAMICS_ANALYSES
 
     measures: dict[str, float] = {}
