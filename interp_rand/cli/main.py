@@ -26,6 +26,7 @@ COMMANDS = (
     "train",
     "evaluate",
     "reproduce",
+    "qsweep",
     "report",
     "curve",
     "replay",
