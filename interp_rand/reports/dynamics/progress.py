@@ -43,7 +43,8 @@ from torch import Tensor
 from interp_rand.losses import answer_correct
 from interp_rand.registry import Option
 from interp_rand.run_history import read_metrics
-from interp_rand.reports.dynamics.view import DYNAMICS_ANALYSES, THRESHOLDS, CheckpointView, Measures, Threshold
+from interp_rand.reports.dynamics.view import (DYNAMICS_ANALYSES, THRESHOLDS, CheckpointView, Measures, Threshold,
+                                               crossing_step, settled_step)
 from interp_rand.tasks.base import CARRIES, SORTED_OUTPUT, Batch, require_capability
 
 SUBTASK_THRESHOLD = 0.99
@@ -208,36 +209,6 @@ THRESHOLDS["sort_progress"] = (Threshold("subtask/", SUBTASK_THRESHOLD), Thresho
 
 
 # ---------------------------------------------------------------------- against the loss curve
-
-
-def crossing_step(rows: Iterable[Mapping[str, Any]], key: str, value: float, rising: bool = True) -> int | None:
-    """The first step (rows in step order) at which ``rows[key]`` is at or past ``value``
-    (``>=`` when ``rising``, else ``<=``); ``None`` when it never is. Rows without the key
-    (or with a non-finite value) are skipped. With checkpoints every ``s`` steps, a crossing
-    reported at step ``t`` happened after the previous measured step and at or before ``t``."""
-    for row in sorted(rows, key=lambda r: r["step"]):
-        x = row.get(key)
-        if x is None or not math.isfinite(x):
-            continue
-        if (x >= value) if rising else (x <= value):
-            return int(row["step"])
-    return None
-
-
-def settled_step(rows: Iterable[Mapping[str, Any]], key: str, value: float, rising: bool = True) -> int | None:
-    """The first step from which ``rows[key]`` stays at or past ``value`` up to the last row
-    that has it (:func:`crossing_step` counts a passing spike; this does not); ``None`` when
-    the last value is not past it."""
-    settled = None
-    for row in sorted(rows, key=lambda r: r["step"]):
-        x = row.get(key)
-        if x is None or not math.isfinite(x):
-            continue
-        if (x >= value) if rising else (x <= value):
-            settled = int(row["step"]) if settled is None else settled
-        else:
-            settled = None
-    return settled
 
 
 def loss_drop_step(metrics: Sequence[Mapping[str, Any]], fraction: float = 0.1, key: str = "loss") -> int | None:

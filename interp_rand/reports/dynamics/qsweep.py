@@ -43,13 +43,12 @@ from interp_rand.defaults import DEFAULT_SEED
 # registers the analyses and their THRESHOLDS, which the summaries read even when every run
 # was finished before (and nothing else imported it)
 from interp_rand.reports.dynamics import randomness  # noqa: F401
+from interp_rand.reports.dynamics.view import Threshold
 
 # the paper's sweep (issue 17)
 QS: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 100.0)
 RESULT_FILE = "qsweep_result.json"
 ANALYSES = ("seed_usage", "stored_set")
-# checkpoints kept by a replayed run (the trainer's keep_checkpoints): all of them
-KEEP_ALL = 100_000
 # the recall experiment trains one N at a time: the sweep uses the zoo's (where the paper's
 # picture reproduces at the CPU scale); other tasks use their experiment's first setting
 DEFAULT_SETTINGS: dict[str, dict[str, Any]] = {"recall": {"n_pairs": 12}}
@@ -90,18 +89,12 @@ def recipe(task_name: str, scale: Any, train_seed: int = 0):
 
 def run_config(base: Any, q: float, *, steps: int, checkpoints: int | None, ramp_steps: int = 0) -> Any:
     """``base`` (a ``TrainConfig``) at exponent ``q`` and ``steps`` steps; ``checkpoints``: keep
-    about that many checkpoints for a replay (log-spaced where the trainer offers a checkpoint
-    schedule, else every ``steps // checkpoints`` steps), ``None``: the final one only;
-    ``ramp_steps``: the q ramp's length (0: constant q)."""
-    from interp_rand.training import TrainConfig
-
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    that many log-spaced checkpoints for a replay (``checkpoint_schedule="log:N"``), ``None``:
+    the final one only; ``ramp_steps``: the q ramp's length (0: constant q)."""
     change: dict[str, Any] = dict(q=float(q), steps=steps, q_ramp_steps=ramp_steps, init_from=None,
                                   eval_every=max(1, steps // 10), checkpoint_every=steps)
     if checkpoints is not None:
-        change.update(checkpoint_every=max(1, steps // checkpoints), keep_checkpoints=KEEP_ALL)
-        if "checkpoint_schedule" in fields:  # the trainer's log-spaced schedule, where it has one
-            change["checkpoint_schedule"] = f"log:{checkpoints}"
+        change["checkpoint_schedule"] = f"log:{checkpoints}"
     return dataclasses.replace(base, **change)
 
 
@@ -109,31 +102,26 @@ def run_config(base: Any, q: float, *, steps: int, checkpoints: int | None, ramp
 
 
 def crossing(xs: Sequence[float], values: Sequence[float], threshold: float, rising: bool = True) -> dict[str, Any]:
-    """``{"first", "sustained"}``: the first ``x`` whose value is above ``threshold`` (below it
-    when not ``rising``), and the first ``x`` from which every later value is (``None``: never;
-    NaN counts as not above). ``xs`` ascending."""
-    above = [(v > threshold if rising else v < threshold) if v is not None and not math.isnan(v) else False
-             for v in values]
-    first = next((x for x, a in zip(xs, above) if a), None)
-    sustained = None
-    for x, a in zip(reversed(list(xs)), reversed(above)):
-        if not a:
-            break
-        sustained = x
-    return {"first": first, "sustained": sustained}
+    """``{"first", "sustained"}``: the first ``x`` whose value is beyond ``threshold`` (below
+    it when not ``rising``), and the first ``x`` from which it stays beyond
+    (:func:`~interp_rand.reports.dynamics.view.crossing_step` and ``settled_step``, strict;
+    ``None``: never; NaN values are skipped)."""
+    found = crossings(xs, [{"value": v} for v in values], (Threshold("value", threshold, rising, strict=True),))
+    return {k: found["value"][k] for k in ("first", "sustained")}
 
 
 def crossings(xs: Sequence[float], rows: Sequence[dict[str, float]], thresholds: Sequence[Any]) -> dict[str, dict]:
-    """Per key of ``rows`` (one measures dict per ``x``) under one of ``thresholds``
-    (:class:`~interp_rand.reports.dynamics.view.Threshold`, matched by prefix): its :func:`crossing`."""
-    keys = list(dict.fromkeys(k for row in rows for k in row))
+    """Per key of ``rows`` (one measures dict per ``x``: a q of the sweep or a step of the ramp)
+    under the longest-prefix one of ``thresholds`` (:class:`~interp_rand.reports.dynamics.view.Threshold`):
+    its first and sustained crossing (:meth:`Threshold.first`, :meth:`Threshold.settled`)."""
+    table = [{"x": x, **{k: (math.nan if v is None else v) for k, v in row.items()}} for x, row in zip(xs, rows)]
     out = {}
-    for key in keys:
-        for t in thresholds:
-            if key.startswith(t.prefix):
-                values = [row.get(key, math.nan) for row in rows]
-                out[key] = {**crossing(xs, values, t.value, t.rising), "threshold": t.value, "rising": t.rising}
-                break
+    for key in dict.fromkeys(k for row in rows for k in row):
+        matching = [t for t in thresholds if key.startswith(t.prefix)]
+        if matching:
+            t = max(matching, key=lambda t: len(t.prefix))
+            out[key] = {"first": t.first(table, key, at="x"), "sustained": t.settled(table, key, at="x"),
+                        "threshold": t.value, "rising": t.rising}
     return out
 
 
@@ -350,9 +338,7 @@ def sweep_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         versus = [{f"seed_above_q1/{k[len('seed/'):]}": v - base[k] for k, v in m.items()
                    if k.startswith("seed/") and k in base and v is not None and base[k] is not None}
                   for m in measures]
-        from interp_rand.reports.dynamics.view import Threshold
-
-        c = crossings(qs, versus, (Threshold("seed_above_q1/", 0.0),))
+        c = crossings(qs, versus, (Threshold("seed_above_q1/", 0.0, strict=True),))
         by_node = {k[len("seed_above_q1/"):]: v for k, v in c.items()}
         out["seed_above_q1"] = {"by_node": by_node, "first_q": _min_at(by_node, "first"),
                                 "sustained_q": _min_at(by_node, "sustained"),

@@ -95,7 +95,8 @@ def seed_usage(view: CheckpointView, n_resamples: int = 2) -> Measures:
     return out
 
 
-THRESHOLDS["seed_usage"] = (Threshold("seed_above_control/", 0.0), Threshold("seed_model/above_control", 0.0))
+THRESHOLDS["seed_usage"] = (Threshold("seed_above_control/", 0.0, strict=True),
+                            Threshold("seed_model/above_control", 0.0, strict=True))
 
 
 def _nan(value: float | None) -> float:

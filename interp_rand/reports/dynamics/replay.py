@@ -13,15 +13,14 @@ least two checkpoints: train it with a dynamics schedule (``--checkpoint-schedul
 
 A quantity *crosses* a threshold ``Threshold(prefix, value, rising)`` (the longest matching
 prefix judges) at the first checkpoint step whose value is ``>= value`` (rising) or ``<=
-value`` (falling) (:func:`~.progress.crossing_step`); a quantity already past it at the first
+value`` (falling) (:func:`~.view.crossing_step`); a quantity already past it at the first
 checkpoint crosses there, one never past it has ``step: None`` ("never"). NaN (an undefined
 share) never crosses. ``settled`` is the step from which it stays past the threshold
-(:func:`~.progress.settled_step`: a passing spike does not count).
+(:func:`~.view.settled_step`: a passing spike does not count).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import time
@@ -31,17 +30,9 @@ from typing import Any
 
 from interp_rand import progress as _progress
 from interp_rand.defaults import DEFAULT_SEED
-from interp_rand.reports.dynamics import analyses as _analyses  # noqa: F401 (register)
-from interp_rand.reports.dynamics.progress import crossing_step, settled_step  # (and registers)
+# each analysis module registers its analyses on import
+from interp_rand.reports.dynamics import analyses as _analyses, progress as _measures, randomness as _seeds  # noqa: F401
 from interp_rand.reports.dynamics.view import DYNAMICS_ANALYSES, THRESHOLDS, Threshold, open_view
-
-# The other analysis modules of issue 17 register on import; a module not merged yet is skipped.
-for _module in ("randomness",):
-    try:
-        importlib.import_module(f"interp_rand.reports.dynamics.{_module}")
-    except ModuleNotFoundError as _err:
-        if _err.name != f"interp_rand.reports.dynamics.{_module}":
-            raise
 
 FORMAT = "interp-rand/replay"
 TABLE_FILE = "replay.json"
@@ -233,9 +224,9 @@ def replay(run: str | Path, analyses: list[str] | None = None, *, n: int = 256, 
         if not matching:
             continue
         threshold = max(matching, key=lambda t: len(t.prefix))  # the longest prefix judges
-        step = crossing_step(stepped, key, threshold.value, threshold.rising)
+        step = threshold.first(stepped, key)
         crossings[key] = {"step": step, "threshold": threshold.value, "rising": threshold.rising,
-                          "settled": settled_step(stepped, key, threshold.value, threshold.rising),
+                          "settled": threshold.settled(stepped, key),
                           "text": "never" if step is None else f"step {step}"}
     seconds = {k: round(v, 3) for k, v in seconds.items() if k in names or k == "open"}
     seconds["total"] = round(time.perf_counter() - began, 3)

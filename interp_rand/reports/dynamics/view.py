@@ -16,6 +16,8 @@ quantities are judged by::
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -29,11 +31,62 @@ Measures = dict[str, float]
 @dataclass(frozen=True)
 class Threshold:
     """The step at which a quantity crosses ``value`` is reported for every key starting with
-    ``prefix``; ``rising``: crossing upwards (else downwards, e.g. a loss)."""
+    ``prefix``; ``rising``: crossing upwards (else downwards, e.g. a loss); ``strict``: past
+    means beyond ``value``, not at it (a quantity identically 0 never crosses 0)."""
 
     prefix: str
     value: float
     rising: bool = True
+    strict: bool = False
+
+    def first(self, rows: Iterable[Mapping[str, Any]], key: str, at: str = "step") -> Any:
+        """:func:`crossing_step` of ``key`` under this threshold."""
+        return crossing_step(rows, key, self.value, self.rising, strict=self.strict, at=at)
+
+    def settled(self, rows: Iterable[Mapping[str, Any]], key: str, at: str = "step") -> Any:
+        """:func:`settled_step` of ``key`` under this threshold."""
+        return settled_step(rows, key, self.value, self.rising, strict=self.strict, at=at)
+
+
+def _past(x: float, value: float, rising: bool, strict: bool) -> bool:
+    if rising:
+        return x > value if strict else x >= value
+    return x < value if strict else x <= value
+
+
+def crossing_step(rows: Iterable[Mapping[str, Any]], key: str, value: float, rising: bool = True, *,
+                  strict: bool = False, at: str = "step") -> Any:
+    """The first ``row[at]`` (rows in that order: a step, or a q of a sweep) at which
+    ``row[key]`` is at or past ``value`` (``>=`` when ``rising``, else ``<=``; ``>``/``<`` when
+    ``strict``); ``None`` when it never is. Rows without the key (or with a non-finite value)
+    are skipped. With checkpoints every ``s`` steps, a crossing reported at step ``t`` happened
+    after the previous measured step and at or before ``t``."""
+    for row in sorted(rows, key=lambda r: r[at]):
+        x = row.get(key)
+        if x is None or not math.isfinite(x):
+            continue
+        if _past(x, value, rising, strict):
+            return row[at]
+    return None
+
+
+def settled_step(rows: Iterable[Mapping[str, Any]], key: str, value: float, rising: bool = True, *,
+                 strict: bool = False, at: str = "step") -> Any:
+    """The first ``row[at]`` from which ``rows[key]`` stays at or past ``value`` up to the last
+    row that has it (:func:`crossing_step` counts a passing spike; this does not); ``None`` when
+    the last value is not past it."""
+    settled = None
+    for row in sorted(rows, key=lambda r: r[at]):
+        x = row.get(key)
+        if x is None or not math.isfinite(x):
+            continue
+        if _past(x, value, rising, strict):
+            settled = row[at] if settled is None else settled
+        else:
+            settled = None
+    return settled
+
+
 
 
 @dataclass
@@ -82,4 +135,5 @@ DYNAMICS_ANALYSES: Registry[Callable[..., Measures]] = Registry("dynamics analys
 # analysis name -> the thresholds its crossing steps are reported for
 THRESHOLDS: dict[str, tuple[Threshold, ...]] = {}
 
-__all__ = ["DYNAMICS_ANALYSES", "THRESHOLDS", "CheckpointView", "Measures", "Threshold", "open_view"]
+__all__ = ["DYNAMICS_ANALYSES", "THRESHOLDS", "CheckpointView", "Measures", "Threshold", "crossing_step", "open_view",
+           "settled_step"]

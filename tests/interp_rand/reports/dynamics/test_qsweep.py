@@ -12,6 +12,7 @@ from interp_rand.cli.main import main
 from interp_rand.reports.dynamics import qsweep
 from interp_rand.tasks.coloring import COLORING_CPU
 from interp_rand.training.checkpoint import list_checkpoints
+from interp_rand.training.checkpoint_schedule import scheduled_steps
 
 TINY = dataclasses.replace(COLORING_CPU, steps=6, batch_size=8, warmup_steps=1, m_seeds=2, eval_seeds=6)
 SMALL = dict(scale=TINY, n=32, eval_inputs=32)
@@ -33,8 +34,9 @@ def test_sweep_writes_a_folder_per_q_and_skips_finished_runs(tmp_path, monkeypat
     assert set(result.summary["worst_5pct_by_q"]) == {"1", "4"}
     # the ramp: 3 checkpoints, the exponent q ** (step / steps) at each
     replay = result.ramp["replay"]
-    assert [r["step"] for r in replay] == [2, 4, 6]
-    assert [r["q_at_step"] for r in replay] == pytest.approx([4 ** (s / 6) for s in (2, 4, 6)])
+    steps = scheduled_steps("log:3", TINY.steps)  # the ramp keeps its log-spaced checkpoints
+    assert [r["step"] for r in replay] == list(steps) and len(steps) == 3
+    assert [r["q_at_step"] for r in replay] == pytest.approx([4 ** (s / TINY.steps) for s in steps])
     assert any("ramp" in d for d in result.departures)
     json_path, html_path = result.write(out)
     table = json.loads(json_path.read_text())
