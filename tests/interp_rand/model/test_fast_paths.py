@@ -79,6 +79,7 @@ def logits_and_grads(model, inputs, kwargs):
 
 
 def assert_near(a: torch.Tensor, b: torch.Tensor, rel: float, what: str) -> None:
+    a, b = a.detach(), b.detach()
     scale = max(1.0, float(b.abs().max()))
     assert float((a - b).abs().max()) <= rel * scale, f"{what}: {float((a - b).abs().max()):.3g} > {rel} * {scale:.3g}"
 
