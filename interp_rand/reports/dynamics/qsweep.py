@@ -155,23 +155,21 @@ def analyse(view: Any, analyses: Sequence[str], options: dict[str, dict[str, Any
 
 def replay_run(run_dir: Path, analyses: Sequence[str], *, n: int, seed: int, options: dict[str, dict[str, Any]],
                cache: dict[str, Any], progress: bool = False, label: str = "") -> list[dict[str, Any]]:
-    """``[{"step", "q_at_step", "measures"}]`` of every checkpoint of ``run_dir`` (oldest first),
-    all on the same examples, the random-init control measured once (``cache``)."""
-    from interp_rand.reports.dynamics.view import open_view
-    from interp_rand.training.checkpoint import list_checkpoints
+    """``[{"step", "q_at_step", "measures"}]`` of every checkpoint of ``run_dir`` (oldest first)
+    by :func:`~interp_rand.reports.dynamics.replay.replay` (the same examples at every
+    checkpoint; analyses that do not fit the task skipped; the random-init control measured
+    once for the whole sweep, ``cache``)."""
+    from interp_rand.reports.dynamics.replay import TRAIN_LOSS_KEY, replay
+    from interp_rand.training.checkpoint import load_checkpoint
     from interp_rand.training.qnorm import QNorm
 
-    rows = []
-    folders = list_checkpoints(run_dir)
-    shown = _progress.bar(desc=f"{label}: replaying {len(folders)} checkpoints", total=len(folders), enabled=progress)
-    for folder in folders:
-        view = open_view(folder, n=n, seed=seed, cache=cache)
-        measures, _ = analyse(view, analyses, options)
-        q_at = QNorm(view.checkpoint.spec.train_config).q_at(view.step)
-        rows.append({"step": view.step, "q_at_step": q_at, "measures": measures})
-        shown.update()
-    shown.close()
-    return rows
+    _progress.note(f"{label}: replaying the checkpoints of {run_dir}", progress)
+    result = replay(run_dir, list(analyses), n=n, seed=seed, options=options, progress=progress,
+                    skip_unfit=True, cache=cache)
+    schedule = QNorm(load_checkpoint(run_dir).spec.train_config)
+    return [{"step": step, "q_at_step": schedule.q_at(step),
+             "measures": {k: v[i] for k, v in result.table.items() if v[i] is not None and k != TRAIN_LOSS_KEY}}
+            for i, step in enumerate(result.steps)]
 
 
 def _clean(value: Any) -> Any:

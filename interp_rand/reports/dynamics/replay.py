@@ -157,14 +157,17 @@ def _clean(value: Any) -> float | None:
 
 def replay(run: str | Path, analyses: list[str] | None = None, *, n: int = 256, seed: int = DEFAULT_SEED,
            options: dict[str, dict[str, Any]] | None = None, progress: bool = False,
-           command: str = "") -> Replay:
+           command: str = "", skip_unfit: bool | None = None, cache: dict[str, Any] | None = None) -> Replay:
     """Run each of ``analyses`` (default: every registered one that applies to the run's task)
     on every checkpoint of ``run``, oldest first, on ``n`` examples drawn with ``seed``.
 
     ``options``: ``{analysis: {option: value}}`` on top of the registered defaults. An
     analysis chosen by default (and given no options) that refuses the task (``ValueError`` at
     the first checkpoint) is skipped with a note; one the user chose, or any failure after the first checkpoint,
-    raises :class:`ReplayError` naming the analysis and the checkpoint."""
+    raises :class:`ReplayError` naming the analysis and the checkpoint. ``skip_unfit``: skip
+    (True) or refuse (False) every chosen analysis that refuses the task (default: skip only
+    those chosen by default). ``cache``: the views' shared storage (e.g. a random-init control
+    measured once), to share it across the replays of several runs of one config."""
     by_default = analyses is None
     names = list(DYNAMICS_ANALYSES.names()) if by_default else list(dict.fromkeys(analyses))
     if not names:
@@ -173,7 +176,8 @@ def replay(run: str | Path, analyses: list[str] | None = None, *, n: int = 256, 
         raise ValueError(f"n={n!r}: a replay needs at least 2 examples per checkpoint")
     resolved = check_options(names, options)
     folder, paths = run_checkpoints(run)
-    cache: dict[str, Any] = {}
+    cache = {} if cache is None else cache
+    skip = by_default if skip_unfit is None else skip_unfit
     rows: list[dict[str, float]] = []
     steps: list[int] = []
     notes: list[str] = []
@@ -195,7 +199,7 @@ def replay(run: str | Path, analyses: list[str] | None = None, *, n: int = 256, 
                 try:
                     measures = DYNAMICS_ANALYSES.get(name)(view, **resolved[name])
                 except ValueError as err:
-                    if by_default and name not in (options or {}) and index == 0:
+                    if skip and index == 0 and (skip_unfit or name not in (options or {})):
                         names.remove(name)
                         notes.append(f"{name} skipped: {err}")
                         _progress.note(f"{name} does not apply, skipped: {err}", progress)

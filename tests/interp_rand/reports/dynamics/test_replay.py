@@ -156,6 +156,28 @@ def test_a_default_analysis_that_does_not_apply_is_skipped_and_a_chosen_one_refu
     assert any(note.startswith("recall_only skipped") and "'sort'" in note for note in result.notes)
 
 
+def test_skip_unfit_skips_a_chosen_analysis_and_the_cache_is_the_callers(run):
+    """``skip_unfit=True`` (the q sweep's replays) skips a chosen analysis that refuses the task;
+    a given ``cache`` is the one every view shares (a control measured once across runs)."""
+    seen = []
+
+    def recall_only(view):
+        require_capability(view.task, KEY_VALUE_RECALL, "recall_only")
+        return {}
+
+    def counts(view):
+        seen.append(view.cache)
+        view.cache["calls"] = view.cache.get("calls", 0) + 1
+        return {"counted/calls": float(view.cache["calls"])}
+
+    shared = {"calls": 100}
+    with DYNAMICS_ANALYSES.temporarily("recall_only", recall_only), DYNAMICS_ANALYSES.temporarily("counts", counts):
+        result = replay(run, ["recall_only", "counts"], n=16, seed=0, skip_unfit=True, cache=shared)
+    assert result.analyses == ["counts"] and any(n.startswith("recall_only skipped") for n in result.notes)
+    assert all(c is shared for c in seen) and shared["calls"] == 100 + len(result.steps)
+    assert result.table["counted/calls"] == [float(100 + i + 1) for i in range(len(result.steps))]
+
+
 def test_a_run_with_one_checkpoint_is_refused_with_how_to_train_one(tmp_path):
     config = TrainConfig(steps=3, batch_size=8, eval_every=3, eval_size=8)
     train(TASK, TASK.model_config(d_model=16, n_layers=1, n_heads=2), config, tmp_path / "one", progress=False)
