@@ -13,7 +13,7 @@ position-resolved graph and resample-ablation data as :func:`circuits.discover` 
   forward per edge, the reference: ``old``), the previous batched path
   (:func:`~circuits.interventions.batched_patching.batched_edge_scores` with
   ``incremental=False``, each forward from the reader's block: ``block``) and the ``exact``
-  method (``new``: :class:`~circuits.interventions.batched_patching.IncrementalRun`, the
+  method (``new``: :class:`~circuits.interventions.incremental_run.IncrementalRun`, the
   patched node and what it reaches), in the denoising form ``discover`` uses;
 * ACDC: :func:`~circuits.methods.acdc.acdc_scores_sequential` (``old``),
   :func:`~circuits.methods.acdc.acdc_scores` with ``incremental=False`` (``block``) and the

@@ -30,7 +30,7 @@ outcome. Two facts still let one forward carry many tests:
   decisions about its node's outgoing edges, made at the readers visited just before.
 
 **Incremental tests.** On our model a test does not rerun blocks: an
-:class:`~circuits.interventions.batched_patching.IncrementalRun` holds the forward under the
+:class:`~circuits.interventions.incremental_run.IncrementalRun` holds the forward under the
 current kept set node by node, and a test recomputes only the tested node at the positions its
 removals touch and what that reaches through the *kept* edges (late in the search, little);
 an accepted removal's recomputed values become the run's state (``commit``). Everything else
@@ -53,12 +53,12 @@ from torch import Tensor
 from circuits.graph.architecture import run_model
 from circuits.interventions.batched_patching import (
     DEFAULT_MEMORY_BUDGET,
-    IncrementalRun,
     clean_run,
     copies_per_forward,
     incremental_copies,
     run_with_edge_sets,
 )
+from circuits.interventions.incremental_run import IncrementalRun
 from circuits.interventions.edge_patching import run_with_edges
 from circuits.graph.model_graph import ModelGraph
 from circuits.interventions.metrics import Metric, evaluate_metric
@@ -90,7 +90,7 @@ def acdc_scores(
     Up to ``max_batch`` tests per forward (default as many as fit ``memory_budget`` bytes),
     evaluated speculatively (module docstring); the kept set is :func:`acdc_scores_sequential`'s.
     On our model (``incremental``) a test recomputes only the tested node and what it reaches
-    through the kept edges (:class:`~circuits.interventions.batched_patching.IncrementalRun`),
+    through the kept edges (:class:`~circuits.interventions.incremental_run.IncrementalRun`),
     and an accepted removal becomes that run's state; elsewhere (a TransformerBridge, the input
     MLP's edges, ``incremental=False``) each test runs from its reader's block
     (:func:`~circuits.interventions.batched_patching.run_with_edge_sets`).

@@ -42,6 +42,7 @@ VERSION = 1
 MODEL_FILE = "model.safetensors"
 TRAINER_FILE = "trainer.safetensors"
 META_FILE = "checkpoint.json"
+CHECKPOINTS_DIR = "checkpoints"  # RUN/checkpoints/step_XXXXXXX
 _PREFIX = "step_"
 # Training settings that do not change the weights a step produces; a resume may change them.
 # (``steps`` changes the cosine schedule of the steps still to come, not of those taken.)
@@ -105,12 +106,19 @@ class Checkpoint:
 
 
 def step_dir(run_dir: Path, step: int) -> Path:
-    return Path(run_dir) / "checkpoints" / f"{_PREFIX}{step:07d}"
+    return Path(run_dir) / CHECKPOINTS_DIR / f"{_PREFIX}{step:07d}"
+
+
+def run_of(checkpoint: Path) -> Path | None:
+    """The run folder a checkpoint folder ``RUN/checkpoints/step_N`` belongs to (``None`` for a
+    folder outside a run, e.g. a copied checkpoint)."""
+    path = Path(checkpoint)
+    return path.parent.parent if path.parent.name == CHECKPOINTS_DIR else None
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:
     """Complete checkpoint folders of a run, oldest first."""
-    folder = Path(run_dir) / "checkpoints"
+    folder = Path(run_dir) / CHECKPOINTS_DIR
     if not folder.is_dir():
         return []
     return sorted(p for p in folder.iterdir() if p.is_dir() and p.name.startswith(_PREFIX))

@@ -59,10 +59,10 @@ THRESHOLDS["accuracy"] = (Threshold("accuracy/", 0.99),)
 def final_checkpoint(view: CheckpointView) -> Path:
     """The newest checkpoint of the run ``view``'s checkpoint belongs to (itself for a single
     checkpoint folder)."""
-    from interp_rand.training.checkpoint import latest_checkpoint
+    from interp_rand.training.checkpoint import latest_checkpoint, run_of
 
     path = Path(view.checkpoint.path)
-    run = path.parent.parent if path.parent.name == "checkpoints" else None
+    run = run_of(path)
     return (latest_checkpoint(run) if run is not None else None) or path
 
 

@@ -43,7 +43,7 @@ from interp_rand.defaults import DEFAULT_SEED
 # registers the analyses and their THRESHOLDS, which the summaries read even when every run
 # was finished before (and nothing else imported it)
 from interp_rand.reports.dynamics import randomness  # noqa: F401
-from interp_rand.reports.dynamics.view import Threshold
+from interp_rand.reports.dynamics.view import Threshold, finite_or_none
 
 # the paper's sweep (issue 17)
 QS: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 100.0)
@@ -172,17 +172,6 @@ def replay_run(run_dir: Path, analyses: Sequence[str], *, n: int, seed: int, opt
             for i, step in enumerate(result.steps)]
 
 
-def _clean(value: Any) -> Any:
-    """NaN and infinities as ``None`` (strict JSON), recursively."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
 def measure_run(task: Any, scale: Any, model_config: Any, config: Any, run_dir: Path, *, analyses: Sequence[str],
                 n: int, seed: int, options: dict[str, dict[str, Any]], eval_inputs: int, replay: bool,
                 cache: dict[str, Any], progress: bool, label: str) -> dict[str, Any]:
@@ -196,7 +185,7 @@ def measure_run(task: Any, scale: Any, model_config: Any, config: Any, run_dir: 
     from interp_rand.training.checkpoint import latest_checkpoint
     from interp_rand.training.run_lock import run_lock
 
-    settings = _clean({"task": {"name": task.name, "config": task.config_dict()}, "model": model_config.to_dict(),
+    settings = finite_or_none({"task": {"name": task.name, "config": task.config_dict()}, "model": model_config.to_dict(),
                        "train": config.to_dict(), "analyses": list(analyses), "options": options, "n": n,
                        "seed": seed, "eval_inputs": eval_inputs, "replay": replay})
     done = run_dir / RESULT_FILE
@@ -222,7 +211,7 @@ def measure_run(task: Any, scale: Any, model_config: Any, config: Any, run_dir: 
         if replay:
             out["replay"] = replay_run(run_dir, analyses, n=n, seed=seed, options=options, cache=cache,
                                        progress=progress, label=label)
-        out = _clean(out)
+        out = finite_or_none(out)
         save_summary(out, done)
     return {**out, "skipped": False}
 
@@ -254,7 +243,7 @@ class QSweepResult:
 
     def to_dict(self) -> dict[str, Any]:
         rows = [{k: v for k, v in row.items() if k != "settings"} for row in self.rows]
-        return _clean({**dataclasses.asdict(self), "rows": rows})
+        return finite_or_none({**dataclasses.asdict(self), "rows": rows})
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)

@@ -22,7 +22,6 @@ share) never crosses. ``settled`` is the step from which it stays past the thres
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +31,7 @@ from interp_rand import progress as _progress
 from interp_rand.defaults import DEFAULT_SEED
 # each analysis module registers its analyses on import
 from interp_rand.reports.dynamics import analyses as _analyses, progress as _measures, randomness as _seeds  # noqa: F401
-from interp_rand.reports.dynamics.view import DYNAMICS_ANALYSES, THRESHOLDS, Threshold, open_view
+from interp_rand.reports.dynamics.view import DYNAMICS_ANALYSES, THRESHOLDS, Threshold, finite_or_none, open_view
 
 FORMAT = "interp-rand/replay"
 TABLE_FILE = "replay.json"
@@ -148,13 +147,6 @@ def _read_curve(folder: Path) -> list[dict[str, Any]]:
     return read_metrics(path) if path.is_file() else []
 
 
-def _clean(value: Any) -> float | None:
-    if value is None:
-        return None
-    value = float(value)
-    return None if math.isnan(value) else value
-
-
 def replay(run: str | Path, analyses: list[str] | None = None, *, n: int = 256, seed: int = DEFAULT_SEED,
            options: dict[str, dict[str, Any]] | None = None, progress: bool = False,
            command: str = "", skip_unfit: bool | None = None, cache: dict[str, Any] | None = None) -> Replay:
@@ -219,7 +211,7 @@ def replay(run: str | Path, analyses: list[str] | None = None, *, n: int = 256, 
     if not names:
         raise ValueError(f"none of the analyses applies to {run}: " + "; ".join(notes))
     keys = list(dict.fromkeys(key for row in rows for key in row))
-    table = {key: [_clean(row.get(key)) for row in rows] for key in keys}
+    table = {key: [finite_or_none(None if row.get(key) is None else float(row[key])) for row in rows] for key in keys}
     thresholds = {t.prefix: t for name in names for t in THRESHOLDS.get(name, ())}
     stepped = [{"step": step, **row} for step, row in zip(steps, rows)]
     crossings = {}

@@ -12,7 +12,6 @@ from circuit_models import make_model, micro_model, micro_pairs, recall_path_mod
 from circuits import Ablation, ModelGraph, discover, run_with_edges, writer_values
 from circuits.graph.architecture import run_model
 from circuits.interventions.batched_patching import (
-    IncrementalRun,
     batched_edge_scores,
     clean_run,
     MAX_ROWS,
@@ -20,6 +19,7 @@ from circuits.interventions.batched_patching import (
     run_with_edge_sets,
 )
 from circuits.interventions.edge_patching import exact_edge_scores
+from circuits.interventions.incremental_run import IncrementalRun
 from circuits.interventions.metrics import evaluate_metric, logprob
 from circuits.methods.acdc import acdc_scores, acdc_scores_sequential
 from interp_rand.model.bridge import to_bridge
