@@ -152,7 +152,8 @@ def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None
                split=attention is not None)
     add_qk_overlay(fig, qk, circuit.arch, any(n.position is not None for n in circuit.nodes), position_names)
     # the overlay's query and key positions get a band (and a tick) even when no circuit node is there
-    pos_for_axis = {**pos, **{f"qk@{p}": (0.0, position_centre(p, circuit.arch.n_heads)) for p in overlay_positions(qk)}}
+    extra = overlay_positions(qk)
+    pos_for_axis = {**pos, **{f"qk@{p}": (0.0, position_centre(p, circuit.arch.n_heads)) for p in extra}}
     settings = circuit.settings
     n_cols = int(ModelGraph.structure(circuit.arch).column(Node("logits"))) + 1  # the logits' column is the last
     fig.update_layout(
@@ -160,7 +161,7 @@ def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None
         plot_bgcolor="white", hovermode="closest", font={"size": FONT}, height=figure_height(pos_for_axis),
         width=170 * n_cols + 420, margin={"l": 80, "r": 30, "t": 80, "b": 50},
         legend={"font": {"size": FONT}}, xaxis=column_axis(circuit.arch),
-        yaxis=position_axis(circuit, pos_for_axis, position_names, overlay_positions(qk)),
+        yaxis=position_axis(circuit, pos_for_axis, position_names, extra),
     )
     return fig
 

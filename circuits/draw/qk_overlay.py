@@ -60,11 +60,11 @@ def attended_key(attr) -> int:
     return int(row.argmax() if attr.softmax else row.abs().argmax())
 
 
-def head_label(attr, check, key: int, names: list[str] | None, k: int) -> str:
-    """The text beside the head: attended key, top contributors, patching verdict."""
+def head_label(attr, check, key: int, names: list[str] | None, top: list[str],
+               importance: dict[str, float]) -> str:
+    """The text beside the head: attended key, ``top`` contributors with their ``importance``,
+    patching verdict."""
     name = (lambda p: f"{p} {names[p]}" if names is not None and p < len(names) else str(p))
-    importance = attr.importance()
-    top = list(check.top) if check is not None else attr.top(k)
     lines = [f"<b>why a{attr.layer}.{attr.head} @ {name(attr.query)} attends {name(key)}</b> "
              f"(mean attention {float(attr.mean_pattern[key]):.2f})"]
     lines += [f"{SIDE_TEXT[c[0]]}: {c[2:]} ({importance[c]:.2f})" for c in top]
@@ -108,7 +108,7 @@ def add_qk_overlay(fig: go.Figure, qk, arch: Architecture, by_position: bool,
         fig.add_trace(go.Scatter(x=[hx], y=[hy], mode="markers", showlegend=False, hoverinfo="skip",
                                  marker={"size": 16, "color": "rgba(0,0,0,0)",
                                          "line": {"width": 2, "color": SIDE_COLOUR["q"]}}))
-        fig.add_annotation(x=hx, y=hy, xref="x", yref="y", text=head_label(attr, check, key, names, k),
+        fig.add_annotation(x=hx, y=hy, xref="x", yref="y", text=head_label(attr, check, key, names, top, importance),
                            showarrow=False, xanchor="left", yanchor="bottom", xshift=12, yshift=8, align="left",
                            font={"size": 11}, bgcolor="rgba(255,255,255,0.85)", bordercolor="grey")
     if qk:
