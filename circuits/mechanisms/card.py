@@ -36,8 +36,8 @@ from circuits.analyses.verdict import Claim, Verdict, summary_line
 from circuits.graph.model_graph import ModelGraph
 from circuits.mechanisms.hypothesis import Mechanism
 from circuits.mechanisms.interchange import VariableCheck, check_variable
-from circuits.mechanisms.patching import answer_logits, record, site_hooks, writer_locations
-from circuits.mechanisms.predictions import PredictionCheck, check_prediction
+from circuits.mechanisms.patching import answer_logits, check_sites, mechanism_hooks, record, writer_locations
+from circuits.mechanisms.predictions import PredictionCheck, check_prediction, correct_rows
 from circuits.mechanisms.scrubbing import Scrubbing, scrub
 from probes.controls import random_init_like
 from probes.interchange import DASConfig
@@ -193,13 +193,12 @@ def check_mechanism(model: Any, task: Any, mech: Mechanism, *, n: int = 2000, se
     model.eval()
     if batch is None:
         batch = mech.sample_batch(task, n, generator)
+    check_sites(model, [v.site for v in mech.mapped])
     graph = ModelGraph.of(model, batch.inputs.shape[1])
     values = mech.values(batch)
     random_model = random_init_like(model, seed=seed + 1) if random_model is None else random_model
-    hooks = list(dict.fromkeys(graph.writer_hooks + site_hooks([v.site for v in mech.mapped])))
+    hooks = mechanism_hooks(graph, [v.site for v in mech.mapped])
     acts, random_acts = record(model, batch, hooks), record(random_model, batch, hooks)
-    from circuits.mechanisms.predictions import correct_rows
-
     base_accuracy = float(correct_rows(model, mech, batch).float().mean())
     train = torch.rand(len(batch), generator=generator) < 0.5
     checks, bases = [], {}

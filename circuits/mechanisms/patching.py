@@ -49,6 +49,26 @@ def site_hooks(sites: list[Site]) -> list[str]:
     return names
 
 
+def mechanism_hooks(graph: ModelGraph, sites: list[Site]) -> list[str]:
+    """What the checks record: every writer hook (scrubbing resamples them) and the sites' hooks."""
+    return list(dict.fromkeys(graph.writer_hooks + site_hooks(sites)))
+
+
+def check_sites(model: Any, sites: list[Site]) -> None:
+    """Every site's hook exists on ``model``; a ``TransformerBridge``'s ``hook_resid_mid`` is
+    refused: there it feeds only the MLP's input, so replacing it does not replace the
+    residual stream (ours and the bridge agree on every other hook)."""
+    bridge = type(model).__name__ == "TransformerBridge"
+    for site in sites:
+        if site.hook is None:
+            continue
+        if site.hook not in model.hook_dict:
+            raise ValueError(f"model has no hook point {site.hook!r} (a Site's hook must be a TransformerLens hook name)")
+        if bridge and site.hook.endswith("hook_resid_mid"):
+            raise ValueError(f"Site hook {site.hook!r}: on a TransformerBridge hook_resid_mid feeds only the MLP's "
+                             "input; use hook_resid_pre / hook_resid_post, or the components' outputs")
+
+
 @torch.no_grad()
 def record(model: Any, batch: Any, hooks: list[str]) -> dict[str, Tensor]:
     """The clean values of ``hooks`` on ``batch`` (one forward)."""
@@ -165,5 +185,5 @@ def derangement(n: int, generator: torch.Generator) -> Tensor:
     return perm
 
 
-__all__ = ["Patch", "agreeing_rows", "answer_logits", "derangement", "patch_hooks", "patched_answers", "record",
+__all__ = ["Patch", "agreeing_rows", "check_sites", "answer_logits", "derangement", "mechanism_hooks", "patch_hooks", "patched_answers", "record",
            "site_hooks", "writer_locations"]
