@@ -11,8 +11,9 @@ from typing import Any
 import plotly.graph_objects as go
 
 from circuits.analyses.claim_card import ClaimCard
+from circuits.draw.style import VERDICT_COLOURS
 
-_COLOUR = {"holds": "#2ca02c", "fails": "#d62728", "inconclusive": "#ff7f0e"}
+_COLOUR = VERDICT_COLOURS
 
 
 def _fmt(x: Any) -> str:
