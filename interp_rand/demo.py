@@ -28,10 +28,16 @@ TOUR: list[tuple[str, str, list[str]]] = [
     ("zoo", "the trained models shipped with the package", ["zoo", "list"]),
     ("addition", "the 3-digit addition model on 100,000 fresh problems",
      ["eval", "zoo:addition", "--n", "100000", "--out", "OUT"]),
-    ("carry", "carry propagation: the components that carry, removed, and controls",
+    ("carry", "carry propagation: the algorithm checked (interchange, scrubbing, predictions), then the "
+     "components that carry, removed, and controls",
      ["case-study", "carry", "zoo:addition", "--n", "1000", "--controls", "3", "--out", "OUT"]),
-    ("sort", "the sorting heads: role scores, ablation per output position, duplicates and near-ties",
+    ("sort", "sorting: the algorithm checked, then the heads' role scores, ablation per output position, "
+     "duplicates and near-ties",
      ["case-study", "sort", "zoo:sort", "--n", "2000", "--controls", "3", "--out", "OUT"]),
+    ("recall-seed", "recall's seed: which keys a seed stores, checked on held-out seeds and by seed-bit interventions",
+     ["case-study", "recall-seed", "zoo:recall-Aq_R", "--out", "OUT"]),
+    ("coloring-seed", "colouring's noise: the rule from noise ranks to a colour, checked against the model",
+     ["case-study", "coloring-seed", "zoo:coloring-Aq_R", "--out", "OUT"]),
     ("report", "the attention-pattern report of the addition model (heads, roles, probes)",
      ["report", "zoo:addition", "--out", "OUT/report.html"]),
     ("randomness", "the randomness channel: colouring A^q_R (randomized) against A^E_R (ERM)",
