@@ -22,10 +22,11 @@ location; an empty gap below ``GAP_FLOOR`` makes the share undefined (NaN, incon
 Controls:
 
 - ``random_locations``: ``n_random`` draws of as many random writer locations as the
-  hypothesis names (site locations plus readout), kept at their clean values, everything else
-  resampled (mean and max of the share);
-- ``sites_kept``: the hypothesis's own locations kept clean (no variable semantics): how much
-  the localisation alone explains.
+  hypothesis names (site locations, hook-site positions and readout), each taking its own
+  example's clean value, everything else resampled (mean and max of the share);
+- ``sites_kept``: the hypothesis's sites at their own example's clean values and its readout
+  live, everything else resampled (no variable semantics): how much the localisation alone
+  explains; scrubbing below it means the sites carry more than the variables say.
 """
 
 from __future__ import annotations
@@ -107,26 +108,30 @@ def scrub(model: Any, graph: ModelGraph, mech: Mechanism, batch: Any, values: Va
     clean_answer = clean_logits.argmax(-1)
     resample = derangement(n, generator)
 
-    def run(kept: set[Node], variable_patches: list[Patch]) -> dict[str, float]:
-        varied = tuple(node for node in locations if node not in kept)
-        patches = ([Patch(Site.of(*varied), resample)] if varied else []) + variable_patches
+    def run(live: set[Node], clean_sites: list[Site], variable_patches: list[Patch]) -> dict[str, float]:
+        """``live`` locations compute on what reaches them; ``clean_sites`` take their own
+        example's clean value; variable patches take an agreeing example's; the rest is resampled."""
+        fixed = live | {n for site in clean_sites for n in site.nodes} | {
+            n for p in variable_patches for n in p.site.nodes}
+        varied = tuple(node for node in locations if node not in fixed)
+        patches = ([Patch(Site.of(*varied), resample)] if varied else []) + [
+            Patch(site, rows) for site in clean_sites] + variable_patches
         return _metrics(patched_answers(model, graph, batch, rows, acts, patches, outputs), clean_answer)
 
     clean = _metrics(clean_logits, clean_answer)
-    empty = run(set(), [])
-    named = hypothesis_locations(mech)
+    empty = run(set(), [], [])
     variable_patches = [Patch(v.site, agreeing_rows(values[v.name], generator), bases.get(v.name))
                         for v in mech.mapped]
-    scrubbed = run(set(mech.readout) | named, variable_patches)
-    n_named = len(named) + sum(len(v.site.positions) for v in mech.mapped if v.site.hook is not None)
-    n_named = min(n_named, len(locations))
+    scrubbed = run(set(mech.readout), [], variable_patches)
+    n_named = min(len(hypothesis_locations(mech)) + sum(
+        len(v.site.positions) for v in mech.mapped if v.site.hook is not None), len(locations))
     random_shares: dict[str, list[float]] = {m: [] for m in METRICS}
     for _ in range(n_random):
         pick = torch.randperm(len(locations), generator=generator)[:n_named]
-        result = run({locations[int(i)] for i in pick}, [])
+        result = run(set(), [Site.of(*(locations[int(i)] for i in pick))] if n_named else [], [])
         for m in METRICS:
             random_shares[m].append(_share(result[m], clean[m], empty[m]))
-    kept = run(named, [])
+    kept = run(set(mech.readout), [v.site for v in mech.mapped], [])
     return Scrubbing(
         clean=clean, empty=empty, scrubbed=scrubbed,
         share={m: _share(scrubbed[m], clean[m], empty[m]) for m in METRICS},
