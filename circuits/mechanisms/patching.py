@@ -126,7 +126,8 @@ def answer_logits(model: Any, batch: Any, outputs: Tensor, fwd_hooks: list | Non
         logits = run_model(model, batch)
     logits = logits.logits if hasattr(logits, "logits") else logits
     picked = logits[:, batch.answer_positions[outputs]]
-    return bit_pattern_logprobs(picked) if decoding_for_targets(batch.targets).bits else picked
+    targets = getattr(batch, "targets", None)
+    return bit_pattern_logprobs(picked) if targets is not None and decoding_for_targets(targets).bits else picked
 
 
 def bit_pattern_logprobs(picked: Tensor) -> Tensor:
