@@ -14,7 +14,8 @@ changes the key's recall rate most) and tested on the held-out half (:func:`seed
 - the seed-bit intervention (:func:`flip_intervention`): flipping bit ``b(q)`` moves the
   queried key ``q`` into or out of S; the share of rows that move as predicted, with the seed
   flipped everywhere, only at the query token's seed entry (``Node("seed", position=N)``,
-  ``hook_seed_embed``), or only at the pairs' tokens, against flipping another bit.
+  ``hook_seed_embed``), only at the pairs' tokens (the queried pair's own, the others'),
+  against flipping another bit.
 
 The model has no seed token (``seed_mode="append"``, ``cfg.seed_offset == 0``): residual
 positions are the task's positions, the query at ``N``.
@@ -53,7 +54,8 @@ at the query N (key q):                                                 # linear
     r0 = sum_j (q0(e_N) . k0(e_j)) v0(e_j)                               # a0.0 @ N
     r1 = sum_j (q1(x_N) . k1(x_j)) v1(x_j)                               # a1.0 @ N (x = e + a0.0 out)
     answer bits = r0 + r1 > 0  = value of q, plus interference from keys whose codes overlap q's
-S(seed) = {k : seed[b(k)] == v(k)}        (RULE, one bit per key)
+S(seed) = {k : seed[b(k)] == v(k)}        # RULE, one bit per key; b(k) acts on pair k's own write,
+                                           # the seed's entry (input_mlp) at k's position
 claim: recall of q succeeds iff q in S(seed); flipping seed[b(q)] moves q into/out of S"""
 
 
@@ -161,7 +163,7 @@ def mechanism(task: Any, rule: tuple[tuple[int, int], ...] = RULE, retrieved_at:
 
 
 # ---------------------------------------------------------------------- the seed-bit intervention
-FLIP_SITES = ("everywhere", "query token", "pair tokens")
+FLIP_SITES = ("everywhere", "query token", "pair tokens", "queried pair's token", "other pairs' tokens")
 
 
 @dataclass
@@ -193,11 +195,10 @@ class FlipResult:
                 f"{self.predicted_share:.3f} end as predicted")
 
 
-def _seed_hook(flipped_embed: Tensor, positions: list[int]):
+def _seed_hook(flipped_embed: Tensor, where: Tensor):
+    """Replace ``hook_seed_embed`` by the flipped run's where ``where [batch, pos]`` is true."""
     def hook(value: Tensor, hook: Any) -> Tensor:
-        out = value.clone()
-        out[:, positions] = flipped_embed[:, positions].to(out.dtype)
-        return out
+        return torch.where(where[..., None], flipped_embed.to(value.dtype), value)
     return hook
 
 
@@ -206,8 +207,9 @@ def flip_intervention(model: Any, task: Any, n: int, generator: torch.Generator,
                       rule: tuple[tuple[int, int], ...] = RULE) -> list[FlipResult]:
     """Flip, per held-out row, the queried key's rule bit ``b(q)`` (and, as the control, a
     uniform other bit, scored as if it were ``b(q)`` with the same value), seen by the whole
-    model, only by the query token's seed entry (``hook_seed_embed`` at ``N``) or only by the
-    pairs' tokens; one :class:`FlipResult` per (bit, site)."""
+    model, only by the query token's seed entry (``hook_seed_embed`` at ``N``), only by the
+    pairs' tokens, only by the queried pair's own token or only by the other pairs' tokens; one
+    :class:`FlipResult` per (bit, site)."""
     check_rule(rule, task)
     N = task.n_pairs
     batch = held_out_batch(task, n, generator)
@@ -215,7 +217,10 @@ def flip_intervention(model: Any, task: Any, n: int, generator: torch.Generator,
     rule_bit = torch.tensor([b for b, _ in rule])[keys]
     other = (rule_bit + torch.randint(1, task.seed_bits, (n,), generator=generator)) % task.seed_bits
     before = recalled(model, batch)
-    sites = {"everywhere": list(range(N + 1)), "query token": [N], "pair tokens": list(range(N))}
+    position = torch.arange(N + 1).expand(n, -1)
+    own = position == batch.metadata["query_index"][:, None]
+    sites = {"everywhere": position >= 0, "query token": position == N, "pair tokens": position < N,
+             "queried pair's token": own, "other pairs' tokens": (position < N) & ~own}
     results = []
     for label, bit in (("b(q)", rule_bit), ("another bit (control)", other)):
         seeds = batch.seeds.clone()

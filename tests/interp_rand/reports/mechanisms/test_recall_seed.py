@@ -77,6 +77,9 @@ def test_flipping_the_rule_bit_moves_the_key_as_predicted(recall):
     # the seed decides through the pairs' tokens (the stored keys), not the query's
     assert results[("b(q)", "pair tokens")].as_predicted >= 0.7
     assert results[("b(q)", "query token")].as_predicted <= 0.6
+    # seen only by the queried pair's own token, the few changes it makes all go the rule's way
+    assert results[("b(q)", "queried pair's token")].as_predicted >= 0.9
+    assert results[("another bit (control)", "queried pair's token")].as_predicted <= 0.6
 
 
 def test_the_rule_reads_one_bit_per_key():
