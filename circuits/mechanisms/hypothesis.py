@@ -34,6 +34,7 @@ import torch
 from torch import Tensor
 
 from circuits.graph.nodes import Node
+from interp_rand.losses import pack_bits
 
 Values = dict[str, Tensor]
 
@@ -163,7 +164,8 @@ class Mechanism:
             ``task.sample``).
         correct: ``correct(batch, predicted [batch, len(outputs)]) -> [batch]`` bool: is a
             model's answer right (``None``: equal to the targets at every output; a task whose
-            answers are not unique, e.g. a colouring, says what right means).
+            answers are not unique, e.g. a colouring, says what right means). Bit answers
+            (float targets) are compared as packed bit patterns, as the checks read them.
     """
 
     name: str
@@ -251,6 +253,8 @@ class Mechanism:
         if self.correct is not None:
             return self.correct(batch, predicted).bool()
         targets = batch.targets[:, batch.answer_positions[torch.tensor(self.outputs)]]
+        if targets.dtype.is_floating_point:  # bit answers [batch, m, V]: their packed ids
+            targets = pack_bits(targets > 0.5)
         return (predicted == targets).all(1)
 
     def sample_batch(self, task: Any, n: int, generator: torch.Generator) -> Any:

@@ -20,12 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from circuits.graph.architecture import run_model
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Node
 from circuits.mechanisms.hypothesis import Site
+from interp_rand.losses import bit_patterns, decoding_for_targets
 from interp_rand.model.capture import capture_into
 
 
@@ -135,12 +137,24 @@ def patch_hooks(graph: ModelGraph, acts: dict[str, Tensor], patches: list[Patch]
 
 
 def answer_logits(model: Any, batch: Any, outputs: Tensor, fwd_hooks: list | None = None) -> Tensor:
-    """``[batch, len(outputs), vocab]`` the logits at the answers ``outputs`` (indices into
-    ``batch.answer_positions``), with scoped hooks."""
+    """``[batch, len(outputs), n_answers]`` class scores at the answers ``outputs`` (indices into
+    ``batch.answer_positions``), with scoped hooks: the logits of a class task; for a task whose
+    answers are bits (float targets ``[batch, pos, V]``, e.g. recall's value bits) the
+    log-probability of each of the ``2**V`` bit patterns (:func:`bit_pattern_logprobs`), so that
+    the argmax is the packed thresholded bits and ``log_softmax`` their log-probability."""
     with model.hooks(fwd_hooks=fwd_hooks or []):
         logits = run_model(model, batch)
     logits = logits.logits if hasattr(logits, "logits") else logits
-    return logits[:, batch.answer_positions[outputs]]
+    picked = logits[:, batch.answer_positions[outputs]]
+    targets = getattr(batch, "targets", None)
+    return bit_pattern_logprobs(picked) if targets is not None and decoding_for_targets(targets).bits else picked
+
+
+def bit_pattern_logprobs(picked: Tensor) -> Tensor:
+    """``[..., V]`` independent bit logits -> ``[..., 2**V]`` log-probability of each bit
+    pattern, indexed by its packed id (:func:`interp_rand.losses.pack_bits`)."""
+    outcomes = bit_patterns(picked.shape[-1]).to(picked.dtype)  # [2**V, V]
+    return F.logsigmoid(picked) @ outcomes.T + F.logsigmoid(-picked) @ (1 - outcomes).T
 
 
 @torch.no_grad()
@@ -185,5 +199,6 @@ def derangement(n: int, generator: torch.Generator) -> Tensor:
     return perm
 
 
-__all__ = ["Patch", "agreeing_rows", "check_sites", "answer_logits", "derangement", "mechanism_hooks", "patch_hooks", "patched_answers", "record",
+__all__ = ["Patch", "agreeing_rows", "answer_logits", "bit_pattern_logprobs", "check_sites", "derangement",
+           "mechanism_hooks", "patch_hooks", "patched_answers", "record",
            "site_hooks", "writer_locations"]
