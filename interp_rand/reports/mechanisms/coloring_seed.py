@@ -216,7 +216,7 @@ def mechanism(task: Any, n_vertices: int | None = None) -> Mechanism:
         return colours_of(r, b)
 
     def correct(batch: Any, predicted: Tensor) -> Tensor:
-        return proper_at(predicted, batch).all(1)
+        return proper_at(predicted, batch)  # [batch, N]: a proper colouring at each vertex
 
     def rule_proper(batch: Any, values: dict[str, Tensor]) -> Tensor:
         r = torch.stack([values[name] for name in reads], 1)
@@ -238,7 +238,7 @@ def mechanism(task: Any, n_vertices: int | None = None) -> Mechanism:
     )
     return Mechanism(name="coloring-seed", task="coloring", variables=tuple(variables), answer=answer,
                      answer_parents=tuple(reads + blocks), outputs=tuple(range(N)), predictions=predictions,
-                     pseudocode=PSEUDOCODE, correct=correct)
+                     pseudocode=PSEUDOCODE, correct=correct, per_output=True)
 
 
 def load() -> tuple[Any, Any]:
