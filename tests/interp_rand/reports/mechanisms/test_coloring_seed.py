@@ -41,6 +41,11 @@ def test_rule_agrees_on_most_vertices_and_beats_its_controls(run):
     assert float((classical == colour).float().mean()) < 0.5  # not the local-extremum rule (0.395 under its best relabelling)
     strong = state["read"] < cs.WEAK
     assert float((state["colour"] == colour)[strong].float().mean()) > 0.95  # the copied colours are the model's
+    conflict = cs.strong_conflict(batch, state)  # two neighbours copied the same colour: one yields
+    assert conflict.sum() > 100
+    yielded = float((state["colour"] == colour)[conflict].float().mean())
+    both_keep = float((state["read"] == colour)[conflict].float().mean())
+    assert yielded > 0.7 and yielded > both_keep + 0.15
 
 
 def test_card_scrubbing_holds_and_swapped_layers_fail(run):
