@@ -7,8 +7,9 @@ classes** and lets a vertex copy a colour from the neighbour it reads. Read off 
 colour 2, ids 2, 5, 8 colour 1 (margins 15-34 logits); ids 0, 3, 4, 7, 9 dictate nothing
 strongly. Block 0's QK sets whom a vertex reads (class first, the noise only between equals);
 block 1 reads the neighbours' block-0 output through an OV that is about -1.7 times block 0's:
-"avoid the colour my neighbour copied". The noise itself matters only where a vertex read a
-class-F neighbour ("weak"): the pair compares noises and takes opposite preference lists.
+"avoid the colour my neighbour copied" (of two neighbours that copied the same colour, the
+higher-noise one yields). The noise otherwise matters only where a vertex read a class-F
+neighbour ("weak"): the pair compares noises and takes opposite preference lists.
 
 :data:`PSEUDOCODE` is the whole rule. The module exposes it as plain functions on a batch
 (:func:`rule_state`, :func:`rule_colours`), the Mechanism (:func:`mechanism`: per vertex ``v``
@@ -62,16 +63,11 @@ class(id): 1 -> one, 6 -> six, {2,5,8} -> T, {0,3,4,7,9} -> F
 # ---------------------------------------------------------------------- the rule on a batch
 
 
-def ring_neighbours(batch: Any) -> Tensor:
-    """``[batch, N, 2]`` each vertex's two neighbours (ids), from the cycle mask."""
-    return neighbours(batch)
-
-
 def rule_reads(batch: Any) -> tuple[Tensor, Tensor]:
     """Step 1 on ``batch``: ``(read [batch, N], partner [batch, N])``: ``read`` is the
     dictated colour 0/1/2 of a strong vertex, ``3 + above`` (3 below, 4 above its partner's
     noise) of a weak one; ``partner`` the neighbour it reads."""
-    nbrs = ring_neighbours(batch)  # [b, N, 2]
+    nbrs = neighbours(batch)  # [b, N, 2]
     noise = batch.seeds[..., 0]
     n = len(noise)
     ids = torch.arange(noise.shape[1]).expand(n, -1)
@@ -91,7 +87,7 @@ def blocked_of(batch: Any, reads: Tensor) -> Tensor:
     """Step 2: ``[batch, N]``: bits 0-2, the colours v's strong neighbours copied (bit c =
     colour c); bit 3: v is strong, a neighbour copied the same colour and v's
     noise is the higher of the two: v gives its colour up."""
-    nbrs = ring_neighbours(batch)
+    nbrs = neighbours(batch)
     t = reads.gather(1, nbrs.flatten(1)).view_as(nbrs)  # [b, N, 2]
     bits = torch.where(t < WEAK, 1 << t.clamp(max=2), torch.zeros_like(t))
     noise = batch.seeds[..., 0]
@@ -124,14 +120,14 @@ def rule_colours(batch: Any) -> Tensor:
 
 def proper_at(colours: Tensor, batch: Any) -> Tensor:
     """``[batch, N]`` bool: vertex v's colour differs from both neighbours'."""
-    nbrs = ring_neighbours(batch)
+    nbrs = neighbours(batch)
     return (colours.gather(1, nbrs.flatten(1)).view_as(nbrs) != colours[..., None]).all(-1)
 
 
 def strong_conflict(batch: Any, state: dict[str, Tensor]) -> Tensor:
     """``[batch, N]`` bool: v is strong and a neighbour copied the same colour (step 2: the
     higher-noise one of the two yields)."""
-    nbrs = ring_neighbours(batch)
+    nbrs = neighbours(batch)
     r = state["read"]
     rn = r.gather(1, nbrs.flatten(1)).view_as(nbrs)
     return (r < WEAK) & (rn == r[..., None]).any(-1)
@@ -216,7 +212,8 @@ def mechanism(task: Any, n_vertices: int | None = None) -> Mechanism:
 
     variables += [Variable(blocks[v], blocked_compute(v), parents=tuple(reads),
                            site=Site.of(Node("head", 1, 0, position=v)),
-                           description=f"vertex {v}: bitmask of the colours its strong neighbours copied")
+                           description=f"vertex {v}: bitmask of the colours its strong neighbours copied "
+                                      "(+8: it yields its own copied colour)")
                   for v in range(N)]
 
     def answer(batch: Any, **values: Tensor) -> Tensor:
