@@ -8,7 +8,8 @@ The rules (constants below; a claim's line prints its rule):
 
 - **agreement**: the algorithm's answer equals the model's argmax at every output on at least
   ``AGREEMENT_MIN`` of the examples, and beats by ``MARGIN`` the control: the algorithm run on
-  a shuffled batch, scored against the same model answers (chance agreement).
+  a shuffled batch, scored against the same model answers (chance agreement); a
+  ``per_output`` mechanism counts (example, output) entries instead of whole examples.
 - **scrubbing**: the share of the model's own-answer log-probability recovered under causal
   scrubbing is at least ``SCRUB_MIN`` and beats the mean share of same-size random location
   sets by ``MARGIN``; an empty-hypothesis gap below the floor makes it inconclusive.
@@ -180,6 +181,8 @@ def _agreement(model: Any, mech: Mechanism, batch: Any, values: dict, generator:
     answer = mech.answer_of(batch, values)
     perm = torch.randperm(len(batch), generator=generator)
     shuffled = mech.answer_of(batch[perm], {k: v[perm] for k, v in values.items()})
+    if mech.per_output:
+        return float((predicted == answer).float().mean()), float((predicted == shuffled).float().mean())
     return (float((predicted == answer).all(1).float().mean()), float((predicted == shuffled).all(1).float().mean()))
 
 

@@ -164,8 +164,16 @@ class Mechanism:
             ``task.sample``).
         correct: ``correct(batch, predicted [batch, len(outputs)]) -> [batch]`` bool: is a
             model's answer right (``None``: equal to the targets at every output; a task whose
-            answers are not unique, e.g. a colouring, says what right means). Bit answers
+            answers are not unique, e.g. a colouring, says what right means); with
+            ``per_output``, ``[batch, len(outputs)]`` bool, right at each output. Bit answers
             (float targets) are compared as packed bit patterns, as the checks read them.
+        per_output: score agreement, interchange and correctness per output, not per example:
+            agreement is the share of (example, output) entries where the algorithm's answer
+            is the model's; an interchange pair scores the outputs whose counterfactual
+            answer differs from the base's (the outputs the swap is predicted to move). For
+            mechanisms with many outputs each explained by a few variables (a colour per
+            vertex), where "every output right at once" would charge each variable with the
+            others' misses.
     """
 
     name: str
@@ -179,6 +187,7 @@ class Mechanism:
     pseudocode: str = ""
     sample: Callable[[Any, int, torch.Generator], Any] | None = None
     correct: Callable[[Any, Tensor], Tensor] | None = None
+    per_output: bool = False
     _order: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -249,13 +258,21 @@ class Mechanism:
         return [n for n in self._order if n not in down]
 
     def correct_of(self, batch: Any, predicted: Tensor) -> Tensor:
-        """``[batch]`` bool: is ``predicted`` (``[batch, len(outputs)]``) right on each example."""
+        """``[batch]`` bool: is ``predicted`` (``[batch, len(outputs)]``) right on each example
+        (``[batch, len(outputs)]``, at each output, with ``per_output``)."""
         if self.correct is not None:
-            return self.correct(batch, predicted).bool()
-        targets = batch.targets[:, batch.answer_positions[torch.tensor(self.outputs)]]
-        if targets.dtype.is_floating_point:  # bit answers [batch, m, V]: their packed ids
-            targets = pack_bits(targets > 0.5)
-        return (predicted == targets).all(1)
+            out = self.correct(batch, predicted).bool()
+        else:
+            targets = batch.targets[:, batch.answer_positions[torch.tensor(self.outputs)]]
+            if targets.dtype.is_floating_point:  # bit answers [batch, m, V]: their packed ids
+                targets = pack_bits(targets > 0.5)
+            out = predicted == targets
+        if out.dim() == 2:
+            return out if self.per_output else out.all(1)
+        if self.per_output:
+            raise ValueError(f"mechanism {self.name!r} scores per output: correct() must give [batch, "
+                             f"{len(self.outputs)}] bool; got {tuple(out.shape)}")
+        return out
 
     def sample_batch(self, task: Any, n: int, generator: torch.Generator) -> Any:
         return (self.sample or (lambda t, k, g: t.sample(k, g)))(task, n, generator)

@@ -5,7 +5,9 @@ of ``v`` differ and for which the algorithm's counterfactual answer (the base wi
 to the source's value, everything downstream of ``v`` recomputed) differs from the base's own
 answer. The model runs the base with ``S`` taken from the source. The
 **interchange-intervention accuracy** (IIA) is the share of pairs on which the model's answers
-at every output equal the counterfactual; leaving the model alone scores 0 by construction.
+at every output equal the counterfactual; leaving the model alone scores 0 by construction. A
+``per_output`` mechanism scores instead the (pair, output) entries where the counterfactual
+answer differs from the base's: the outputs the swap is predicted to move.
 
 Controls, each a share of the same kind on the same pairs (bounded in [0, 1], no denominator):
 
@@ -36,11 +38,15 @@ from probes.interchange import DASConfig, Pairs, random_subspace, train_das
 
 @dataclass(frozen=True)
 class VariablePairs:
-    """Base rows, source rows (into the evaluation batch) and the counterfactual answers ``[n, m]``."""
+    """Base rows, source rows (into the evaluation batch) and the counterfactual answers ``[n, m]``;
+    ``scored`` ``[n, m]`` bool: the outputs a pair is scored on (``None``: all of them, and a
+    pair counts only when every output matches; a per-output mechanism scores the outputs the
+    counterfactual moves, each on its own)."""
 
     base: Tensor
     source: Tensor
     targets: Tensor
+    scored: Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.base)
@@ -66,16 +72,21 @@ def variable_pairs(mech: Mechanism, batch: Any, values: Values, name: str, rows:
         ok = open_ & (values[name][cand] != values[name][base]) & (cf != answer).any(1)
         source[ok], targets[ok] = cand[ok], cf[ok]
     keep = (source >= 0).nonzero()[:, 0][:n_pairs]
-    return VariablePairs(base[keep], source[keep], targets[keep])
+    scored = (targets[keep] != answer[keep]) if mech.per_output else None
+    return VariablePairs(base[keep], source[keep], targets[keep], scored)
 
 
 def accuracy_on(model: Any, graph: ModelGraph, batch: Any, acts: dict[str, Tensor], pairs: VariablePairs,
                 site: Site, outputs: Tensor, basis: Tensor | None = None) -> float:
-    """The share of ``pairs`` whose patched answers all equal the counterfactual (NaN: no pairs)."""
+    """The share of ``pairs`` whose patched answers all equal the counterfactual; with
+    ``pairs.scored``, the share of the scored (pair, output) entries (NaN: no pairs)."""
     if not len(pairs):
         return float("nan")
     logits = patched_answers(model, graph, batch, pairs.base, acts, [Patch(site, pairs.source, basis)], outputs)
-    return float((logits.argmax(-1) == pairs.targets).all(1).float().mean())
+    hit = logits.argmax(-1) == pairs.targets
+    if pairs.scored is not None:
+        return float(hit[pairs.scored].float().mean())
+    return float(hit.all(1).float().mean())
 
 
 def random_site(site: Site, graph: ModelGraph, generator: torch.Generator) -> Site:

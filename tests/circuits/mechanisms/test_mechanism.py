@@ -143,3 +143,29 @@ def test_bridge_gives_the_same_card(sort_run):
     assert ours.scrubbing.share["logprob"] == pytest.approx(theirs.scrubbing.share["logprob"], abs=1e-4)
     with pytest.raises(ValueError, match="hook_resid_mid feeds only"):
         check_mechanism(bridge, task, _output_mechanism(task, _sorted(task), hook="blocks.1.hook_resid_mid"), n=50)
+
+
+def test_per_output_scores_each_output_on_its_own(sort_run):
+    """One output wrong: scored per example the algorithm never agrees; per output it agrees on
+    the other L-1 outputs, and a per-output mechanism's correct() must give [batch, m]."""
+    model, task = sort_run
+    L = task.length
+
+    def last_wrong(b):
+        s = _sorted(task)(b).clone()
+        s[:, -1] = s[:, 0]  # "the largest is the smallest": wrong wherever the list is not constant
+        return s
+
+    whole = _output_mechanism(task, last_wrong)
+    each = Mechanism(whole.name, whole.task, whole.variables, whole.answer, whole.answer_parents, whole.outputs,
+                     pseudocode=whole.pseudocode, per_output=True)
+    batch = task.sample(200, torch.Generator().manual_seed(0))
+    from circuits.mechanisms.card import _agreement
+    g = torch.Generator().manual_seed(1)
+    assert _agreement(model, whole, batch, whole.values(batch), g)[0] < 0.1
+    assert abs(_agreement(model, each, batch, each.values(batch), g)[0] - (L - 1) / L) < 0.05
+    assert each.correct_of(batch, batch.targets[:, batch.answer_positions]).shape == (200, L)
+    bad = Mechanism("x", "sort", whole.variables, whole.answer, whole.answer_parents, whole.outputs,
+                    correct=lambda b, p: torch.ones(len(b), dtype=torch.bool), per_output=True)
+    with pytest.raises(ValueError, match="per output"):
+        bad.correct_of(batch, batch.targets[:, batch.answer_positions])
