@@ -7,23 +7,44 @@ ablation, pair generator, positions, method, selection rule, size) and measures
 - **faithfulness** over sizes (MIB's CPR and CMD, :mod:`circuits.analyses.mib`) and, at the
   card's size, **sufficiency** (the circuit alone) and **necessity** (the model without it);
 - the same for **random circuits** of the same size (the control every share is held against);
-- the same method's circuit of the same size on a **random-initialised model** of the same
-  architecture (what the method "finds" where nothing was learned);
+- a **random-initialised model** of the same architecture: the method's same-size circuit found
+  on it, and the card's own edges on it (what a network that learned nothing gives);
 - **stability**: Jaccard agreement of the circuit with the circuits of bootstrap resamples of
-  the pairs (and, when given, with other methods' circuits);
+  the pairs (and, when given, with other methods' circuits).
 
-and gives each claim a verdict by a rule stated in advance (:mod:`circuits.analyses.verdict`):
+The rules, fixed before any model's numbers were looked at
+---------------------------------------------------------
+*One scale.* Every effect is a difference of the metric in its own units (nats for
+``logprob``): ``gap = m(full) − m(empty)`` is the trained model's behaviour, a circuit's
+``effect = m(circuit) − m(empty)``, the effect of removing it ``m(full) − m(full − circuit)``.
+A share is an effect divided by **the trained model's gap** and by nothing else: no claim
+divides by a random-initialised model's gap (which is near zero: a model that learned nothing
+barely reacts to the corruption, and a share of it can read 1.244 while meaning nothing). The
+card shows every share beside its effect in the metric's units.
 
-1. sufficient: sufficiency ≥ random circuits' 95th percentile + 0.1, ≥ 2× it, and ≥ 0.5;
-2. necessary: the share removed by ablating it (1 − necessity) beats random circuits' likewise;
-3. learned: sufficiency beats the random-initialised model's circuit's by 0.1 and is ≥ 0.5 (no
-   ratio: both are shares of their own model's behaviour, and a random model's small behaviour is
-   often carried by few edges, so its share can be high);
-4. stable: the mean Jaccard with the resampled circuits beats chance by 0.1 and 2×, and is
-   ≥ 0.5.
+*The denominator's floor.* The trained gap must be at least :data:`GAP_FLOOR` in the metric's
+units (:data:`circuits.analyses.faithfulness.TINY_GAP`) and its 95% interval over
+:data:`N_BOOTSTRAP` bootstrap resamples of the pairs must exclude 0. Otherwise every share claim
+(1–3) is INCONCLUSIVE ("the behaviour is too small to share out"), whatever its numbers.
 
-The card's verdict: ``holds`` when every claim holds, ``fails`` when any fails, else
-``inconclusive``.
+1. *sufficient*: sufficiency ≥ the random circuits' 95th percentile + 0.1, ≥ 2× it, and ≥ 0.5.
+2. *necessary*: the share removed by ablating the circuit (1 − necessity) ≥ the random
+   circuits' 95th percentile of the same + 0.1, ≥ 2× it, and ≥ 0.5.
+3. *learned*: the control is the random-initialised model's effect **on the trained scale**: the
+   larger of (a) the effect of the method's same-size circuit found on a random-initialised model
+   and (b) the effect of the card's own edges on that model, each on the same pairs and ablation,
+   divided by the trained gap. The claim holds when sufficiency ≥ 0.5 and the 95% bootstrap
+   interval (the pairs resampled, the same resample for both models) of sufficiency − control
+   lies at or above 0.1; it fails when sufficiency < 0.5 or that interval lies below 0.1; it is
+   INCONCLUSIVE when the interval contains 0.1 (one random draw cannot decide), or when either
+   model's numbers are missing. The random-initialised model's own gap is shown (in units and as
+   a share of the trained gap), never used as a denominator.
+4. *stable*: the mean Jaccard with the resampled circuits ≥ chance + 0.1, ≥ 2× chance, and
+   ≥ 0.5 (not a share: unchanged by the floor).
+
+Each claim carries its rule (:attr:`circuits.analyses.verdict.Verdict.rule`; printed with the
+claim on the card and in its JSON). The card's verdict: ``holds`` when every claim holds,
+``fails`` when any fails, else ``inconclusive``.
 """
 
 from __future__ import annotations
@@ -34,7 +55,7 @@ from typing import Any
 import torch
 
 from circuits.analyses.comparison import RECOVERY_FLOOR, SHARE_MARGIN
-from circuits.analyses.faithfulness import ShareMeter
+from circuits.analyses.faithfulness import TINY_GAP, ShareMeter
 from circuits.analyses.mib import MIB_FRACTIONS, FaithfulnessIntegrals, faithfulness_integrals
 from circuits.analyses.stability import AgreementMatrix, across_resamples, agreement_matrix
 from circuits.analyses.verdict import Claim, exceeds, verdict_counts
@@ -47,6 +68,11 @@ from circuits.methods.discovery import discover
 
 # A stable circuit shares at least half of its edges with the circuits of resampled data.
 STABILITY_FLOOR = 0.5
+# The trained model's gap (metric units) below which no share is defined; the interval rules'
+# bootstrap resamples of the pairs and their level.
+GAP_FLOOR = TINY_GAP
+N_BOOTSTRAP = 200
+LEVEL = 0.95
 
 
 @dataclass(frozen=True)
