@@ -49,6 +49,7 @@ claim on the card and in its JSON). The card's verdict: ``holds`` when every cla
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,12 +59,12 @@ from circuits.analyses.comparison import RECOVERY_FLOOR, SHARE_MARGIN
 from circuits.analyses.faithfulness import TINY_GAP, ShareMeter
 from circuits.analyses.mib import MIB_FRACTIONS, FaithfulnessIntegrals, faithfulness_integrals
 from circuits.analyses.stability import AgreementMatrix, across_resamples, agreement_matrix
-from circuits.analyses.verdict import Claim, exceeds, verdict_counts
+from circuits.analyses.verdict import Claim, exceeds, exceeds_on_scale, gap_floor_reason, inconclusive, verdict_counts
 from circuits.graph.circuit import Circuit
 from circuits.graph.scores import EdgeScores
 from circuits.graph.selection import select
 from circuits.interventions.ablation import Ablation
-from circuits.interventions.metrics import get_metric
+from circuits.interventions.metrics import evaluate_metric, get_metric
 from circuits.methods.discovery import discover
 
 # A stable circuit shares at least half of its edges with the circuits of resampled data.
@@ -76,30 +77,65 @@ LEVEL = 0.95
 
 
 @dataclass(frozen=True)
+class RandomInitControl:
+    """The random-initialised model's numbers, in the metric's units (shares of the *trained*
+    gap are taken by the card, never of this model's own gap).
+
+    Attributes:
+    gap: its own full − empty gap (shown, never divided by).
+    circuit_effect: the effect of the method's same-size circuit found on it
+        (``None`` when the method found none).
+    same_edges_effect: the effect of the card's own edges on it.
+    """
+
+    gap: float
+    circuit_effect: float | None
+    same_edges_effect: float
+
+    @property
+    def effect(self) -> float:
+        """The control: the larger of the two effects."""
+        return max(e for e in (self.circuit_effect, self.same_edges_effect) if e is not None)
+
+    def to_dict(self, trained_gap: float) -> dict[str, Any]:
+        share = (lambda e: None if e is None or not _usable(trained_gap) else e / trained_gap)
+        return {"gap": self.gap, "circuit_effect": self.circuit_effect, "same_edges_effect": self.same_edges_effect,
+                "effect": self.effect, "gap_share_of_trained_gap": share(self.gap),
+                "circuit_share_of_trained_gap": share(self.circuit_effect),
+                "same_edges_share_of_trained_gap": share(self.same_edges_effect),
+                "control_share_of_trained_gap": share(self.effect)}
+
+
+def _usable(gap: float) -> bool:
+    return abs(gap) >= GAP_FLOOR
+
+
+@dataclass(frozen=True)
 class ClaimCard:
     """Attributes:
     subject: what the card is about (``"zoo:sort, eap, 20 edges"``).
     found_with: metric, ablation, pair generator, positions, method, selection rule.
     circuit: the circuit (its edges and scores).
     integrals: faithfulness over sizes (CPR, CMD, sufficiency and necessity curves).
-    sufficiency, necessity: at the card's size.
+    gap: the trained model's full − empty gap (metric units), the denominator of every share.
+    sufficiency, necessity: at the card's size (shares of ``gap``).
     random_sufficiency, random_necessity: over random circuits of that size (each a list).
-    random_init_sufficiency: the method's same-size circuit on a random-initialised model
-        (measured on that model and the same pairs).
+    random_init: the :class:`RandomInitControl` (measured on that model and the same pairs).
     stability: agreement with resampled-data circuits; ``methods``: with other methods (or
         ``None``).
-    claims: the claims with their verdicts; ``verdict``: the card's.
+    claims: the claims with their verdicts (each with its rule); ``verdict``: the card's.
     """
 
     subject: str
     found_with: dict[str, Any]
     circuit: Circuit
     integrals: FaithfulnessIntegrals
+    gap: float
     sufficiency: float
     necessity: float
     random_sufficiency: tuple[float, ...]
     random_necessity: tuple[float, ...]
-    random_init_sufficiency: float | None
+    random_init: RandomInitControl | None
     stability: AgreementMatrix
     methods: AgreementMatrix | None = None
     claims: tuple[Claim, ...] = field(default=())
@@ -111,19 +147,31 @@ class ClaimCard:
             return "fails"
         return "holds" if counts["holds"] == len(self.claims) else "inconclusive"
 
+    def failing(self) -> list[Claim]:
+        """The claims that fail."""
+        return [c for c in self.claims if c.verdict.outcome == "fails"]
+
+    def effect(self, share: float | None) -> float | None:
+        """A share of the trained gap back in the metric's units."""
+        return None if share is None else share * self.gap
+
     def to_dict(self) -> dict[str, Any]:
+        p95_suff, p95_removed = _p95(self.random_sufficiency), _p95([1 - g for g in self.random_necessity])
         return {
             "subject": self.subject, "found_with": self.found_with, "verdict": self.verdict,
             "n_edges": len(self.circuit), "total_edges": self.circuit.total_edges,
+            "gap": self.gap, "gap_floor": GAP_FLOOR,
             "sufficiency": self.sufficiency, "necessity": self.necessity,
+            "effects": {"circuit": self.effect(self.sufficiency), "removed": self.effect(1 - self.necessity),
+                        "random_circuits_p95": self.effect(p95_suff),
+                        "random_circuits_removed_p95": self.effect(p95_removed)},
             "cpr": self.integrals.cpr, "cmd": self.integrals.cmd,
             "necessity_cpr": self.integrals.necessity_cpr, "necessity_cmd": self.integrals.necessity_cmd,
             "random_circuits": {"n": len(self.random_sufficiency),
-                                "sufficiency_p95": _p95(self.random_sufficiency),
-                                "removed_p95": _p95([1 - g for g in self.random_necessity]),
+                                "sufficiency_p95": p95_suff, "removed_p95": p95_removed,
                                 "sufficiency": list(self.random_sufficiency),
                                 "necessity": list(self.random_necessity)},
-            "random_init_sufficiency": self.random_init_sufficiency,
+            "random_init": None if self.random_init is None else self.random_init.to_dict(self.gap),
             "stability": self.stability.to_dict(),
             "methods": None if self.methods is None else self.methods.to_dict(),
             "integrals": self.integrals.to_dict(),
@@ -172,6 +220,7 @@ def claim_card(
     compare_methods: tuple[str, ...] = (),
     fractions: tuple[float, ...] = MIB_FRACTIONS,
     seed: int = 0,
+    n_bootstrap: int = N_BOOTSTRAP,
     options: dict[str, Any] | None = None,
 ) -> ClaimCard:
     """The claim card of the ``k``-edge circuit ``method`` finds (or that ``scores`` give) on
@@ -180,7 +229,8 @@ def claim_card(
     random-initialised control and the resampled circuits are chosen at that size). ``pairs`` says how the pairs were made (for the
     card); ``random_init``: the random-initialised control model (default: one of the same
     architecture, :func:`probes.random_init_like`); ``compare_methods``: other methods whose
-    ``k``-edge circuits the card's is compared with."""
+    ``k``-edge circuits the card's is compared with; ``n_bootstrap``: resamples of the pairs for
+    the intervals of the rules (the module's docstring states them)."""
     from probes.controls import random_init_like
 
     ablation = Ablation("resample") if ablation is None else ablation
@@ -203,14 +253,14 @@ def claim_card(
     integrals = faithfulness_integrals(model, scores, clean, corrupted, metric=metric, ablation=ablation,
                                        selection=selection, fractions=fractions, meter=meter)
     control = random_init if random_init is not None else random_init_like(model, seed=12345)
+    control_meter = ShareMeter.of_pairs(control, graph, clean, corrupted, ablation, metric_fn, require_gap=False)
     try:
         control_scores = discover(control, clean, corrupted, metric=metric, method=method, ablation=ablation,
                                   by_position=by_position, **options)
-        control_keep = graph.keep_mask(list(select(control_scores, k, selection).edges))
-        init_suff: float | None = ShareMeter.of_pairs(control, graph, clean, corrupted, ablation,
-                                                      metric_fn).share(control_keep)
-    except ValueError:  # the random model's behaviour does not move under the corruption
-        init_suff = None
+        control_keep: torch.Tensor | None = graph.keep_mask(list(select(control_scores, k, selection).edges))
+    except ValueError:  # the method finds nothing on the random model
+        control_keep = None
+    init, resamples = _random_init_control(meter, control_meter, keep, control_keep, n_bootstrap, seed)
     stability = across_resamples(model, clean, corrupted, k=k, method=method, n_resamples=n_resamples, seed=seed,
                                  metric=metric, ablation=ablation, selection=selection, by_position=by_position,
                                  full=scores, **options)
@@ -222,16 +272,22 @@ def claim_card(
     rand_suff = [s for s, _ in rand]
     rand_removed = [1 - g for _, g in rand]
     resample_jaccards = [stability.jaccard[0][j] for j in range(1, len(stability.labels))]
+    gap = meter.gap
+    floor_reason = gap_floor_reason(gap, [g for _, _, g in resamples], gap_floor=GAP_FLOOR, level=LEVEL)
     claims = (
-        exceeds("the circuit alone recovers the behaviour (sufficiency)", suff, _p95(rand_suff),
-                control_label="random circuits of its size (95th percentile)", margin=SHARE_MARGIN,
-                floor=RECOVERY_FLOOR, unavailable="no random circuits measured"),
-        exceeds("ablating the circuit removes the behaviour (1 - necessity)", 1 - nec, _p95(rand_removed),
-                control_label="random circuits of its size (95th percentile)", margin=SHARE_MARGIN,
-                floor=RECOVERY_FLOOR, unavailable="no random circuits measured"),
-        exceeds("the circuit is learned: it recovers more than the method's circuit on a random-initialised model",
-                suff, init_suff, control_label="the random-initialised model", margin=SHARE_MARGIN, ratio=1.0,
-                floor=RECOVERY_FLOOR, unavailable="the random-initialised model's behaviour does not move"),
+        _on_scale(exceeds("the circuit alone recovers the behaviour (sufficiency)", suff, _p95(rand_suff),
+                          control_label="random circuits of its size (95th percentile)", margin=SHARE_MARGIN,
+                          floor=RECOVERY_FLOOR, unavailable="no random circuits measured"), gap, floor_reason),
+        _on_scale(exceeds("ablating the circuit removes the behaviour (1 - necessity)", 1 - nec, _p95(rand_removed),
+                          control_label="random circuits of its size (95th percentile)", margin=SHARE_MARGIN,
+                          floor=RECOVERY_FLOOR, unavailable="no random circuits measured"), gap, floor_reason),
+        exceeds_on_scale("the circuit is learned: it recovers more of the trained model's behaviour than a "
+                         "random-initialised model's circuit does (effects on the trained scale)",
+                         suff * gap, None if init is None else init.effect, gap,
+                         control_label="the random-initialised model (the larger of the method's circuit on it "
+                         "and the same edges on it)", resamples=resamples, margin=SHARE_MARGIN,
+                         floor=RECOVERY_FLOOR, gap_floor=GAP_FLOOR, level=LEVEL,
+                         unavailable="no random-initialised model measured"),
         exceeds("the circuit is stable under resampling the pairs (mean Jaccard with the resampled circuits)",
                 sum(resample_jaccards) / len(resample_jaccards), stability.chance_jaccard,
                 control_label="two random circuits of its size", margin=SHARE_MARGIN, floor=STABILITY_FLOOR),
@@ -241,8 +297,54 @@ def claim_card(
                   "by_position": by_position, "n_positions": graph.n_positions, "method": method,
                   "selection": selection, "k": k, "n_pairs": len(clean), "options": options}
     subject = subject or f"{method}, {len(circuit)} edges"
-    return ClaimCard(subject, found_with, circuit, integrals, suff, nec, tuple(rand_suff), tuple(g for _, g in rand),
-                     init_suff, stability, methods, claims)
+    return ClaimCard(subject, found_with, circuit, integrals, gap, suff, nec, tuple(rand_suff),
+                     tuple(g for _, g in rand), init, stability, methods, claims)
 
 
-__all__ = ["STABILITY_FLOOR", "ClaimCard", "claim_card", "random_keep_masks"]
+def _on_scale(claim: Claim, gap: float, floor_reason: str) -> Claim:
+    """A share claim with its numbers also in the metric's units; inconclusive when the trained
+    gap cannot share anything out (``floor_reason``)."""
+    note = ("" if claim.value is None or claim.control is None else
+            f"metric units: {claim.value * gap:.4g} vs {claim.control * gap:.4g} of a gap of {gap:.4g}")
+    rule = (f"{claim.verdict.rule}; shares of the trained model's gap (|gap| >= {GAP_FLOOR:g} metric units, its "
+            f"{LEVEL:.0%} interval excluding 0; else inconclusive)")
+    claim = dataclasses.replace(claim, note=note, verdict=dataclasses.replace(claim.verdict, rule=rule))
+    return inconclusive(claim, floor_reason) if floor_reason else claim
+
+
+def _random_init_control(meter: ShareMeter, control: ShareMeter, keep: torch.Tensor,
+                         control_keep: torch.Tensor | None, n_bootstrap: int, seed: int,
+                         ) -> tuple[RandomInitControl, list[tuple[float, float, float]]]:
+    """The random-initialised model's effects, and ``(trained effect, control effect, trained
+    gap)`` on ``n_bootstrap`` resamples of the pairs (the same rows for both models; the logits
+    are computed once and the metric re-read on each resample)."""
+    graph = meter.graph
+    none, every = torch.zeros_like(graph.mask), graph.mask
+    trained = {"full": meter.logits(every), "empty": meter.logits(none), "circuit": meter.logits(keep)}
+    random = {"full": control.logits(every), "empty": control.logits(none), "same": control.logits(keep)}
+    if control_keep is not None:
+        random["circuit"] = control.logits(control_keep)
+    batch, metric = meter.batch, meter.metric
+
+    def read(logits: dict[str, torch.Tensor], rows: Any) -> dict[str, float]:
+        sub = batch if rows is None else batch[rows]
+        return {name: float(evaluate_metric(metric, x if rows is None else x[rows], sub)) for name, x in logits.items()}
+
+    def control_effect(r: dict[str, float]) -> float:
+        return max(r[name] - r["empty"] for name in ("circuit", "same") if name in r)
+
+    r = read(random, None)
+    init = RandomInitControl(r["full"] - r["empty"], r["circuit"] - r["empty"] if "circuit" in r else None,
+                             r["same"] - r["empty"])
+    generator = torch.Generator().manual_seed(seed)
+    n = len(batch)
+    resamples = []
+    for _ in range(n_bootstrap):
+        rows = torch.randint(n, (n,), generator=generator)
+        t, r = read(trained, rows), read(random, rows)
+        resamples.append((t["circuit"] - t["empty"], control_effect(r), t["full"] - t["empty"]))
+    return init, resamples
+
+
+__all__ = ["GAP_FLOOR", "LEVEL", "N_BOOTSTRAP", "STABILITY_FLOOR", "ClaimCard", "RandomInitControl", "claim_card",
+           "random_keep_masks"]

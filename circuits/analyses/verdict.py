@@ -180,7 +180,8 @@ def exceeds_on_scale(text: str, effect: float | None, control: float | None, gap
     ``level`` interval of ``value − control`` lies at or above ``margin``, fails when it lies
     below, and is inconclusive when it contains ``margin`` (the control cannot decide); without
     resamples the point difference decides (holds at or above ``margin``, else fails)."""
-    rule = (f"shares of the model's own gap (|gap| >= {gap_floor:g} metric units, its interval excluding 0): "
+    rule = (f"shares of one gap, the behaviour of the model the claim is about (|gap| >= {gap_floor:g} metric "
+            "units, its interval excluding 0; else inconclusive): "
             f"value >= {floor:g} and value - control >= {margin:g}"
             + (f" over the {level:.0%} bootstrap interval ({len(resamples)} resamples; inconclusive when the "
                f"interval contains {margin:g})" if resamples else ""))
