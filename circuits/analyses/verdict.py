@@ -194,6 +194,9 @@ def exceeds_on_scale(text: str, effect: float | None, control: float | None, gap
     if why:
         return Claim(text, None, None, control_label, Verdict("inconclusive", rule, why), units)
     value, ctrl = effect / gap, control / gap
+    if resamples:
+        lo, hi = interval([(e - c) / g for e, c, g in resamples], level)
+        units += f"; value - control {level:.0%} interval [{lo:.3f}, {hi:.3f}]"
     if value < floor:
         return Claim(text, value, ctrl, control_label, Verdict("fails", rule, f"below the floor {floor:g}"), units)
     if not resamples:
@@ -201,8 +204,6 @@ def exceeds_on_scale(text: str, effect: float | None, control: float | None, gap
             return Claim(text, value, ctrl, control_label,
                          Verdict("fails", rule, f"not above its control by {margin:g}"), units)
         return Claim(text, value, ctrl, control_label, Verdict("holds", rule), units)
-    lo, hi = interval([(e - c) / g for e, c, g in resamples], level)
-    units += f"; value - control {level:.0%} interval [{lo:.3f}, {hi:.3f}]"
     if hi < margin:
         return Claim(text, value, ctrl, control_label,
                      Verdict("fails", rule, f"not above its control by {margin:g} (the whole interval)"), units)
