@@ -135,7 +135,7 @@ class ClaimCard:
     necessity: float
     random_sufficiency: tuple[float, ...]
     random_necessity: tuple[float, ...]
-    random_init: RandomInitControl | None
+    random_init: RandomInitControl
     stability: AgreementMatrix
     methods: AgreementMatrix | None = None
     claims: tuple[Claim, ...] = field(default=())
@@ -171,7 +171,7 @@ class ClaimCard:
                                 "sufficiency_p95": p95_suff, "removed_p95": p95_removed,
                                 "sufficiency": list(self.random_sufficiency),
                                 "necessity": list(self.random_necessity)},
-            "random_init": None if self.random_init is None else self.random_init.to_dict(self.gap),
+            "random_init": self.random_init.to_dict(self.gap),
             "stability": self.stability.to_dict(),
             "methods": None if self.methods is None else self.methods.to_dict(),
             "integrals": self.integrals.to_dict(),
@@ -226,8 +226,8 @@ def claim_card(
     """The claim card of the ``k``-edge circuit ``method`` finds (or that ``scores`` give) on
     ``model`` for ``clean`` vs ``corrupted``; or of a given ``circuit`` chosen from ``scores``
     (its size ``k`` is its ``settings["top_k"]`` or its edge count: the random circuits, the
-    random-initialised control and the resampled circuits are chosen at that size). ``pairs`` says how the pairs were made (for the
-    card); ``random_init``: the random-initialised control model (default: one of the same
+    random-initialised control and the resampled circuits are chosen at that size). ``pairs``
+    says how the pairs were made (for the card); ``random_init``: the random-initialised control model (default: one of the same
     architecture, :func:`probes.random_init_like`); ``compare_methods``: other methods whose
     ``k``-edge circuits the card's is compared with; ``n_bootstrap``: resamples of the pairs for
     the intervals of the rules (the module's docstring states them)."""
@@ -283,11 +283,10 @@ def claim_card(
                           floor=RECOVERY_FLOOR, unavailable="no random circuits measured"), gap, floor_reason),
         exceeds_on_scale("the circuit is learned: it recovers more of the trained model's behaviour than a "
                          "random-initialised model's circuit does (effects on the trained scale)",
-                         suff * gap, None if init is None else init.effect, gap,
+                         suff * gap, init.effect, gap,
                          control_label="the random-initialised model (the larger of the method's circuit on it "
                          "and the same edges on it)", resamples=resamples, margin=SHARE_MARGIN,
-                         floor=RECOVERY_FLOOR, gap_floor=GAP_FLOOR, level=LEVEL,
-                         unavailable="no random-initialised model measured"),
+                         floor=RECOVERY_FLOOR, gap_floor=GAP_FLOOR, level=LEVEL),
         exceeds("the circuit is stable under resampling the pairs (mean Jaccard with the resampled circuits)",
                 sum(resample_jaccards) / len(resample_jaccards), stability.chance_jaccard,
                 control_label="two random circuits of its size", margin=SHARE_MARGIN, floor=STABILITY_FLOOR),

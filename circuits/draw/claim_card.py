@@ -62,17 +62,11 @@ def claim_card_section(card: ClaimCard, include_plotlyjs: bool | str = False) ->
         ("necessity (model without the circuit)", _fmt(card.necessity)),
         ("share removed by ablating the circuit (1 − necessity)", both(1 - card.necessity, fx["removed"])),
         ("random circuits: share removed, 95th pct", both(rc["removed_p95"], fx["random_circuits_removed_p95"])),
-    ]
-    if ri is not None:
-        numbers += [
-            ("random-initialised model: its own gap (never a denominator)",
-             both(ri["gap_share_of_trained_gap"], ri["gap"])),
-            ("random-initialised model: the method's circuit on it, effect on the trained scale",
-             both(ri["circuit_share_of_trained_gap"], ri["circuit_effect"])),
-            ("random-initialised model: the card's edges on it, effect on the trained scale",
-             both(ri["same_edges_share_of_trained_gap"], ri["same_edges_effect"])),
-        ]
-    numbers += [
+        ("random-initialised model: its own gap (never a denominator)", both(ri["gap_share_of_trained_gap"], ri["gap"])),
+        ("random-initialised model: the method's circuit on it, effect on the trained scale",
+         both(ri["circuit_share_of_trained_gap"], ri["circuit_effect"])),
+        ("random-initialised model: the card's edges on it, effect on the trained scale",
+         both(ri["same_edges_share_of_trained_gap"], ri["same_edges_effect"])),
         ("CPR / CMD (MIB, sufficiency)", f"{card.integrals.cpr:.3f} / {card.integrals.cmd:.3f}"),
         ("stability: mean Jaccard with resampled-data circuits",
          f"{card.stability.mean_jaccard:.3f} (chance {card.stability.chance_jaccard:.3f})"),
