@@ -12,17 +12,20 @@ and make sum-9, the last two in one ternary class):
   positions ``b1`` and ``b0`` (heads ``a0.1``/``a0.3`` attend ``a1, b1``; all four attend
   ``a0, b0``) it writes the class ``T1`` and the carry ``gen0 = T0 == 2``, each on **one**
   direction of ``blocks.1.hook_resid_pre``; at each answer position the four layer-0 heads
-  read that position's own pair (``T2`` at ``=``, ``BA2``, ``BA1``, ``BA0`` after it);
+  read that position's own pair (``T2`` at ``=``, ``R2``, ``BA1``, ``BA0`` after it);
 - **layer 1 attention** gathers the carry into the digit's place (``a1.2`` reads ``b1``,
   ``a1.0``/``a1.1`` and others read ``b0``): after it, one direction of
   ``blocks.1.hook_resid_mid`` at the answer position holds ``c2 = T1 == 2 or (T1 == 1 and
   gen0)`` (the whole cascade through place 1, in one step: lookahead, not ripple) or ``c1 =
   gen0``;
 - **MLP 1** turns class or base add and carry into the digit. The one twist: for ``s2`` on a
-  sum-9 place 2 the model does not use the carry it gathered; it reads the top digit it has
-  already *written* (the token ``s3`` at its own position, ``embed@8``): ``s2 = 0`` if
-  ``s3 = 1`` else ``9``. On real inputs ``s3`` equals that carry, so the model is right; with a
-  wrong ``s3`` written it follows the token (the mechanism's prediction, measured).
+  sum-9 place 2 the model does not use the carry it gathered; the layer-0 heads at the
+  position predicting ``s2`` are queried by the top digit already *written* there (the token
+  ``s3``, ``embed@8``) and their output already settles the digit: ``s2 = 0`` if ``s3 = 1``
+  else ``9`` (the variable ``R2``). On real inputs ``s3`` equals that carry, so the model is
+  right; with a wrong ``s3`` written it follows the token (the mechanism's prediction,
+  measured). A base add alone at those heads fails its interchange exactly where source and
+  base disagree on the written ``s3`` and the source's place 2 sums to 9.
 
 :func:`mechanism` builds the hypothesis (``sites`` overrides one variable's site, ``rules``
 the algorithm, for variants and for :func:`carry_site`); :func:`carry_site` finds, per answer
@@ -52,9 +55,9 @@ c2   = T1 == 2 or (T1 == 1 and gen0)   # layer-1 attention at '=' and at s3 (a1.
                                        #   1 dim of resid_mid.1 @ 7 and, separately, @ 8
 c1   = gen0                            # layer-1 attention at s2 (reads b0): 1 dim of resid_mid.1 @ 9
 s3   = T2 == 2 or (T2 == 1 and c2)     # T2 from layer-0 heads @ 7 ('='); MLP 1 @ 7
-s2   = (0 if s3_written else 9) if BA2 == 9 else (BA2 + c2) % 10
-                                       # BA_p = (a_p+b_p) % 10 from layer-0 heads @ 8; the written s3
-                                       #   token (embed @ 8) settles a sum-9 place 2; MLP 1 @ 8
+R2   = 9 + 10*s3_written if a2+b2 == 9 else BA2   # layer-0 heads @ 8, queried by the written s3
+                                       #   (embed @ 8); BA_p = (a_p+b_p) % 10
+s2   = 9 if R2 == 9 else 0 if R2 == 19 else (R2 + c2) % 10   # MLP 1 @ 8
 s1   = (BA1 + c1) % 10                 # BA1 from layer-0 heads @ 9; MLP 1 @ 9
 s0   = BA0                             # BA0 from layer-0 heads @ 10
 """
@@ -121,14 +124,24 @@ def _top(T2: Tensor, carry: Tensor) -> Tensor:
     return ((T2 == 2) | ((T2 == 1) & (carry == 1))).long()
 
 
-def _s2_written(BA2: Tensor, carry: Tensor, s3_written: Tensor) -> Tensor:
-    """The model's rule for ``s2``: a sum-9 place 2 is settled by the written ``s3``."""
-    return torch.where(BA2 == 9, 9 * (1 - s3_written), (BA2 + carry) % 10)
+def _read_at_s3(batch: Any, s3_written: Tensor) -> Tensor:
+    """Place 2 as the layer-0 heads at s3's position read it, queried by the written ``s3``:
+    the base add ``BA2``, except that a sum-9 pair is already settled by the written digit
+    (``9``: ``s3 = 0`` written, the digit is 9; ``19``: ``s3 = 1`` written, the digit is 0)."""
+    total = _pair_sum(2)(batch)
+    return torch.where(total == 9, 9 + 10 * s3_written, total % 10)
 
 
-def _s2_lookahead(BA2: Tensor, carry: Tensor, s3_written: Tensor) -> Tensor:
-    """The textbook rule (``(BA2 + c2) mod 10`` always): the wrong variant the test shows failing."""
-    return (BA2 + carry) % 10
+def _s2_written(R2: Tensor, carry: Tensor) -> Tensor:
+    """The model's rule for ``s2``: a sum-9 place 2 is settled by the written ``s3`` (through
+    ``R2``) and takes no carry; any other adds the carry gathered from places 1 and 0."""
+    return torch.where(R2 == 9, 9, torch.where(R2 == 19, 0, (R2 + carry) % 10))
+
+
+def _s2_lookahead(R2: Tensor, carry: Tensor) -> Tensor:
+    """The textbook rule, ``(BA2 + c2) mod 10`` always (``R2 mod 10`` is ``BA2``): the wrong
+    variant the test shows failing."""
+    return (R2 % 10 + carry) % 10
 
 
 RULES = {"s2": {"written": _s2_written, "lookahead": _s2_lookahead}}
@@ -146,7 +159,7 @@ def default_sites(task: Any) -> dict[str, Site]:
         "T1": Site.at(pre, L.b[1], subspace=1),
         "gen0": Site.at(pre, L.b[0], subspace=1),
         "c2@s3": Site.at(mid, L.answer[3], subspace=1),
-        "BA2": _heads(0, L.answer[2]),
+        "R2": _heads(0, L.answer[2]),
         "s3_written": Site.of(Node("embed", position=L.answer[2])),
         "c2@s2": Site.at(mid, L.answer[2], subspace=1),
         "BA1": _heads(0, L.answer[1]),
@@ -187,31 +200,31 @@ def mechanism(task: Any, sites: dict[str, Site | None] | None = None, s2_rule: s
         var("gen0", lambda b: (_pair_sum(0)(b) >= 10).long(), (), "place 0 makes a carry, written by layer 0 at b0"),
         var("c2@s3", _lookahead, ("T1", "gen0"), "carry into place 2 (cascade through place 1), gathered at '='"),
         var("c3", lambda b, T2, **c: _top(T2, c["c2@s3"]), ("T2", "c2@s3"), "carry out of place 2: the top digit s3"),
-        var("BA2", _base_add(2), (), "base add of place 2, read at s3"),
         var("s3_written", lambda b: b.inputs[:, L.answer[2]], (), "the written top digit s3 (input token)"),
+        var("R2", _read_at_s3, ("s3_written",),
+            "place 2 read at s3: base add, a sum-9 pair settled by the written s3 (9 + 10 s3)"),
         var("c2@s2", _lookahead, ("T1", "gen0"), "carry into place 2, gathered again at s3"),
         var("BA1", _base_add(1), (), "base add of place 1, read at s2"),
         var("c1@s1", lambda b, gen0: gen0, ("gen0",), "carry into place 1, gathered at s2"),
         var("BA0", _base_add(0), (), "base add of place 0, read at s1"),
     )
 
-    def answer(batch: Any, c3: Tensor, BA2: Tensor, s3_written: Tensor, BA1: Tensor, BA0: Tensor,
-               **carries: Tensor) -> Tensor:
-        by_place = [BA0, (BA1 + carries["c1@s1"]) % 10, s2_of(BA2, carries["c2@s2"], s3_written), c3]
+    def answer(batch: Any, c3: Tensor, R2: Tensor, BA1: Tensor, BA0: Tensor, **carries: Tensor) -> Tensor:
+        by_place = [BA0, (BA1 + carries["c1@s1"]) % 10, s2_of(R2, carries["c2@s2"]), c3]
         return torch.stack([by_place[p] for p in task.answer_places().tolist()], 1)
 
     readout = tuple(Node("mlp", layer, position=p) for layer in (0, 1) for p in L.answer)
     return Mechanism(
         name="carry", task="addition", variables=variables, answer=answer,
-        answer_parents=("c3", "BA2", "s3_written", "BA1", "BA0", "c2@s2", "c1@s1"),
+        answer_parents=("c3", "R2", "BA1", "BA0", "c2@s2", "c1@s1"),
         outputs=tuple(range(N_DIGITS + 1)), readout=readout,
         predictions=carry_predictions(task, n_flipped, cascade_rows) if predictions else (),
         pseudocode=PSEUDOCODE if s2_rule == "written" else PSEUDOCODE.replace(
-            "(0 if s3_written else 9) if BA2 == 9 else (BA2 + c2) % 10", "(BA2 + c2) % 10"),
+            "9 if R2 == 9 else 0 if R2 == 19 else (R2 + c2) % 10", "(R2 % 10 + c2) % 10"),
     )
 
 
-_VARIABLE_NAMES = ("T2", "T1", "gen0", "c2@s3", "c3", "BA2", "s3_written", "c2@s2", "BA1", "c1@s1", "BA0")
+_VARIABLE_NAMES = ("T2", "T1", "gen0", "c2@s3", "c3", "s3_written", "R2", "c2@s2", "BA1", "c1@s1", "BA0")
 
 
 # ---------------------------------------------------------------------- predictions
@@ -257,7 +270,7 @@ def carry_predictions(task: Any, n_flipped: int = 1000, cascade_rows: int | None
             "sum-9 place 2 with a wrong s3 written",
             "s2 of a sum-9 place 2 is read from the written s3, not from the carry gathered from places 1 and 0: "
             "with s3 flipped the model writes 9 for 0 and 0 for 9",
-            lambda batch, v: (v["BA2"] == 9),
+            lambda batch, v: (_pair_sum(2)(batch) == 9),
             "fail", 0.1, lambda t, g: _with_written_s3_flipped(t, g, n_flipped)),
         Prediction(
             "length-2 cascades into s3",
