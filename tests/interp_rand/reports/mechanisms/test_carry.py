@@ -1,10 +1,10 @@
 """The carry mechanism of ``zoo:addition`` (interp_rand/reports/mechanisms/carry.py), checked on
 the zoo model at reduced sizes, and two wrong variants that the same checks reject.
 
-Measured at n=2000, seed 0 (notes: /work/notes/mech-carry.md): agreement 1.000, scrubbing 0.985
-of the own-answer log-prob (random location sets 0.011), IIA 0.96-1.00 for every variable but
-BA2 at s3's position (0.878: fails, sources with a sum-9 place 2), the wrong-s3 prediction 0.000
-(elsewhere 0.405), length-2 cascades 1.000 on all 4,500.
+Measured at n=2000, seed 0 (notes: /work/notes/mech-carry.md): agreement 1.000, scrubbing 0.994
+of the own-answer log-prob (random location sets 0.011), IIA 0.96-1.00 for every variable with
+every control <= 0.134, the wrong-s3 prediction 0.000 (elsewhere 0.405), length-2 cascades 1.000
+on all 4,500.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from probes.interchange import DASConfig
 
 pytestmark = pytest.mark.slow
 
-SMALL = dict(n=400, n_pairs=100, n_random=3, das=DASConfig(steps=150, batch_size=64))
+SMALL = dict(n=300, n_pairs=80, n_random=2, das=DASConfig(steps=100, batch_size=64))
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def run():
 @pytest.fixture(scope="module")
 def card(run):
     model, task = run
-    return check_mechanism(model, task, carry.mechanism(task, n_flipped=300, cascade_rows=600), seed=0, **SMALL)
+    return check_mechanism(model, task, carry.mechanism(task, n_flipped=200, cascade_rows=300), seed=0, **SMALL)
 
 
 def _claims(card):
@@ -47,7 +47,7 @@ def test_the_algorithm_agrees_and_scrubbing_keeps_the_behaviour(card):
 
 def test_the_carry_variables_hold_where_the_mechanism_puts_them(card):
     checks = {c.variable: c for c in card.interchange}
-    for name in ("T2", "T1", "gen0", "c2@s3", "s3_written", "c2@s2", "c1@s1"):
+    for name in ("T2", "T1", "gen0", "c2@s3", "s3_written", "R2", "c2@s2", "c1@s1", "BA1", "BA0"):
         assert checks[name].iia >= 0.9, (name, checks[name].iia)
         assert max(checks[name].controls.values()) <= 0.3, (name, checks[name].controls)
 
@@ -55,9 +55,9 @@ def test_the_carry_variables_hold_where_the_mechanism_puts_them(card):
 def test_the_predictions_hold(card):
     by_name = {p.name: p for p in card.predictions}
     flipped = by_name["sum-9 place 2 with a wrong s3 written"]
-    assert flipped.n_where >= 100 and flipped.accuracy_where <= 0.1 < flipped.accuracy_elsewhere
+    assert flipped.n_where >= 50 and flipped.accuracy_where <= 0.1 < flipped.accuracy_elsewhere
     cascades = by_name["length-2 cascades into s3"]
-    assert cascades.n_where >= 200 and cascades.accuracy_where >= 0.99
+    assert cascades.n_where >= 100 and cascades.accuracy_where >= 0.99
 
 
 def _only(task, name, site, **kw):
@@ -74,13 +74,14 @@ def test_the_carry_of_place_0_moved_to_b1_fails(run):
     assert check.iia < 0.5, check.iia
 
 
-def test_the_textbook_s2_rule_fails(run):
+def test_the_textbook_s2_rule_fails(run, card):
     """s2 = (BA2 + c2) mod 10 everywhere (no written-s3 reading): the carry class of place 1 at
-    b1 then fails its interchange, since on a sum-9 place 2 the model follows the written s3."""
+    b1, which holds under the model's rule (the card), then fails its interchange, since on a
+    sum-9 place 2 the model follows the written s3, not the carry."""
     model, task = run
-    site = carry.default_sites(task)["T1"]
-    right = check_mechanism(model, task, _only(task, "T1", site), seed=0, **SMALL).interchange[0]
-    wrong = check_mechanism(model, task, _only(task, "T1", site, s2_rule="lookahead"), seed=0, **SMALL).interchange[0]
+    right = {c.variable: c for c in card.interchange}["T1"]
+    wrong = check_mechanism(model, task, _only(task, "T1", carry.default_sites(task)["T1"], s2_rule="lookahead"),
+                            seed=0, **SMALL).interchange[0]
     assert right.iia >= 0.9 and wrong.iia < 0.8, (right.iia, wrong.iia)
 
 
