@@ -24,13 +24,18 @@ and make sum-9, the last two in one ternary class):
   ``s3``, ``embed@8``) and their output already settles the digit: ``s2 = 0`` if ``s3 = 1``
   else ``9`` (the variable ``R2``). On real inputs ``s3`` equals that carry, so the model is
   right; with a wrong ``s3`` written it follows the token (the mechanism's prediction,
-  measured). A base add alone at those heads fails its interchange exactly where source and
-  base disagree on the written ``s3`` and the source's place 2 sums to 9.
+  measured: 0 of 556 right). The shortfall: the mechanism also implies that a wrong ``s3``
+  leaves any other place 2 right, and the model is right on only 0.379 of those (the token
+  steers those heads for every pair; no real input has a wrong token). A base add alone at
+  those heads fails its interchange exactly where source and base disagree on the written
+  ``s3`` and the source's place 2 sums to 9.
 
-:func:`mechanism` builds the hypothesis (``sites`` overrides one variable's site, ``rules``
-the algorithm, for variants and for :func:`carry_site`); :func:`carry_site` finds, per answer
-digit with a carry, the first residual-stream hook where a 1-dim interchange of the carry into
-its place holds: the carry case study's "carry layer".
+:func:`mechanism` builds the hypothesis (``sites`` overrides variables' sites, ``s2_rule``
+the rule for ``s2``, for variants and for :func:`carry_site`); :func:`carry_site` finds, per
+answer digit with a carry, the first residual-stream hook where a 1-dim interchange of the carry
+into its place holds: the carry case study's "carry layer" (measured: ``blocks.1.hook_resid_mid``
+for places 2 and 1; place 3's carry, the answer ``s3`` itself, already passes at
+``blocks.1.hook_resid_pre`` with 0.910, see the notes).
 """
 
 from __future__ import annotations
@@ -51,9 +56,9 @@ PSEUDOCODE = """\
 T_p  = 0 if a_p+b_p <= 8, 1 if == 9, 2 if >= 10       # carry class: kill / sum-9 / make carry
 T1   = T(a1, b1)           # layer 0 at b1 (a0.1, a0.3 read a1, b1): 1 dim of resid_pre.1 @ b1
 gen0 = T(a0, b0) == 2      # layer 0 at b0 (a0.0-a0.3 read a0, b0): 1 dim of resid_pre.1 @ b0
-c2   = T1 == 2 or (T1 == 1 and gen0)   # layer-1 attention at '=' and at s3 (a1.2 reads b1, a1.0/a1.1 b0):
+c2   = T1 == 2 or (T1 == 1 and gen0)   # layer-1 attention @ 7 ('=') and @ 8 (a1.2 reads b1, a1.0/a1.1 b0):
                                        #   1 dim of resid_mid.1 @ 7 and, separately, @ 8
-c1   = gen0                            # layer-1 attention at s2 (reads b0): 1 dim of resid_mid.1 @ 9
+c1   = gen0                            # layer-1 attention @ 9 (reads b0): 1 dim of resid_mid.1 @ 9
 s3   = T2 == 2 or (T2 == 1 and c2)     # T2 from layer-0 heads @ 7 ('='); MLP 1 @ 7
 R2   = 9 + 10*s3_written if a2+b2 == 9 else BA2   # layer-0 heads @ 8, queried by the written s3
                                        #   (embed @ 8); BA_p = (a_p+b_p) % 10
@@ -202,11 +207,11 @@ def mechanism(task: Any, sites: dict[str, Site | None] | None = None, s2_rule: s
         var("c3", lambda b, T2, **c: _top(T2, c["c2@s3"]), ("T2", "c2@s3"), "carry out of place 2: the top digit s3"),
         var("s3_written", lambda b: b.inputs[:, L.answer[2]], (), "the written top digit s3 (input token)"),
         var("R2", _read_at_s3, ("s3_written",),
-            "place 2 read at s3: base add, a sum-9 pair settled by the written s3 (9 + 10 s3)"),
-        var("c2@s2", _lookahead, ("T1", "gen0"), "carry into place 2, gathered again at s3"),
-        var("BA1", _base_add(1), (), "base add of place 1, read at s2"),
-        var("c1@s1", lambda b, gen0: gen0, ("gen0",), "carry into place 1, gathered at s2"),
-        var("BA0", _base_add(0), (), "base add of place 0, read at s1"),
+            "place 2 read at 8 (predicting s2): base add, a sum-9 pair settled by the written s3 (9 + 10 s3)"),
+        var("c2@s2", _lookahead, ("T1", "gen0"), "carry into place 2, gathered again at 8 (predicting s2)"),
+        var("BA1", _base_add(1), (), "base add of place 1, read at 9 (predicting s1)"),
+        var("c1@s1", lambda b, gen0: gen0, ("gen0",), "carry into place 1, gathered at 9 (predicting s1)"),
+        var("BA0", _base_add(0), (), "base add of place 0, read at 10 (predicting s0)"),
     )
 
     def answer(batch: Any, c3: Tensor, R2: Tensor, BA1: Tensor, BA0: Tensor, **carries: Tensor) -> Tensor:
