@@ -68,6 +68,8 @@ s0   = BA0                             # BA0 from layer-0 heads @ 10
 """
 
 N_DIGITS = 3
+# the variables that are carries into a place (the case study probes carry_in where these hold)
+CARRY_VARIABLES = ("c2@s3", "c2@s2", "c1@s1")
 # the residual hooks carry_site scans, in forward order (resid_post.0 is resid_pre.1)
 CARRY_HOOKS = ("blocks.0.hook_resid_mid", "blocks.1.hook_resid_pre", "blocks.1.hook_resid_mid",
                "blocks.1.hook_resid_post")
