@@ -80,12 +80,16 @@ def sample_with_partners(task: Any, n: int, generator: torch.Generator) -> Any:
 
 
 # ---------------------------------------------------------------------- prediction inputs
-def every_list(task: Any) -> Tensor:
-    """``[V^L, L]`` the whole input space."""
-    return torch.tensor(list(itertools.product(range(task.vocab), repeat=task.length)))
+def every_list(task: Any, generator: torch.Generator, n_lists: int | None = None) -> Tensor:
+    """``[V^L, L]`` the whole input space, or ``n_lists`` rows of it drawn without replacement
+    (a quick look for tests)."""
+    lists = torch.tensor(list(itertools.product(range(task.vocab), repeat=task.length)))
+    if n_lists is None or n_lists >= len(lists):
+        return lists
+    return lists[torch.randperm(len(lists), generator=generator)[:n_lists]]
 
 
-def with_written_token(task: Any, generator: torch.Generator, direction: str) -> Any:
+def with_written_token(task: Any, generator: torch.Generator, direction: str, n_lists: int | None = None) -> Any:
     """Every list, with one written token changed (targets stay ``sorted(x)``).
 
     ``direction="lowered"``: the token at a random output position ``q = L + k`` (``k >= 1``),
@@ -96,7 +100,7 @@ def with_written_token(task: Any, generator: torch.Generator, direction: str) ->
     exists. ``metadata["changed"]``: the output index ``k`` whose query token was changed
     (``-1``: the row has no such value and is unchanged).
     """
-    lists = every_list(task)
+    lists = every_list(task, generator, n_lists)
     batch = task.build(lists)
     L, V = task.length, task.vocab
     n = len(lists)
@@ -122,14 +126,17 @@ def with_written_token(task: Any, generator: torch.Generator, direction: str) ->
                        answer_positions=batch.answer_positions, metadata=metadata)
 
 
-def all_lists(task: Any, generator: torch.Generator) -> Any:
-    return task.build(every_list(task))
+def all_lists(task: Any, generator: torch.Generator, n_lists: int | None = None) -> Any:
+    return task.build(every_list(task, generator, n_lists))
 
 
 # ---------------------------------------------------------------------- the hypothesis
-def mechanism(task: Any) -> Mechanism:
-    """The rank-readout hypothesis for a sort task of ``task.length`` values (``vocab <= 10``)."""
+def mechanism(task: Any, n_lists: int | None = None) -> Mechanism:
+    """The rank-readout hypothesis for a sort task of ``task.length`` values (``vocab <= 10``);
+    its predictions look at every list (``n_lists``: that many of them, drawn at random)."""
     L = task.length
+    if n_lists is not None and n_lists < 1:
+        raise ValueError(f"n_lists={n_lists} must be a positive number of lists, or None for all of them")
     if task.vocab > 10:
         raise ValueError(f"the sorting mechanism encodes multisets in base 10; vocab={task.vocab} must be <= 10")
     variables = []
@@ -153,14 +160,14 @@ def mechanism(task: Any) -> Mechanism:
         Prediction("a written token lowered",
                    "both count sources (position, written tokens) still give k at or below y_{k-1}: the "
                    "model writes sorted(x) everywhere; a next-larger search would restart from the lowered token",
-                   changed, "succeed", 0.9, lambda t, g: with_written_token(t, g, "lowered")),
+                   changed, "succeed", 0.9, lambda t, g: with_written_token(t, g, "lowered", n_lists)),
         Prediction("the current token raised above the answer",
                    "the position says k values are written, the tokens say k-1 at or below y_{k-1}: the two "
                    "count sources disagree and the model is unreliable there",
-                   changed, "fail", 0.9, lambda t, g: with_written_token(t, g, "raised")),
+                   changed, "fail", 0.9, lambda t, g: with_written_token(t, g, "raised", n_lists)),
         Prediction("lists with duplicates",
                    "duplicates are read by the same count (repeat v while #{x <= v} > k): no special case",
-                   lambda b, v: b.metadata["n_distinct"] < L, "succeed", 0.99, all_lists),
+                   lambda b, v: b.metadata["n_distinct"] < L, "succeed", 0.99, lambda t, g: all_lists(t, g, n_lists)),
     )
     return Mechanism(
         "sort-rank-readout", "sort", tuple(variables),
