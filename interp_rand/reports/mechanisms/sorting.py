@@ -3,27 +3,30 @@
 The model (2 layers, 4 heads, MLPs) writes ``y_k``, the ``k``-th smallest input, at output
 position ``q = L + k`` (``SEP`` for ``k = 0``, else the token ``y_{k-1}``). It does not look for
 "the smallest input larger than the current token": at ``q`` the four layer-0 heads *together*
-read the list as an order-free histogram (each head's output at ``q`` linearly holds nearly all
-ten value counts; no single head carries the answer), MLP 0 at ``q`` turns histogram and
+read the list as an order-free histogram (in the middle ranks each head's output at ``q``
+linearly holds nearly all ten value counts; one head's output moves at most half of the answers:
+the minimum rests mostly on a0.1 + a0.2, the maximum on a0.0 + a0.1, the middle ranks on all
+four), MLP 0 at ``q`` turns histogram and
 position into the ``k``-th order statistic ``min{v : #{x_i <= v} > k}`` (patching MLP 0's output
 at ``q`` from another list makes the model write *that* list's ``y_k``), and layer 1 only writes
 it out (its four heads are redundant: resampling all of them costs at most 6 points at any
 position). Duplicates need no special case: the count rule repeats ``v`` as long as
 ``#{x_i <= v} > k``.
 
-The count ``k`` has two sources in the model: the position, and the written tokens
-``y_0 .. y_{k-1}`` that the layer-0 heads also attend to (on the task's inputs both give ``k``).
-The current token is not the cue the answer is searched from. Hence the predictions, each on
-inputs built from the whole enumeration of the ``10^5`` lists:
+The layer-0 heads at ``q`` also attend to the written tokens ``y_0 .. y_{k-1}`` (on the task
+they are the ``k`` smallest inputs, a function of the list, so they are part of the same
+histogram site); attention knockouts show them a redundant second source. The current token is
+not the cue the answer is searched from. Hence the predictions, each on inputs built from the
+whole enumeration of the ``10^5`` lists (found while exploring, see the notes):
 
-- **a written token lowered** (one of ``y_0 .. y_{k-1}`` replaced by a smaller value): both
-  count sources still say "``k`` values at or below ``y_{k-1}`` are written", so the model still
-  writes ``sorted(x)`` at every position; a next-larger search would restart from the lowered
-  token;
-- **the current token raised above the answer**: the position says ``k`` but the written tokens
-  now say ``k - 1`` at or below ``y_{k-1}``: the two sources disagree, and the model is
-  predicted to be unreliable there (and, against the next-larger reading, not to jump above the
-  raised token);
+- **a written token lowered** (the token at an output position replaced by a smaller value, so
+  the current token there and a written token for every later position are wrong): the count
+  readout does not depend on it, so the model still writes ``sorted(x)`` at every position; a
+  next-larger search would restart from the lowered token;
+- **the current token raised above the answer**: on the task the current token never exceeds
+  the answer; above it, it conflicts with the count readout and the model is predicted to be
+  unreliable there (it does not follow the token upward as a next-larger search would: it
+  writes ``y_k`` or repeats ``y_{k-1}``);
 - **duplicates** are read by the same count and the model sorts them as well as distinct
   values.
 
@@ -149,7 +152,7 @@ def mechanism(task: Any, n_lists: int | None = None) -> Mechanism:
         variables.append(Variable(
             f"y_{k}", lambda b, k=k, **p: order_statistic(p[f"hist_{k}"], k, L), parents=(f"hist_{k}",),
             site=Site.of(Node("mlp", 0, position=q)),
-            description=f"the {k}-th order statistic min{{v : #{{x <= v}} > {k}}}, computed by MLP 0 at {q}"))
+            description=f"order statistic k={k}: min{{v : #{{x <= v}} > {k}}}, computed by MLP 0 at {q}"))
     readout = tuple(node for q in range(L, 2 * L)
                     for node in [Node("mlp", 1, position=q)] + [Node("head", 1, h, position=q) for h in range(4)])
 
@@ -158,12 +161,12 @@ def mechanism(task: Any, n_lists: int | None = None) -> Mechanism:
 
     predictions = (
         Prediction("a written token lowered",
-                   "both count sources (position, written tokens) still give k at or below y_{k-1}: the "
-                   "model writes sorted(x) everywhere; a next-larger search would restart from the lowered token",
+                   "the count readout does not depend on the written tokens' values: the model writes sorted(x) "
+                   "everywhere; a next-larger search would restart from the lowered token",
                    changed, "succeed", 0.9, lambda t, g: with_written_token(t, g, "lowered", n_lists)),
         Prediction("the current token raised above the answer",
-                   "the position says k values are written, the tokens say k-1 at or below y_{k-1}: the two "
-                   "count sources disagree and the model is unreliable there",
+                   "on the task the current token never exceeds the answer; above it, it conflicts with the "
+                   "count readout and the model is unreliable (it does not follow it upward as a next-larger search would)",
                    changed, "fail", 0.9, lambda t, g: with_written_token(t, g, "raised", n_lists)),
         Prediction("lists with duplicates",
                    "duplicates are read by the same count (repeat v while #{x <= v} > k): no special case",
