@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from interp_rand import progress
-from interp_rand.cli.options import at_least, output_path
+from interp_rand.cli.options import at_least, output_path, seed_option
 from interp_rand.cli.circuit import add_card_options
 from interp_rand.reports.case_study import STUDIES
 
@@ -27,9 +27,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("study", choices=STUDIES)
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     parser.add_argument("--out", type=output_path, required=True, help="output folder")
-    parser.add_argument("--seed", type=int, default=0, help="seed of every draw (default: 0)")
+    parser.add_argument("--seed", type=seed_option, default=0, help="seed of every draw (default: 0)")
     parser.add_argument("--controls", type=at_least(2), default=10, help="random control sets (default: 10)")
-    parser.add_argument("--n", type=at_least(2), default=None,
+    parser.add_argument("--n", type=at_least(2, counts="examples"), default=None,
                         help="evaluation examples (default: carry 2000, sort 4000)")
     add_card_options(parser)
     return parser
