@@ -91,6 +91,8 @@ class Bounds:
             return wrong
         if integer and abs(value) > MAX_INT:
             return f"{wrong} that fits in 64 bits (at most {MAX_INT})"
+        if math.isinf(value):
+            return None  # +inf, allowed above
         if ((self.minimum is not None and value < self.minimum) or (self.maximum is not None and value > self.maximum)
                 or (self.above is not None and value <= self.above) or (self.below is not None and value >= self.below)):
             return wrong

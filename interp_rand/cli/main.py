@@ -79,11 +79,12 @@ def user_errors() -> tuple[type[BaseException], ...]:
     return USER_ERRORS + ((trainer.TrainingDiverged,) if trainer is not None else ())
 
 
-def parse(argv: list[str]) -> argparse.Namespace:
-    """The parsed command line, every number checked (bounds, memory estimate) and ``--threads``
-    bounded by the cores, before any work and without importing torch; argument errors exit 2
-    with one line (:class:`Parser`)."""
-    parser = build_parser()
+def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
+    """The parsed command line (by ``parser``, default :func:`build_parser`'s), every number
+    checked (bounds, memory estimate) and ``--threads`` bounded by the cores, before any work
+    and without importing torch; argument errors exit 2 with one line (:class:`Parser`). The
+    parse-only entry point (the property test of the parser calls it)."""
+    parser = parser or build_parser()
     args = parser.parse_args(argv)
     memory.check(parser, args)
     if clamp(args.threads) < args.threads:
