@@ -133,7 +133,7 @@ def number(kind: type, bounds: Bounds | None = None, *, word: str | None = None,
             raise argparse.ArgumentTypeError(f"expected {allowed}, got {text!r}") from None
         wrong = bounds.problem(value, integer=integer)
         if wrong:
-            raise argparse.ArgumentTypeError(f"{wrong}{f' or {word!r}' if word is not None else ''}, got {text!r}")
+            raise argparse.ArgumentTypeError(f"{wrong}{f' or {word!r}' if word is not None else ''}, got {text.strip()}")
         return value
 
     parse.__name__ = allowed

@@ -8,7 +8,9 @@ weights, whether the run went straight through or was killed and resumed.
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import shutil
 import sys
 import time
@@ -341,10 +343,17 @@ def check_trainer_state(state: dict[str, torch.Tensor], model, generator: torch.
             foreign.append(key)
         elif entry != "step" and value.shape != params[name].shape:
             wrong.append(f"{key} {tuple(value.shape)} (parameter {tuple(params[name].shape)})")
-    if foreign or wrong:
+    # A parameter without AdamW state got no gradient; the same parameter of another layer
+    # that has state did, so a layer without any is one the optimizer's model did not have.
+    kind = functools.partial(re.sub, r"^blocks\.\d+\.", "blocks.*.")
+    stated = {key.removeprefix("adamw.").rpartition(".")[0] for key in state if key != "generator"}
+    missing = [name for name in params if name not in stated and any(kind(name) == kind(s) for s in stated)]
+    if foreign or wrong or missing:
         what = "; ".join(filter(None, [
             f"{len(foreign)} entries for parameters this model does not have ({', '.join(foreign[:3])}"
             f"{', ...' if len(foreign) > 3 else ''})" if foreign else "",
+            f"no entries for {len(missing)} of its parameters ({', '.join(missing[:3])}"
+            f"{', ...' if len(missing) > 3 else ''})" if missing else "",
             f"wrong shapes: {', '.join(wrong[:3])}{', ...' if len(wrong) > 3 else ''}" if wrong else ""]))
         raise CheckpointError(f"{file} is the optimizer state of another model: {what}; it does not match this "
                               "run's config (a trainer.safetensors copied from another run?)")
