@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 
 from interp_rand.cli.main import build_parser, parse  # noqa: E402
 
-EXAMPLES = 600
+EXAMPLES = 400
 PARSER = build_parser()
 
 
