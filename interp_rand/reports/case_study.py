@@ -126,6 +126,18 @@ class CaseStudyReport:
         return out
 
 
+def carry_layer(card: Any, carries: tuple[str, ...]) -> str | None:
+    """The residual hook where the mechanism's carry variables hold under interchange (the one
+    most of them hold at), or ``None`` when none holds: the carry study's "carry layer"."""
+    from collections import Counter
+
+    from circuits.mechanisms.card import variable_claim
+
+    held = [c.site.split("@")[0] for c in card.interchange
+            if c.variable in carries and variable_claim(c).verdict.holds]
+    return Counter(held).most_common(1)[0][0] if held else None
+
+
 def case_study_report(study: str, run: str | Path | None = None, *, seed: int = 0, n_controls: int = 10,
                       n: int | None = None, card: bool = True, card_resamples: int = 2,
                       progress: bool = False) -> CaseStudyReport:
@@ -160,6 +172,8 @@ def case_study_report(study: str, run: str | Path | None = None, *, seed: int = 
     spec = studies()[study]
     config = spec.config(seed=seed, n_controls=n_controls)
     config = dataclasses.replace(config, n_eval=n) if n else config
+    if study == "carry":
+        config = dataclasses.replace(config, probe_hook=carry_layer(mechanism.card, flagship(study).CARRY_VARIABLES))
     result = spec.run(model, task, config, progress=progress)
     claims, details = spec.claims(result), spec.details(result)
     lines = list(mechanism.lines) + ["edge-level study:"] + [c.line() for c in claims] + [summary_line(claims)] + details
@@ -181,4 +195,5 @@ def case_study_report(study: str, run: str | Path | None = None, *, seed: int = 
                            lines=lines, data=data, title=title, card=claim)
 
 
-__all__ = ["EDGE_STUDIES", "STUDIES", "STUDY_TASKS", "CaseStudyReport", "Study", "case_study_report", "studies"]
+__all__ = ["EDGE_STUDIES", "STUDIES", "STUDY_TASKS", "CaseStudyReport", "Study", "carry_layer", "case_study_report",
+           "studies"]
