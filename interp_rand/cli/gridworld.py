@@ -126,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from interp_rand.figures.first_visit import first_visit_figure
     from interp_rand.figures.html_page import write_figure
+    from interp_rand.output import write_text
 
     out = args.out or Path("reproduction") / f"gridworld-{args.scale}"
     printer = _printer(args, scale.pgpe.generations)
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
             on_log=None if printer is None else
             (lambda label, e: printer(e, f"agent {labels.index(label) + 1} of {len(labels)} ({label})")))
     markdown = experiment.table(rows)
-    (Path(out) / "comparison.md").write_text(markdown + "\n")
+    write_text(Path(out) / "comparison.md", markdown + "\n")
     figure = first_visit_figure({r["variant"]: r["first_visit_map"] for r in rows}, scale.grid.episode_steps)
     write_figure(figure, Path(out) / "first_visit.html")
     print(markdown)

@@ -11,7 +11,7 @@ A run directory holds ``checkpoints/step_XXXXXXX/`` folders, each complete in it
 
 A folder is written under a temporary name and renamed into place, so a killed run leaves
 either a whole checkpoint or none; a failed write (full disk, read-only) raises
-:class:`~interp_rand.training.write_error.RunWriteError` and leaves the earlier ones whole.
+:class:`~interp_rand.output.write_error.RunWriteError` and leaves the earlier ones whole.
 Nothing is unpickled on load: safetensors and JSON only.
 """
 
@@ -34,7 +34,8 @@ from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Task, make_task, task_names
 from interp_rand.training.checkpoint_schedule import keeps_all
 from interp_rand.training.config import TrainConfig
-from interp_rand.training.write_error import writing
+from interp_rand.output.files import folder_mode, write_json
+from interp_rand.output.write_error import writing
 from interp_rand.zoo.location import resolve_run
 
 FORMAT = "interp-rand/checkpoint"
@@ -153,11 +154,12 @@ def save_checkpoint(
     with writing("checkpoint", final, untouched):
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
+        os.chmod(tmp, folder_mode())  # mkdtemp's 0700 would outlive the rename: the umask's mode
         old = final.with_name(f".tmp-old-{final.name}")
         try:
             save_file(_contiguous(model_state), tmp / MODEL_FILE)
             save_file(_contiguous(trainer_state), tmp / TRAINER_FILE)
-            (tmp / META_FILE).write_text(json.dumps(meta, indent=2))
+            write_json(tmp / META_FILE, meta)
             for name in (MODEL_FILE, TRAINER_FILE, META_FILE):
                 with open(tmp / name, "rb") as handle:
                     os.fsync(handle.fileno())

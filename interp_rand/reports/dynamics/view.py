@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from interp_rand.output.files import finite_or_none  # noqa: F401 (the one strict-JSON cleaner; re-exported)
 from interp_rand.registry import Registry
 
 # one checkpoint's quantities: "group/label" -> value
@@ -46,18 +47,6 @@ class Threshold:
     def settled(self, rows: Iterable[Mapping[str, Any]], key: str, at: str = "step") -> Any:
         """:func:`settled_step` of ``key`` under this threshold."""
         return settled_step(rows, key, self.value, self.rising, strict=self.strict, at=at)
-
-
-def finite_or_none(value: Any) -> Any:
-    """``value`` with every NaN or infinite float replaced by ``None``, recursively through
-    dicts, lists and tuples (strict JSON for the replay and sweep tables)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: finite_or_none(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite_or_none(v) for v in value]
-    return value
 
 
 def _past(x: float, value: float, rising: bool, strict: bool) -> bool:

@@ -1,7 +1,11 @@
-"""One writer per run folder: an exclusive ``flock`` on ``RUN/run.lock``, held for the whole run.
+"""One writer per output folder: an exclusive ``flock`` on ``FOLDER/run.lock``, held for the whole run.
 
-Every command that writes a run folder (``train``, the grid world's ``run_variant``) holds
-:func:`run_lock` while it writes. ``run.lock`` records the holder as JSON (pid, host, start
+Every command that writes a folder (``train``, the grid world's ``run_variant``, and through
+:func:`interp_rand.output.folder.claim` every command that writes results) holds
+:func:`run_lock` while it writes. Within one process the lock is re-entrant: a writer that
+holds a folder's lock may enter it again (a command's claim, then the library's write).
+``run.lock`` is opened with ``O_NOFOLLOW``: a symbolic link there is refused, never written
+through. ``run.lock`` records the holder as JSON (pid, host, start
 time, command); a second writer is refused with :class:`RunLocked` naming it::
 
     runs/sort is in use by another writer: pid 4242 on host-a since 2025-01-31 14:02:11 (interp-rand train sort); ...
@@ -30,9 +34,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from interp_rand.training.write_error import RunWriteError, make_run_folder, reason, writing
+from interp_rand.output.write_error import RunWriteError, make_run_folder, reason, writing
 
 LOCK_FILE = "run.lock"
+# {resolved folder: holder} of the locks this process holds (re-entry yields the same holder)
+_HELD: dict[Path, dict[str, Any]] = {}
 
 
 class RunLocked(OSError):
@@ -71,9 +77,19 @@ def run_lock(run_dir: str | Path, command: str | None = None,
     """
     run_dir = Path(run_dir)
     make_run_folder(run_dir)
+    key = run_dir.resolve()
+    if key in _HELD:  # this process holds it already
+        yield _HELD[key]
+        return
     path = run_dir / LOCK_FILE
-    with writing("the lock file", path):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as err:
+        if os.path.islink(path):
+            raise RunWriteError(f"{path} is a symbolic link (to {os.readlink(path)}); refusing to write "
+                                f"through it: remove it, or write into another folder (--out)", err.errno) from None
+        with writing("the lock file", path):
+            raise
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -95,9 +111,11 @@ def run_lock(run_dir: str | Path, command: str | None = None,
                   "command": command if command is not None else shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])}
         with writing("the lock file", path):
             _write(fd, json.dumps(holder) + "\n")
+        _HELD[key] = holder
         try:
             yield holder
         finally:
+            del _HELD[key]
             try:
                 _write(fd, "")
             except OSError:

@@ -17,7 +17,7 @@ from interp_rand.gridworld.experiment import run_variant
 from interp_rand.tasks import SortTask
 from interp_rand.training import RunLocked, RunWriteError, TrainConfig, load_checkpoint, run_lock, train
 from interp_rand.training.checkpoint import list_checkpoints
-from interp_rand.training.run_lock import LOCK_FILE
+from interp_rand.output.lock import LOCK_FILE
 
 REPO = Path(__file__).resolve().parents[3]
 TASK = SortTask(length=4, vocab=8)
@@ -29,7 +29,7 @@ TINY_GRID = GridworldScale(
 # Takes the lock, says so on stdout, then holds it until stdin closes (or it is killed).
 _HOLDER = """
 import sys
-from interp_rand.training.run_lock import run_lock
+from interp_rand.output.lock import run_lock
 with run_lock(sys.argv[1], command="holder-for-test"):
     print("locked", flush=True)
     sys.stdin.read()
