@@ -177,7 +177,7 @@ def replace_files(folder: str | Path, names: Iterable[str], command: str | None 
     write, Ctrl-C) leaves the folder as it was. Holds ``folder``'s lock (re-entrant: a
     :func:`claim` of this process already holds it)."""
     folder, names = Path(folder), tuple(names)
-    with run_lock(folder, command):
+    with run_lock(folder, command, reentrant=True):
         recover(folder)
         for name in names:
             refuse_link(folder / name)

@@ -2,8 +2,9 @@
 
 Every command that writes a folder (``train``, the grid world's ``run_variant``, and through
 :func:`interp_rand.output.folder.claim` every command that writes results) holds
-:func:`run_lock` while it writes. Within one process the lock is re-entrant: a writer that
-holds a folder's lock may enter it again (a command's claim, then the library's write).
+:func:`run_lock` while it writes. A second ``run_lock`` of a held folder is refused, in this
+process too, unless it asks to be ``reentrant`` from the thread that holds it (a command's
+claim, then the library's write of the same folder).
 ``run.lock`` is opened with ``O_NOFOLLOW``: a symbolic link there is refused, never written
 through. ``run.lock`` records the holder as JSON (pid, host, start
 time, command); a second writer is refused with :class:`RunLocked` naming it::
@@ -28,6 +29,7 @@ import os
 import shlex
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -37,8 +39,8 @@ from typing import Any
 from interp_rand.output.write_error import RunWriteError, make_run_folder, reason, writing
 
 LOCK_FILE = "run.lock"
-# {resolved folder: holder} of the locks this process holds (re-entry yields the same holder)
-_HELD: dict[Path, dict[str, Any]] = {}
+# {resolved folder: (holder, thread id)} of the locks this process holds
+_HELD: dict[Path, tuple[dict[str, Any], int]] = {}
 
 
 class RunLocked(OSError):
@@ -66,10 +68,11 @@ def describe(holder: dict[str, Any]) -> str:
 
 @contextmanager
 def run_lock(run_dir: str | Path, command: str | None = None,
-             notify: Callable[[str], None] = _say) -> Iterator[dict[str, Any]]:
+             notify: Callable[[str], None] = _say, reentrant: bool = False) -> Iterator[dict[str, Any]]:
     """Hold the run folder's lock (creating the folder) for the ``with`` block; yields what
     ``run.lock`` records of this holder. ``command`` defaults to this process's command line;
-    ``notify`` receives the one line said when a dead holder's lock is taken over.
+    ``notify`` receives the one line said when a dead holder's lock is taken over;
+    ``reentrant``: a lock this thread holds already is entered again (and left held).
 
     Raises:
         RunLocked: another live process holds it (the message names its pid and start time).
@@ -78,8 +81,8 @@ def run_lock(run_dir: str | Path, command: str | None = None,
     run_dir = Path(run_dir)
     make_run_folder(run_dir)
     key = run_dir.resolve()
-    if key in _HELD:  # this process holds it already
-        yield _HELD[key]
+    if reentrant and key in _HELD and _HELD[key][1] == threading.get_ident():
+        yield _HELD[key][0]
         return
     path = run_dir / LOCK_FILE
     try:
@@ -111,7 +114,7 @@ def run_lock(run_dir: str | Path, command: str | None = None,
                   "command": command if command is not None else shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])}
         with writing("the lock file", path):
             _write(fd, json.dumps(holder) + "\n")
-        _HELD[key] = holder
+        _HELD[key] = (holder, threading.get_ident())
         try:
             yield holder
         finally:
