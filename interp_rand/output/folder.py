@@ -31,12 +31,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from interp_rand.output.files import is_temporary, refuse_link, write_json
+from interp_rand.output.files import folder_mode, is_temporary, refuse_link, write_json
 from interp_rand.output.lock import LOCK_FILE, run_lock
 from interp_rand.output.paths import OutputError, check_output
 from interp_rand.output.write_error import writing
 
 STAGE_PREFIX = ".tmp-stage-"
+OLD_PREFIX = ".tmp-old-"  # a folder replace_folder() moved aside
 COMMIT_FILE = ".commit.json"  # inside a staging folder: the renames decided on
 
 
@@ -204,5 +205,57 @@ def replace_files(folder: str | Path, names: Iterable[str], command: str | None 
             claimed.written += [n for n in written if n not in claimed.written]
 
 
-__all__ = ["COMMIT_FILE", "Claim", "OutputError", "STAGE_PREFIX", "claim", "kept", "recover", "replace_files",
-           "session"]
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def replace_folder(final: str | Path) -> Iterator[Path]:
+    """Yield a new folder beside ``final`` to fill (a checkpoint's ``step_N``, a zoo model);
+    when the block ends its files are fsynced and it becomes ``final``: an old ``final`` is
+    moved aside first and removed after, so a killed writer leaves one of the two whole
+    (:func:`recover_folders` puts it back). An exception in the block leaves ``final`` as it
+    was. The folder gets the umask's mode (not ``mkdtemp``'s ``0o700``)."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
+    old = final.with_name(f"{OLD_PREFIX}{final.name}")
+    try:
+        os.chmod(tmp, folder_mode())
+        yield tmp
+        for path in sorted(tmp.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                _fsync(path)
+        with _signals_wait():
+            if final.exists():  # the same folder again: move the old one aside, never delete it first
+                shutil.rmtree(old, ignore_errors=True)
+                os.rename(final, old)
+                os.rename(tmp, final)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.rename(tmp, final)
+        _fsync(final.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old.exists() and not final.exists():
+            os.rename(old, final)
+        raise
+
+
+def recover_folders(parent: str | Path) -> None:
+    """What killed :func:`replace_folder` s left in ``parent``: an old folder moved aside whose
+    replacement never arrived is put back; a half-filled new one is removed."""
+    for stray in Path(parent).glob(".tmp-*"):
+        kept = stray.with_name(stray.name[len(OLD_PREFIX):])
+        if stray.name.startswith(OLD_PREFIX) and not kept.exists():
+            stray.rename(kept)  # killed between the two renames: the old folder is the good one
+        else:
+            shutil.rmtree(stray, ignore_errors=True)
+
+
+__all__ = ["COMMIT_FILE", "Claim", "OLD_PREFIX", "OutputError", "STAGE_PREFIX", "claim", "kept", "recover",
+           "recover_folders", "replace_files", "replace_folder", "session"]

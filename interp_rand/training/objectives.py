@@ -30,7 +30,8 @@ class Objective(Protocol):
 
     def check(self, task: Task) -> None:
         """``ValueError`` (one line) if this objective cannot train ``task``; the trainer asks
-        before any work (before the run folder is locked)."""
+        before any work (before the run folder is locked). Optional: an objective without it
+        takes every task."""
         ...
 
     def __call__(

@@ -9,7 +9,6 @@ weights, whether the run went straight through or was killed and resumed.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from interp_rand.training.objectives import fixed_seeds_if_asked, make_objective
 from interp_rand.output.lock import run_lock
 from interp_rand.training.schedule import warmup_cosine
 from interp_rand.output.files import append_line, json_text, write_text
+from interp_rand.output.folder import recover_folders
 
 # The evaluation set's generator is offset from the training seed so the two streams differ.
 _EVAL_SEED_OFFSET = 1_000_003
@@ -101,7 +101,8 @@ def train(
     cfg = train_config
     spec = RunSpec(task.name, task.config_dict(), model_config, cfg)
     objective = make_objective(cfg)
-    objective.check(task)  # before the lock and the progress bar: a refusal costs nothing
+    if hasattr(objective, "check"):  # before the lock and the progress bar: a refusal costs nothing
+        objective.check(task)
     model = HookedTransformer(model_config, seed=cfg.seed)
     check_model_fits_task(model, task)
     model.train()
@@ -262,12 +263,7 @@ def _refuse_existing(run_dir: Path) -> tuple[int, None]:
 def _resume(run_dir: Path, spec: RunSpec, model, optimizer, generator: torch.Generator) -> tuple[int, Path | None]:
     """Load the newest checkpoint into the model, optimizer and generator; return its step and
     folder (``0, None``: nothing to resume)."""
-    for stray in (run_dir / "checkpoints").glob(".tmp-*"):
-        kept = stray.with_name(stray.name[len(".tmp-old-"):])
-        if stray.name.startswith(".tmp-old-") and not kept.exists():
-            stray.rename(kept)  # a save killed between its two renames: the old checkpoint is the good one
-        else:
-            shutil.rmtree(stray, ignore_errors=True)  # the half-written folder of a killed save
+    recover_folders(run_dir / "checkpoints")  # what a save killed mid-way left
     found = latest_checkpoint(run_dir)
     if found is None:
         return 0, None
