@@ -132,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"interp-rand {args.command}: error: {message}", file=sys.stderr)
             return 2
         except KeyboardInterrupt as err:
+            if output_folder.nested():  # a command run by another (the demo's tour): the outer one says it
+                raise
             # Ctrl-C or SIGTERM: one line, no traceback; exit 128 + signal (training saved a checkpoint first)
             print(interrupt_line(args.command, argv, err, time.perf_counter() - began), file=sys.stderr)
             return getattr(err, "exit_code", 130)

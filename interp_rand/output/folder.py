@@ -100,6 +100,11 @@ def claim(path: str | Path, names: Iterable[str] = (), kind: str = "folder", opt
     return path
 
 
+def nested() -> bool:
+    """Whether the current session runs inside another (a command run by a command)."""
+    return len(_SESSION) > 1
+
+
 def kept() -> str:
     """What the current session's claimed folders hold, for the line an interrupt prints."""
     claims = _SESSION[-1][1] if _SESSION else []
@@ -257,5 +262,5 @@ def recover_folders(parent: str | Path) -> None:
             shutil.rmtree(stray, ignore_errors=True)
 
 
-__all__ = ["COMMIT_FILE", "Claim", "OLD_PREFIX", "OutputError", "STAGE_PREFIX", "claim", "kept", "recover",
+__all__ = ["COMMIT_FILE", "Claim", "OLD_PREFIX", "OutputError", "STAGE_PREFIX", "claim", "kept", "nested", "recover",
            "recover_folders", "replace_files", "replace_folder", "session"]
