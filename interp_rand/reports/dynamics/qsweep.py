@@ -44,7 +44,8 @@ from interp_rand.defaults import DEFAULT_SEED
 # registers the analyses and their THRESHOLDS, which the summaries read even when every run
 # was finished before (and nothing else imported it)
 from interp_rand.reports.dynamics import randomness  # noqa: F401
-from interp_rand.reports.dynamics.view import Threshold, finite_or_none
+from interp_rand.output.files import finite_or_none
+from interp_rand.reports.dynamics.view import Threshold
 
 # the paper's sweep (issue 17)
 QS: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 100.0)

@@ -31,7 +31,8 @@ from interp_rand import progress as _progress
 from interp_rand.defaults import DEFAULT_SEED
 # each analysis module registers its analyses on import
 from interp_rand.reports.dynamics import analyses as _analyses, progress as _measures, randomness as _seeds  # noqa: F401
-from interp_rand.reports.dynamics.view import DYNAMICS_ANALYSES, THRESHOLDS, Threshold, finite_or_none, open_view
+from interp_rand.output.files import finite_or_none
+from interp_rand.reports.dynamics.view import DYNAMICS_ANALYSES, THRESHOLDS, Threshold, open_view
 
 FORMAT = "interp-rand/replay"
 TABLE_FILE = "replay.json"

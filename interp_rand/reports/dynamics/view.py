@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from interp_rand.output.files import finite_or_none  # noqa: F401 (the one strict-JSON cleaner; re-exported)
 from interp_rand.registry import Registry
 
 # one checkpoint's quantities: "group/label" -> value
@@ -136,5 +135,5 @@ DYNAMICS_ANALYSES: Registry[Callable[..., Measures]] = Registry("dynamics analys
 # analysis name -> the thresholds its crossing steps are reported for
 THRESHOLDS: dict[str, tuple[Threshold, ...]] = {}
 
-__all__ = ["DYNAMICS_ANALYSES", "THRESHOLDS", "CheckpointView", "Measures", "Threshold", "crossing_step", "finite_or_none", "open_view",
+__all__ = ["DYNAMICS_ANALYSES", "THRESHOLDS", "CheckpointView", "Measures", "Threshold", "crossing_step", "open_view",
            "settled_step"]
