@@ -48,6 +48,7 @@ class Claim:
     folder: Path
     names: tuple[str, ...]
     created: bool
+    keeps: str = ""
     written: list[str] = field(default_factory=list)
 
 
@@ -81,11 +82,12 @@ def _remove_unused(claims: list[Claim]) -> None:
 
 
 def claim(path: str | Path, names: Iterable[str] = (), kind: str = "folder", option: str = "--out",
-          command: str | None = None) -> Path:
+          command: str | None = None, keeps: str = "") -> Path:
     """Check ``path`` (a folder the output ``names`` go into, or with ``kind="file"`` the one
     file) and take its folder's lock until the :func:`session` ends; returns ``path``. Call it
     before any work: every refusal is one line (:class:`OutputError`,
-    :class:`~interp_rand.output.lock.RunLocked`)."""
+    :class:`~interp_rand.output.lock.RunLocked`). ``keeps``: what else the command keeps when
+    stopped half-way (a sweep's finished runs), said by :func:`kept`."""
     if not _SESSION:
         raise RuntimeError("claim() outside an output session()")
     path = check_output(path, kind, option)
@@ -96,7 +98,7 @@ def claim(path: str | Path, names: Iterable[str] = (), kind: str = "folder", opt
     stack, claims = _SESSION[-1]
     stack.enter_context(run_lock(folder, command))
     recover(folder)
-    claims.append(Claim(folder, names, created))
+    claims.append(Claim(folder, names, created, keeps))
     return path
 
 
@@ -115,7 +117,9 @@ def kept() -> str:
         if c.written:
             parts.append(f"{c.folder}: {', '.join(c.written)} written whole")
         else:
-            parts.append(f"nothing was written to {c.folder} (its files are as they were)")
+            parts.append(f"no {', '.join(c.names)} written to {c.folder} (what was there is unchanged)")
+        if c.keeps:
+            parts.append(c.keeps)
     return "; ".join(parts)
 
 

@@ -112,7 +112,8 @@ def test_ctrl_c_names_what_was_kept_and_the_command_that_redoes_it(tmp_path, cap
     code, err = run(["circuit", "zoo:sort", "--out", str(out)], capsys)
     assert code == 130 and len(err) == 1
     assert err[0].startswith("interp-rand circuit: interrupted by SIGINT after 0 s; ")
-    assert f"nothing was written to {out} (its files are as they were)" in err[0]
+    assert f"no circuit.json, circuit.graphml, circuit.dot, faithfulness.json, circuit.html, card.json, card.html " \
+           f"written to {out} (what was there is unchanged)" in err[0]
     assert err[0].endswith(f"redo with: interp-rand circuit zoo:sort --out {out}")
     assert sorted(p.name for p in out.iterdir()) == ["circuit.json", LOCK_FILE]
     assert (out / "circuit.json").read_text() == "earlier"
@@ -137,7 +138,8 @@ def test_an_interrupted_replay_leaves_no_json_without_its_html(tmp_path, capsys,
     assert run(["replay", str(tmp_path), "--out", str(out)], capsys)[0] == 0
     first = {p.name: p.read_bytes() for p in out.iterdir()}
     code, err = run(["replay", str(tmp_path), "--out", str(out), "--n", "64"], capsys)
-    assert code == 130 and len(err) == 1 and "nothing was written to" in err[0] and "redo with: interp-rand replay" in err[0]
+    assert code == 130 and len(err) == 1 and f"no replay.json, replay.html written to {out}" in err[0]
+    assert "redo with: interp-rand replay" in err[0]
     assert {p.name: p.read_bytes() for p in out.iterdir()} == first  # the earlier pair, whole
     assert json.loads(first["replay.json"])["run"] == "r"
 

@@ -110,12 +110,14 @@ def test_a_claim_is_released_with_its_session_and_an_unused_folder_removed(tmp_p
     with session():
         claim(tmp_path / "new", FILES)
         assert (tmp_path / "new" / LOCK_FILE).exists()
-        assert kept() == f"nothing was written to {tmp_path / 'new'} (its files are as they were)"
+        assert kept() == (f"no circuit.json, circuit.html, card.json, card.html written to {tmp_path / 'new'} "
+                          "(what was there is unchanged)")
     assert not (tmp_path / "new").exists()  # a refused or interrupted command leaves no empty folder
     with session():
-        claim(tmp_path / "used", FILES)
+        claim(tmp_path / "used", FILES, keeps="the runs under used are kept")
         write_output(tmp_path / "used", "run1")  # the library's write re-enters the claim's lock
-        assert kept() == f"{tmp_path / 'used'}: card.html, card.json, circuit.html, circuit.json written whole"
+        assert kept() == (f"{tmp_path / 'used'}: card.html, card.json, circuit.html, circuit.json written whole; "
+                          "the runs under used are kept")
     with run_lock(tmp_path / "used", notify=pytest.fail):  # released cleanly
         pass
 
