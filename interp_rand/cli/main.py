@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = use_threads(args.threads) if getattr(args, "uses_torch", True) else contextlib.nullcontext()
     began = time.perf_counter()
     # the session: every output folder a command claims is locked until it returns
-    with output.session():
+    with output.session(shlex.join(["interp-rand", *argv])):
         try:
             with threads, progress.scope(args.command), _sigterm_stops():
                 return args.run(args)

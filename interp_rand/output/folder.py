@@ -34,7 +34,7 @@ from pathlib import Path
 from interp_rand.output.files import folder_mode, is_temporary, refuse_link, write_json
 from interp_rand.output.lock import LOCK_FILE, run_lock
 from interp_rand.output.paths import OutputError, check_output
-from interp_rand.output.write_error import writing
+from interp_rand.output.write_error import RunWriteError, writing
 
 STAGE_PREFIX = ".tmp-stage-"
 OLD_PREFIX = ".tmp-old-"  # a folder replace_folder() moved aside
@@ -52,16 +52,17 @@ class Claim:
     written: list[str] = field(default_factory=list)
 
 
-_SESSION: list[tuple[contextlib.ExitStack, list[Claim]]] = []
+_SESSION: list[tuple[contextlib.ExitStack, list[Claim], str | None]] = []
 
 
 @contextlib.contextmanager
-def session() -> Iterator[list[Claim]]:
-    """The scope of one command: the locks its :func:`claim` s take are released at the end,
-    and a folder a claim created and nothing was written into is removed again."""
+def session(command: str | None = None) -> Iterator[list[Claim]]:
+    """The scope of one command (``command``: its command line, which ``run.lock`` records):
+    the locks its :func:`claim` s take are released at the end, and a folder a claim created
+    and nothing was written into is removed again."""
     claims: list[Claim] = []
     with contextlib.ExitStack() as stack:
-        _SESSION.append((stack, claims))
+        _SESSION.append((stack, claims, command))
         try:
             yield claims
         finally:
@@ -95,8 +96,8 @@ def claim(path: str | Path, names: Iterable[str] = (), kind: str = "folder", opt
     for name in names:
         refuse_link(folder / name)
     created = not folder.exists()
-    stack, claims = _SESSION[-1]
-    stack.enter_context(run_lock(folder, command))
+    stack, claims, session_command = _SESSION[-1]
+    stack.enter_context(run_lock(folder, command or session_command))
     recover(folder)
     claims.append(Claim(folder, names, created, keeps))
     return path
@@ -195,7 +196,11 @@ def replace_files(folder: str | Path, names: Iterable[str], command: str | None 
             stage = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=folder))
         committed = False
         try:
-            yield stage
+            try:
+                yield stage
+            except RunWriteError as err:  # name the file as the user knows it, not its staged copy
+                raise RunWriteError(str(err).replace(f"{stage}{os.sep}", f"{folder}{os.sep}").replace(
+                    "an earlier file there is untouched", "the earlier files there are untouched"), err.errno) from err
             written = sorted(p.name for p in stage.iterdir())
             unexpected = sorted(set(written) - set(names))
             if unexpected:

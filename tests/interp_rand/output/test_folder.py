@@ -60,9 +60,11 @@ def test_a_full_disk_mid_write_leaves_card_and_circuit_files_byte_for_byte(tmp_p
     write_output(tmp_path, "run1")
     before = snapshot(tmp_path)
     fill_disk_after(monkeypatch, 4000)  # the first staged file fits, the second fills the disk
-    with pytest.raises(RunWriteError, match="No space left on device"):
+    with pytest.raises(RunWriteError) as err:
         write_output(tmp_path, "run2")
     monkeypatch.undo()
+    assert str(err.value) == (f"could not write the file {tmp_path / 'circuit.html'}: No space left on device (ENOSPC); "
+                              "the earlier files there are untouched")  # the file named as the user knows it
     assert snapshot(tmp_path) == before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]  # the staging folder removed
 
