@@ -25,7 +25,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from interp_rand.output.paths import OutputError
+from interp_rand.output.paths import refuse_link
 from interp_rand.output.write_error import writing
 
 # The note :func:`write_json` adds to a top-level object when it nulled non-finite numbers.
@@ -67,13 +67,6 @@ def json_text(data: Any, indent: int | None = 2) -> str:
     if nulled and isinstance(clean, dict):
         clean[NULLED_KEY] = nulled
     return json.dumps(clean, indent=indent, allow_nan=False)
-
-
-def refuse_link(path: Path) -> None:
-    """:class:`OutputError` if ``path`` is a symbolic link (one line, naming its target)."""
-    if path.is_symlink():
-        raise OutputError(f"{path} is a symbolic link (to {os.readlink(path)}); refusing to write through it: "
-                          "remove it or choose another output")
 
 
 def _fsync_folder(folder: Path) -> None:
@@ -146,5 +139,5 @@ def is_temporary(name: str) -> bool:
     return name.startswith(_TEMP_PREFIX)
 
 
-__all__ = ["NULLED_KEY", "append_line", "finite_or_none", "folder_mode", "is_temporary", "json_text", "refuse_link",
+__all__ = ["NULLED_KEY", "append_line", "finite_or_none", "folder_mode", "is_temporary", "json_text",
            "strict_json", "write_bytes", "write_json", "write_text"]

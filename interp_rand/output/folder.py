@@ -31,9 +31,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from interp_rand.output.files import folder_mode, is_temporary, refuse_link, write_json
+from interp_rand.output.files import folder_mode, is_temporary, write_json
 from interp_rand.output.lock import LOCK_FILE, run_lock
-from interp_rand.output.paths import OutputError, check_output
+from interp_rand.output.paths import OutputError, check_output, refuse_link
 from interp_rand.output.write_error import RunWriteError, writing
 
 STAGE_PREFIX = ".tmp-stage-"

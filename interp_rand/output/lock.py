@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from interp_rand.output.paths import refuse_link
 from interp_rand.output.write_error import RunWriteError, make_run_folder, reason, writing
 
 LOCK_FILE = "run.lock"
@@ -85,14 +86,9 @@ def run_lock(run_dir: str | Path, command: str | None = None,
         yield _HELD[key][0]
         return
     path = run_dir / LOCK_FILE
-    try:
+    refuse_link(path)
+    with writing("the lock file", path):  # O_NOFOLLOW: a link put there meanwhile is refused too
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-    except OSError as err:
-        if os.path.islink(path):
-            raise RunWriteError(f"{path} is a symbolic link (to {os.readlink(path)}); refusing to write "
-                                f"through it: remove it, or write into another folder (--out)", err.errno) from None
-        with writing("the lock file", path):
-            raise
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -48,6 +48,14 @@ def _link_problem(path: Path) -> str | None:
     return None
 
 
+def refuse_link(path: Path) -> None:
+    """:class:`OutputError` if ``path`` is a symbolic link (one line, naming its target): no
+    output is ever written through one."""
+    if path.is_symlink():
+        raise OutputError(f"{path} is a symbolic link (to {os.readlink(path)}); refusing to write through it: "
+                          "remove it or choose another output")
+
+
 def check_output(path: str | Path, kind: str = "folder", option: str = "--out") -> Path:
     """``path`` as given, after checking that results can be written there (``kind``:
     ``"folder"`` to write files into, ``"file"`` to write one file); :class:`OutputError` in one
@@ -62,9 +70,8 @@ def check_output(path: str | Path, kind: str = "folder", option: str = "--out") 
                 where = "" if link == path else f" ({link} {problem})"
                 raise OutputError(f"{what} {problem if link == path else 'cannot be reached'}{where}; "
                                   "choose another path")
-    if kind == "file" and path.is_symlink():
-        raise OutputError(f"{what} is a symbolic link (to {os.readlink(path)}); refusing to write through it: "
-                          "remove it or choose another path")
+    if kind == "file":
+        refuse_link(path)
     if kind == "folder" and path.exists() and not path.is_dir():
         raise OutputError(f"{what} exists and is not a folder; give a folder (new or existing)")
     if kind == "file" and path.is_dir():
@@ -80,4 +87,4 @@ def check_output(path: str | Path, kind: str = "folder", option: str = "--out") 
     return path
 
 
-__all__ = ["OutputError", "PACKAGES", "check_output", "package_folders"]
+__all__ = ["OutputError", "PACKAGES", "check_output", "package_folders", "refuse_link"]

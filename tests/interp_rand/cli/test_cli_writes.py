@@ -167,3 +167,41 @@ def test_train_qnorm_on_a_task_without_seeds_is_refused_before_the_progress_bar(
     assert code == 2 and len(err) == 1  # no progress bar before it
     assert "objective 'qnorm' needs a task with a seed channel; task 'sort' has none" in err[0]
     assert not (tmp_path / "r").exists()  # and no run.lock left
+
+
+# command -> (argv with OUT for a valid output folder, a file of its output, the expensive call)
+CLAIMS = {
+    "eval": (["eval", "zoo:sort", "--out", "OUT"], "eval.json", "interp_rand.reports.evaluation.evaluation_report"),
+    "circuit": (["circuit", "zoo:sort", "--out", "OUT"], "card.json", "interp_rand.reports.circuit.circuit_report"),
+    "compare": (["compare", "zoo:sort", "zoo:sort", "--out", "OUT"], "comparison.json",
+                "interp_rand.reports.compare.compare_report"),
+    "ground-truth": (["ground-truth", "--out", "OUT"], "ground_truth.html",
+                     "circuits.analyses.ground_truth.ground_truth_suite"),
+    "randomness": (["randomness", "zoo:recall-Aq_R", "--out", "OUT"], "randomness.html",
+                   "interp_rand.reports.randomness.randomness_report"),
+    "case-study": (["case-study", "sort", "zoo:sort", "--out", "OUT"], "mechanism.json",
+                   "interp_rand.reports.case_study.case_study_report"),
+    "replay": (["replay", "zoo:sort", "--out", "OUT"], "replay.html", "interp_rand.reports.dynamics.replay.replay"),
+    "qsweep": (["qsweep", "recall", "--out", "OUT"], "qsweep.json", "interp_rand.reports.dynamics.qsweep.q_sweep"),
+    "reproduce": (["reproduce", "recall", "--out", "OUT"], "reproduction.md", "interp_rand.reproduce.reproduce"),
+    "demo": (["demo", "--out", "OUT"], "index.html", "interp_rand.demo.run_tour"),
+    "report": (["report", "OUT"], "report.html", "probes.report.report_from_run"),  # the default: RUN_DIR/report.html
+    "curve": (["curve", "OUT"], "training_curve.html", "interp_rand.cli.curve.read_metrics"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(CLAIMS))
+def test_every_writing_command_claims_its_output_before_any_work(command, tmp_path, capsys, never):
+    # a link at one file of the command's output, in a folder otherwise fine: refused by the
+    # command's claim (so every command claims, with its own file names), before the work
+    argv, name, expensive = CLAIMS[command]
+    calls = never(*expensive.rsplit(".", 1))
+    out = tmp_path / "out"
+    out.mkdir()
+    target = tmp_path / "target"
+    target.write_text("untouched")
+    (out / name).symlink_to(target)
+    code, err = run([a.replace("OUT", str(out)) for a in argv], capsys)
+    assert code == 2 and err[-1].endswith(f"{out / name} is a symbolic link (to {target}); refusing to write through "
+                                          "it: remove it or choose another output"), err
+    assert calls == [] and target.read_text() == "untouched"

@@ -53,7 +53,7 @@ def test_a_file_output_is_never_a_folder_or_a_link(tmp_path):
     (tmp_path / "link.html").symlink_to(tmp_path / "t.html")
     with pytest.raises(OutputError, match="is a folder; give a file name"):
         check_output(tmp_path, "file")
-    with pytest.raises(OutputError, match="link.html is a symbolic link .*refusing to write through it"):
+    with pytest.raises(OutputError, match="link.html is a symbolic link .*refusing to write through it: remove"):
         check_output(tmp_path / "link.html", "file")
 
 
