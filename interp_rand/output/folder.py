@@ -16,11 +16,15 @@ output is checked not to be a symbolic link, and the folder's ``run.lock`` is ta
 writer per folder, as ``train`` does; a second gets a one-line error). The claims live until the
 command's :func:`session` ends; :func:`kept` says, after an interrupt, what each claimed folder
 holds.
+
+:func:`replace_folder` replaces a whole folder (a checkpoint's ``step_N``, a zoo model) by a
+new one filled beside it; :func:`recover_folders` undoes what a killed one left.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -160,12 +164,10 @@ def recover(folder: Path, say=lambda line: print(line, file=sys.stderr, flush=Tr
     if not folder.is_dir():
         return
     for entry in sorted(folder.iterdir()):
-        if not is_temporary(entry.name) or entry.is_symlink():
-            continue
+        if not is_temporary(entry.name) or entry.is_symlink() or entry.name.startswith(OLD_PREFIX):
+            continue  # an old folder moved aside is recover_folders()'s: it may be the good copy
         record_path = entry / COMMIT_FILE
         if entry.name.startswith(STAGE_PREFIX) and record_path.is_file():
-            import json
-
             try:
                 record = json.loads(record_path.read_text())
                 with writing("the output folder", folder):

@@ -5,14 +5,16 @@ record is finished by the next; a claim refuses links and a second writer before
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
 from faults import fill_disk_after
 
 from interp_rand.output import claim, replace_files, session, write_json, write_text
-from interp_rand.output.files import json_text
-from interp_rand.output.folder import COMMIT_FILE, STAGE_PREFIX, kept, recover
+from interp_rand.output.files import folder_mode, json_text
+from interp_rand.output.folder import (COMMIT_FILE, OLD_PREFIX, STAGE_PREFIX, kept, recover, recover_folders,
+                                       replace_folder)
 from interp_rand.output.lock import LOCK_FILE, RunLocked, run_lock
 from interp_rand.output.paths import OutputError
 from interp_rand.output.write_error import RunWriteError
@@ -129,3 +131,19 @@ def test_only_the_outputs_files_may_be_staged(tmp_path):
         with replace_files(tmp_path, FILES) as stage:
             write_json(stage / "other.json", {})
     assert os.listdir(tmp_path) == [LOCK_FILE]
+
+
+def test_a_whole_folder_is_replaced_or_left_and_a_killed_swap_is_undone(tmp_path):
+    final = tmp_path / "step_0000010"
+    with replace_folder(final) as new:
+        write_text(new / "model.safetensors", "one")
+    assert stat.S_IMODE(final.stat().st_mode) == folder_mode() != 0o700  # not mkdtemp's mode
+    with pytest.raises(KeyboardInterrupt), replace_folder(final) as new:
+        write_text(new / "model.safetensors", "two")
+        raise KeyboardInterrupt
+    assert (final / "model.safetensors").read_text() == "one" and sorted(os.listdir(tmp_path)) == [final.name]
+    final.rename(tmp_path / f"{OLD_PREFIX}{final.name}")  # a writer killed between its two renames
+    (tmp_path / ".tmp-step_0000010-half").mkdir()  # and a half-filled new one
+    recover(tmp_path)  # the staged-files recovery leaves an old folder alone: it is the good copy
+    recover_folders(tmp_path)
+    assert os.listdir(tmp_path) == [final.name] and (final / "model.safetensors").read_text() == "one"
