@@ -9,7 +9,6 @@ addition models first (a few minutes) and evaluates those.
 
 from __future__ import annotations
 
-import json
 import shlex
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from interp_rand.evaluation import evaluate
 from interp_rand.figures import training_curves
 from interp_rand.figures.demo_index import demo_index, verdict_lines
 from interp_rand.figures.html_page import write_figure
+from interp_rand.output import replace_files, write_json, write_text
 from interp_rand.tasks import make_task
 from interp_rand.training import TrainConfig, train
 
@@ -52,6 +52,10 @@ TOUR: list[tuple[str, str, list[str]]] = [
 ]
 
 
+TOUR_FILES = ("tour.json", "index.html")  # the tour's own files in its folder, written together
+DEMO_FILES = ("summary.json", "training_curves.html")  # --train's
+
+
 def run_tour(out: str | Path) -> list[dict[str, Any]]:
     """Run every :data:`TOUR` command on the zoo; write ``index.html`` and ``tour.json``."""
     from interp_rand.cli.main import main
@@ -73,8 +77,9 @@ def run_tour(out: str | Path) -> list[dict[str, Any]]:
         steps.append({"folder": folder, "what": what, "command": line,
                       "seconds": round(time.perf_counter() - began, 1), "verdict": verdict[0].split()[0] if verdict
                       else None})
-    (out / "tour.json").write_text(json.dumps(steps, indent=2))
-    (out / "index.html").write_text(demo_index(out, steps), encoding="utf-8")
+    with replace_files(out, TOUR_FILES) as stage:
+        write_json(stage / "tour.json", steps)
+        write_text(stage / "index.html", demo_index(out, steps))
     print(f"\nwrote {out}; open {out / 'index.html'} for the figures")
     return steps
 
@@ -120,11 +125,12 @@ def run_demo(out: str | Path, progress: bool = True) -> dict[str, Any]:
         evaluation = evaluate(result.model, task, batch, progress=progress)
         report = {"task": task.name, "task_config": task.config_dict(), "step": result.step,
                   "train_seconds": round(result.seconds, 1), "evaluated_on": label, **evaluation.to_dict()}
-        (out / name / "eval.json").write_text(json.dumps(report, indent=2))
+        write_json(out / name / "eval.json", report)
         summary[name] = report
         histories[name] = result.history
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    write_figure(training_curves(histories), out / "training_curves.html", "training curves")
+    with replace_files(out, DEMO_FILES) as stage:
+        write_json(stage / "summary.json", summary)
+        write_figure(training_curves(histories), stage / "training_curves.html", "training curves")
     print(_table(summary))
     print(f"\nwrote runs, summary.json and training_curves.html to {out}")
     return summary

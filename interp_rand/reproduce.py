@@ -29,7 +29,6 @@ output distribution instead of argmaxed; measured in each run's evaluation as ``
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,17 +233,23 @@ def evaluate_variant(task, model, scale, config: TrainConfig, n_inputs: int | No
                            fixed=config.seed_source == "fixed")
 
 
+OUTPUT_FILES = ("reproduction.json", "reproduction.md", "reproduction.html")  # written together
+
+
 def write_outputs(task_name: str, scale_name: str, rows: list[dict[str, Any]], out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
+    """reproduction.json, reproduction.md and reproduction.html in ``out``, replaced together."""
+    from interp_rand.output import replace_files, write_json, write_text
+
     exp = experiment(task_name)
     x_key = exp.sweep_key
-    (out / "reproduction.json").write_text(json.dumps(
-        {"task": task_name, "scale": scale_name, "rows": rows, "paper": list(exp.paper_points),
-         "paper_note": exp.paper_note}, indent=2))
-    (out / "reproduction.md").write_text(table(task_name, rows))
     title = f"{task_name}: ours ({scale_name} scale) and the paper's values"
     drawn = [p for p in exp.paper_points if "bound" not in p]  # a bound is not a point
-    write_figure(reproduction_figure(aggregate(task_name, rows), drawn, x_key, title), out / "reproduction.html", title)
+    with replace_files(out, OUTPUT_FILES) as stage:
+        write_json(stage / "reproduction.json", {"task": task_name, "scale": scale_name, "rows": rows,
+                                                 "paper": list(exp.paper_points), "paper_note": exp.paper_note})
+        write_text(stage / "reproduction.md", table(task_name, rows))
+        write_figure(reproduction_figure(aggregate(task_name, rows), drawn, x_key, title), stage / "reproduction.html",
+                     title)
 
 
 def paper_value(task_name: str, row: dict[str, Any], metric: str) -> str | None:

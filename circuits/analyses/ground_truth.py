@@ -189,11 +189,12 @@ def to_html(rows: list[GroundTruthRow], title: str = "Discovery methods against 
 
 
 def write_tables(rows: list[GroundTruthRow], json_path: Any, html_path: Any) -> None:
-    """Write :func:`to_json` and :func:`to_html` of ``rows`` to the two paths."""
-    from pathlib import Path
+    """Write :func:`to_json` and :func:`to_html` of ``rows`` to the two paths (each atomically;
+    the CLI stages both with :func:`interp_rand.output.replace_files`)."""
+    from interp_rand.output import write_json, write_text
 
-    Path(json_path).write_text(json.dumps(to_json(rows), indent=2))
-    Path(html_path).write_text(to_html(rows))
+    write_json(json_path, to_json(rows))
+    write_text(html_path, to_html(rows))
 
 
 __all__ = ["COLUMNS", "SUITE_METHODS", "GroundTruthRow", "edge_auroc", "format_table", "ground_truth_suite", "known_scores",

@@ -9,6 +9,7 @@ Graph layout: nodes are keyed by :attr:`Node.name` (``a1.2@5``) with ``kind``, `
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -20,6 +21,7 @@ import networkx as nx
 from circuits.graph.architecture import Architecture, architecture
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Edge, Node
+from interp_rand.output import write_bytes, write_json, write_text
 
 FORMAT = "interp-rand-circuit/1"
 
@@ -74,9 +76,7 @@ class Circuit:
         }
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.write_text(json.dumps(self.to_dict(), indent=1))
-        return path
+        return write_json(path, self.to_dict(), indent=1)
 
     @classmethod
     def load(cls, path: str | Path, model: Any = None) -> Circuit:
@@ -113,8 +113,9 @@ class Circuit:
             raise ValueError(f"{path}: a damaged circuit file ({what})") from None
 
     def write_graphml(self, path: str | Path) -> Path:
-        nx.write_graphml(self.graph, str(path))
-        return Path(path)
+        buffer = io.BytesIO()
+        nx.write_graphml(self.graph, buffer)
+        return write_bytes(path, buffer.getvalue())
 
     def to_dot(self) -> str:
         """Graphviz DOT text: blue edges help the metric, red hurt; width by |score|."""
@@ -131,8 +132,7 @@ class Circuit:
         return "\n".join(lines) + "\n"
 
     def write_dot(self, path: str | Path) -> Path:
-        Path(path).write_text(self.to_dot())
-        return Path(path)
+        return write_text(path, self.to_dot())
 
 
 __all__ = ["FORMAT", "Circuit"]

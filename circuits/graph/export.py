@@ -33,6 +33,7 @@ from circuits.graph.circuit import Circuit
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Edge, Node
 from circuits.graph.scores import EdgeScores
+from interp_rand.output import write_json
 
 FOLDED_INTO_INPUT = ("embed", "seed", "input_mlp")
 
@@ -102,9 +103,7 @@ def to_eap_ig(model: Any, circuit: Circuit, scores: EdgeScores | None = None) ->
 
 
 def write_eap_ig(path: str | Path, model: Any, circuit: Circuit, scores: EdgeScores | None = None) -> Path:
-    path = Path(path)
-    path.write_text(json.dumps(to_eap_ig(model, circuit, scores), indent=1))
-    return path
+    return write_json(path, to_eap_ig(model, circuit, scores), indent=1)
 
 
 def from_eap_ig(data: dict[str, Any] | str | Path, model: Any) -> Circuit:

@@ -41,7 +41,10 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from interp_rand.reports.case_study import case_study_report
+    from interp_rand.output import claim
+    from interp_rand.reports.case_study import CaseStudyReport, case_study_report
+
+    claim(args.out, CaseStudyReport.FILES)
 
     with progress.scope(f"case-study {args.study}"):
         report = case_study_report(args.study, args.run_dir, seed=args.seed, n_controls=args.controls, n=args.n,

@@ -62,8 +62,10 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from interp_rand.reports.circuit import circuit_report
+    from interp_rand.output import claim
+    from interp_rand.reports.circuit import CircuitReport, circuit_report
 
+    claim(args.out, CircuitReport.FILES)
     report = circuit_report(args.run_dir, method=args.method, metric=args.metric, ablation=args.ablation, n=args.n,
                             pairs=args.pairs, seed=args.seed, top_k=args.top_k, target=args.target,
                             threshold=args.threshold, options=method_options(args, args.method),

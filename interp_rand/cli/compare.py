@@ -58,8 +58,10 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from interp_rand.reports.compare import compare_report
+    from interp_rand.output import claim
+    from interp_rand.reports.compare import ComparisonReport, compare_report
 
+    claim(args.out, ComparisonReport.FILES)
     report = compare_report(args.run_a, args.run_b, method=args.method, metric=args.metric, ablation=args.ablation,
                             top_k=args.top_k, target=args.target, n=args.n, pairs=args.pairs, seed=args.seed,
                             options=method_options(args, args.method), selection=args.selection,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from interp_rand.cli.options import output_path
+from interp_rand.cli.options import output_file
 from interp_rand.run_history import METRICS_FILE, read_metrics
 
 CURVE_FILE = "training_curve.html"
@@ -21,7 +21,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "held-out exact match and the learning rate against step.",
     )
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    parser.add_argument("--out", type=output_path, default=None,
+    parser.add_argument("--out", type=output_file, default=None,
                         help=f"output file (default: RUN_DIR/{CURVE_FILE}; zoo-output/NAME/{CURVE_FILE} for zoo:NAME)")
     parser.set_defaults(uses_torch=False)
     return parser
@@ -32,10 +32,11 @@ def run(args: argparse.Namespace) -> int:
     from interp_rand.figures.training_curve import training_curve_figure
     from interp_rand.zoo.location import output_folder, resolve_run, run_label
 
+    from interp_rand.output import claim
+
     folder = resolve_run(args.run_dir)
+    out = claim(args.out if args.out is not None else output_folder(args.run_dir, folder) / CURVE_FILE, kind="file")
     records = read_metrics(folder / METRICS_FILE)
-    out = args.out if args.out is not None else output_folder(args.run_dir, folder) / CURVE_FILE
-    out.parent.mkdir(parents=True, exist_ok=True)
     last = records[-1] if records else {}
     title = f"training curve: {run_label(args.run_dir)} ({len(records)} evaluations, last step {last.get('step', '-')})"
     write_figure(training_curve_figure(records, title), out, title)

@@ -28,8 +28,10 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from interp_rand.demo import run_demo, run_tour
+    from interp_rand.demo import DEMO_FILES, TOUR_FILES, run_demo, run_tour
+    from interp_rand.output import claim
 
+    claim(args.out, DEMO_FILES if args.train else TOUR_FILES)
     if args.train:
         run_demo(args.out, progress=not args.quiet)
     else:

@@ -37,12 +37,17 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from interp_rand.reports.evaluation import evaluation_report
-    from interp_rand.zoo.location import output_folder
+    from interp_rand.output import claim
+    from interp_rand.reports.evaluation import EVAL_FILE, SEEDED_FILE, evaluation_report
+    from interp_rand.training.checkpoint import META_FILE
+    from interp_rand.zoo.location import output_folder, resolve_run
 
+    folder = resolve_run(args.run_dir)
+    run_dir = folder.parent.parent if (folder / META_FILE).is_file() else folder  # a checkpoint folder's run
+    out = claim(output_folder(args.run_dir, run_dir, args.out), (EVAL_FILE,) + ((SEEDED_FILE,) if args.seeds else ()))
     report = evaluation_report(args.run_dir, task=args.task, n=args.n, seed=args.seed, seeds=args.seeds,
                                progress=True)
-    eval_path, seeded_path = report.write(output_folder(args.run_dir, report.run_dir, args.out))
+    eval_path, seeded_path = report.write(out)
     print(json.dumps(report.key_numbers(), indent=2))
     print(f"wrote {eval_path}")
     if seeded_path is not None:

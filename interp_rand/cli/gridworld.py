@@ -105,7 +105,12 @@ def run(args: argparse.Namespace) -> int:
     if args.gridworld_command == "eval":
         from interp_rand.figures.first_visit import first_visit_figure
         from interp_rand.figures.html_page import write_figure
+        from interp_rand.gridworld.checkpoint import load_agent
+        from interp_rand.output import claim
+        from interp_rand.zoo.location import output_folder
 
+        where = load_agent(args.path).path.parent.parent  # the metadata only: cheap
+        claim(output_folder(args.path, where, args.out), (experiment.EVALUATION_FILE, "first_visit.html"))
         summary = experiment.evaluate_run(args.path, n_seeds=args.seeds, out=args.out)
         folder = Path(summary["folder"])
         write_figure(first_visit_figure({str(args.path): summary["first_visit_map"]},
@@ -117,7 +122,9 @@ def run(args: argparse.Namespace) -> int:
     scale = _scale(args, **({"variant": args.variant} if args.gridworld_command == "train" else {}))
     num_actors = _num_actors(args)
     if args.gridworld_command == "train":
-        out = args.out or Path("runs") / f"gridworld-{scale.pgpe.variant}"
+        from interp_rand.output import check_output
+
+        out = check_output(args.out or Path("runs") / f"gridworld-{scale.pgpe.variant}")  # run_variant locks it
         with progress.scope("gridworld train"):
             summary = experiment.run_variant(scale, out, num_actors=num_actors, device=args.device,
                                              on_log=_printer(args, scale.pgpe.generations))
@@ -126,8 +133,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from interp_rand.figures.first_visit import first_visit_figure
     from interp_rand.figures.html_page import write_figure
+    from interp_rand.output import claim, write_text
 
-    out = args.out or Path("reproduction") / f"gridworld-{args.scale}"
+    out = claim(args.out or Path("reproduction") / f"gridworld-{args.scale}",
+                ("comparison.json", "comparison.md", "first_visit.html"))
     printer = _printer(args, scale.pgpe.generations)
     labels = [experiment.variant_label(v, scale.pgpe.m_seeds) for v in experiment.compared_variants(scale)]
     with progress.scope("gridworld compare"):
@@ -136,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
             on_log=None if printer is None else
             (lambda label, e: printer(e, f"agent {labels.index(label) + 1} of {len(labels)} ({label})")))
     markdown = experiment.table(rows)
-    (Path(out) / "comparison.md").write_text(markdown + "\n")
+    write_text(Path(out) / "comparison.md", markdown + "\n")
     figure = first_visit_figure({r["variant"]: r["first_visit_map"] for r in rows}, scale.grid.episode_steps)
     write_figure(figure, Path(out) / "first_visit.html")
     print(markdown)

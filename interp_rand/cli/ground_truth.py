@@ -33,9 +33,13 @@ def add_parser(commands) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from circuits.analyses.ground_truth import format_table, ground_truth_suite, write_tables
 
+    from interp_rand.output import claim, replace_files
+
+    files = ("ground_truth.json", "ground_truth.html")
+    claim(args.out, files)
     rows = ground_truth_suite(methods=tuple(args.methods), models=tuple(args.models))
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_tables(rows, args.out / "ground_truth.json", args.out / "ground_truth.html")
+    with replace_files(args.out, files) as stage:
+        write_tables(rows, *(stage / name for name in files))
     print(format_table(rows))
     print(f"wrote {args.out}/ground_truth.json, ground_truth.html")
     return 0

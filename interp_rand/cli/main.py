@@ -14,11 +14,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import shlex
+import signal
 import sys
+import time
+from collections.abc import Iterator
 
-from interp_rand import progress
+from interp_rand import output, progress
 from interp_rand.cli import memory
 from interp_rand.cli.options import at_least
+from interp_rand.output import folder as output_folder
 from interp_rand.threads import DEFAULT_THREADS, clamp, cores, use_threads
 
 # In the order `--help` lists them.
@@ -95,20 +100,66 @@ def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> arg
     return args
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM outside training: stops the command as Ctrl-C does (exit 143)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum, self.exit_code = signum, 128 + signum
+
+
+@contextlib.contextmanager
+def _sigterm_stops() -> Iterator[None]:
+    """SIGTERM raises :class:`Stopped` in the main thread (training handles it itself, at a
+    step boundary); an ignored SIGTERM stays ignored."""
+    def stop(signum, frame):
+        raise Stopped(signum)
+
+    try:
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is signal.SIG_IGN:
+            raise ValueError
+        signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread, or ignored
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupt_line(command: str, argv: list[str], err: KeyboardInterrupt, seconds: float) -> str:
+    """The one line an interrupt prints: what was interrupted, what was kept, and the command
+    that resumes (training resumes from its checkpoint) or redoes the rest."""
+    again = shlex.join(["interp-rand", *[a for a in argv if a != "--no-resume"]])
+    if hasattr(err, "resume"):  # TrainingInterrupted: its step and checkpoint
+        err.resume = f"resume with: {again}"
+        return f"interp-rand {command}: {err}"
+    name = signal.Signals(getattr(err, "signum", signal.SIGINT)).name
+    return (f"interp-rand {command}: interrupted by {name} after {seconds:.0f} s; {output_folder.kept()}; "
+            f"redo with: {again}")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse(argv)
     threads = use_threads(args.threads) if getattr(args, "uses_torch", True) else contextlib.nullcontext()
-    try:
-        with threads, progress.scope(args.command):
-            return args.run(args)
-    except Exception as err:
-        if not isinstance(err, user_errors()):
-            raise
-        message = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"interp-rand {args.command}: error: {message}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as err:
-        # Ctrl-C or SIGTERM: one line, no traceback; exit 128 + signal (training saved a checkpoint first)
-        print(f"interp-rand {args.command}: {err or 'interrupted'}", file=sys.stderr)
-        return getattr(err, "exit_code", 130)
+    began = time.perf_counter()
+    # the session: every output folder a command claims is locked until it returns
+    with output.session(shlex.join(["interp-rand", *argv])):
+        try:
+            with threads, progress.scope(args.command), _sigterm_stops():
+                return args.run(args)
+        except Exception as err:
+            if not isinstance(err, user_errors()):
+                raise
+            message = err.args[0] if isinstance(err, KeyError) and err.args else err
+            print(f"interp-rand {args.command}: error: {message}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt as err:
+            if output_folder.nested():  # a command run by another (the demo's tour): the outer one says it
+                raise
+            # Ctrl-C or SIGTERM: one line, no traceback; exit 128 + signal (training saved a checkpoint first)
+            print(interrupt_line(args.command, argv, err, time.perf_counter() - began), file=sys.stderr)
+            return getattr(err, "exit_code", 130)

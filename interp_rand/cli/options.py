@@ -8,15 +8,12 @@ docstring section, its type from the annotation; ``bool`` fields get ``--x/--no-
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import re
 from pathlib import Path
 from typing import Any
 
 from interp_rand.validation import MAX_SEED, Bounds
-
-# The installed packages: no command writes into them (``zoo build``'s default folder aside).
-PACKAGES = ("interp_rand", "circuits", "probes")
+from interp_rand.output.paths import OutputError, check_output, package_folders  # noqa: F401 (package_folders: re-exported)
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -227,27 +224,24 @@ def method_options(args: argparse.Namespace, method: str) -> dict[str, Any]:
     return options
 
 
-def package_folders() -> dict[str, Path]:
-    """``{package: folder}`` of the installed :data:`PACKAGES` (found without importing them)."""
-    folders = {}
-    for name in PACKAGES:
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.submodule_search_locations:
-            folders[name] = Path(next(iter(spec.submodule_search_locations))).resolve()
-    return folders
-
-
 def output_path(text: str) -> Path:
-    """``type=`` of every ``--out``: a path outside the installed package folders, refused while
-    parsing (one line) when it lies inside one, so results never land among the sources."""
-    path = Path(text)
-    where = path.expanduser().resolve()
-    for name, folder in package_folders().items():
-        if where == folder or folder in where.parents:
-            raise argparse.ArgumentTypeError(
-                f"{text} is inside the installed package folder {name!r} ({folder}); write outside it, "
-                f"e.g. --out out/{path.name or 'results'}")
-    return path
+    """``type=`` of every ``--out`` that names a folder: checked while parsing
+    (:func:`~interp_rand.output.paths.check_output`: outside the installed packages, not an
+    existing file, a dangling link or a link loop), so a bad path costs one line, no work."""
+    try:
+        return check_output(text, "folder")
+    except OutputError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def output_file(text: str) -> Path:
+    """``type=`` of an ``--out`` that names one file (``report``, ``curve``): as
+    :func:`output_path`, and not a folder or a symbolic link."""
+    try:
+        return check_output(text, "file")
+    except OutputError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
 
 def qk_head(text: str) -> tuple[int, int, int]:
     """``"1.2@7"`` -> ``(1, 2, 7)``: layer, head, query position (the type of ``--qk-head``)."""

@@ -74,9 +74,11 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from interp_rand.reports.dynamics.qsweep import q_sweep
+    from interp_rand.output import claim
+    from interp_rand.reports.dynamics.qsweep import QSweepResult, q_sweep
 
     out = args.out or Path("qsweep") / args.task
+    claim(out, QSweepResult.FILES, keeps=f"the runs finished or checkpointed under {out} are kept and reused")
     command = shlex.join(["interp-rand", *getattr(args, "argv", [])])
     result = q_sweep(args.task, args.qs, out, steps=args.steps, scale=args.scale, train_seed=args.train_seed,
                      n=args.n, eval_inputs=args.eval_inputs, replay=args.replay, replay_checkpoints=args.checkpoints,

@@ -34,7 +34,10 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from interp_rand.reports.randomness import randomness_report
+    from interp_rand.output import claim
+    from interp_rand.reports.randomness import RandomnessReport, randomness_report
+
+    claim(args.out, RandomnessReport.FILES)
 
     report = randomness_report(args.run_dir, args.compare, n=args.n, stored_inputs=args.stored_inputs,
                                seed=args.seed, progress=True)

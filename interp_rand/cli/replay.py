@@ -90,16 +90,18 @@ def _setting(text: str) -> tuple[str, str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from interp_rand.reports.dynamics.replay import replay
+    from interp_rand.output import claim
+    from interp_rand.reports.dynamics.replay import OUTPUT_FILES, replay
     from interp_rand.zoo.location import output_folder, resolve_run
 
     options: dict[str, dict[str, Any]] = {}
     for name, option, value in args.settings:
         options.setdefault(name, {})[option] = value
     command = "interp-rand " + shlex.join(getattr(args, "argv", sys.argv[1:]))
+    out = args.out if args.out is not None else output_folder(args.run_dir, resolve_run(args.run_dir)) / OUT_FOLDER
+    claim(out, OUTPUT_FILES)
     result = replay(args.run_dir, args.analyses, n=args.n, seed=args.seed, options=options, progress=True,
                     command=command)
-    out = args.out if args.out is not None else output_folder(args.run_dir, resolve_run(args.run_dir)) / OUT_FOLDER
     written = result.write(out)
     crossed = {key: c["text"] for key, c in result.crossings.items()}
     print(json.dumps({"run": result.run, "checkpoints": len(result.steps), "analyses": result.analyses,

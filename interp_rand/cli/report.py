@@ -11,7 +11,7 @@ from pathlib import Path
 
 from interp_rand import progress
 from interp_rand.cli import catalogue
-from interp_rand.cli.options import add_dataclass_options, add_qk_head_option, collect, output_path
+from interp_rand.cli.options import add_dataclass_options, add_qk_head_option, collect, output_file
 
 REPORT_FILE = "report.html"
 
@@ -24,7 +24,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "with controls and causal checks, and the seed channel's attribution share.",
     )
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    parser.add_argument("--out", type=output_path, default=None,
+    parser.add_argument("--out", type=output_file, default=None,
                         help=f"output file (default: RUN_DIR/{REPORT_FILE}; zoo-output/NAME/{REPORT_FILE} for zoo:NAME)")
     add_qk_head_option(parser, "add")
     parser.set_defaults(report_fields=add_dataclass_options(parser.add_argument_group("report options"),
@@ -36,14 +36,16 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from probes.report import ReportConfig, report_from_run
+    from interp_rand.output import claim
     from interp_rand.zoo.location import output_folder
     from probes.report_html import write_report
 
     began = time.perf_counter()
     config = ReportConfig(**collect(args, args.report_fields))
+    out = args.out if args.out is not None else output_folder(args.run_dir, args.run_dir) / REPORT_FILE
+    claim(out, kind="file")
     data = report_from_run(args.run_dir, config, progress=True, qk_heads=tuple(args.qk_head))
     progress.note("writing the HTML")
-    out = args.out if args.out is not None else output_folder(args.run_dir, args.run_dir) / REPORT_FILE
     path = write_report(data, out)
     size = path.stat().st_size / 1e6
     print(f"wrote {path} ({size:.1f} MB) in {time.perf_counter() - began:.1f} s")

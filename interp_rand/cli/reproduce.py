@@ -35,11 +35,13 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from interp_rand.reproduce import reproduce, table
+    from interp_rand.output import claim
+    from interp_rand.reproduce import OUTPUT_FILES, reproduce, table
 
     out = args.out or Path("reproduction") / f"{args.task}-{args.scale}"
     if args.workers is not None and args.ray_address != "local":
         raise ValueError("--workers sizes a local Ray instance: use it with --ray-address local")
+    claim(out, OUTPUT_FILES, keeps=f"the runs finished or checkpointed under {out} are kept and reused")
     rows = reproduce(args.task, args.scale, out, progress=not args.quiet, train_seeds=args.seeds,
                      ray_address=args.ray_address, workers=args.workers)
     print(table(args.task, rows))

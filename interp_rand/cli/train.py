@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
-import sys
 from pathlib import Path
 
 from interp_rand.cli import catalogue
@@ -60,18 +58,16 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from interp_rand.tasks import make_task
-    from interp_rand.training import TrainConfig, TrainingInterrupted, train
+    from interp_rand.training import TrainConfig, train
 
     task = make_task(args.task, **collect(args, args.task_fields))
     model_config = task.model_config(**collect(args, args.model_fields))
     train_config = TrainConfig(**collect(args, args.train_fields))
-    out = args.out or Path("runs") / args.task
-    try:
-        result = train(task, model_config, train_config, out, resume=not args.no_resume, progress=not args.quiet)
-    except TrainingInterrupted as err:
-        again = [a for a in getattr(args, "argv", sys.argv[1:]) if a != "--no-resume"]
-        err.resume = f"resume with: interp-rand {shlex.join(again)}"
-        raise
+    from interp_rand.output import check_output
+
+    out = check_output(args.out or Path("runs") / args.task)  # a default path checked as an explicit one
+    # an interrupt's line (with the command that resumes) is interp_rand.cli.main's
+    result = train(task, model_config, train_config, out, resume=not args.no_resume, progress=not args.quiet)
     summary = {"run_dir": str(out), "step": result.step,
                **(result.last_eval.to_dict() if result.last_eval else {})}
     summary.pop("breakdown", None)

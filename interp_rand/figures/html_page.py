@@ -66,10 +66,11 @@ def page_html(title: str, sections: Iterable[Section], *, heading: bool = True, 
 
 def write_page(path: str | Path, title: str, sections: Iterable[Section], **options: Any) -> Path:
     """Write :func:`page_html` (``options``: its keywords) to ``path`` (folders created)."""
+    from interp_rand.output import write_text
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page_html(title, sections, **options), encoding="utf-8")
-    return path
+    return write_text(path, page_html(title, sections, **options))
 
 
 def write_figure(fig: go.Figure, path: str | Path, title: str | None = None) -> Path:

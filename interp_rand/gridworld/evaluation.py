@@ -4,9 +4,6 @@ first-visit-time map and the distinct exploration routes across seeds, saved as 
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,14 +98,12 @@ def evaluate_agent(model: HookedTransformer, grid: GridConfig, n_seeds: int, see
 
 
 def save_json(data: Any, path: str | Path) -> Path:
-    """Write ``data`` as JSON atomically (temp file + rename)."""
+    """Write ``data`` as strict JSON atomically (:func:`interp_rand.output.write_json`)."""
+    from interp_rand.output import write_json
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(data, handle, indent=2)
-    os.replace(tmp, path)
-    return path
+    return write_json(path, data)
 
 
 __all__ = ["AgentEvaluation", "evaluate_agent", "lower_quantile", "save_json"]

@@ -12,7 +12,7 @@ from interp_rand.gridworld.config import GridworldScale
 from interp_rand.gridworld.evaluation import evaluate_agent, save_json
 from interp_rand.gridworld.pgpe import train_agent
 from interp_rand.reproduce import file_label
-from interp_rand.training.run_lock import run_lock
+from interp_rand.output.lock import run_lock
 from interp_rand.zoo.location import output_folder
 
 # Evaluation seeds come from their own generator seed, apart from the training seeds.
@@ -55,7 +55,7 @@ def evaluate_run(path: str | Path, n_seeds: int | None = None, seed: int = EVAL_
 def run_variant(scale: GridworldScale, out: str | Path, num_actors: int | str | None = None,
                 on_log: Callable[[dict[str, Any]], None] | None = None, device: str = "cpu") -> dict[str, Any]:
     """Train one agent at ``scale`` (on ``device``), save it under ``out`` and evaluate it,
-    holding ``out``'s run lock throughout (:class:`~interp_rand.training.run_lock.RunLocked`
+    holding ``out``'s run lock throughout (:class:`~interp_rand.output.lock.RunLocked`
     if another process writes it)."""
     with run_lock(out):
         trained = train_agent(scale, num_actors=num_actors, on_log=on_log, device=device)

@@ -11,10 +11,11 @@ card, and the details behind them.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from interp_rand.output.files import json_text
 
 
 # the case studies and the task of the runs each reads (light: the command line's choices);
@@ -75,10 +76,11 @@ class CaseStudyReport:
     title: str
     card: Any = None
 
-    def to_json(self) -> str:
-        from interp_rand.reports.dynamics.view import finite_or_none
+    # every file write() may write (an edge-level study's circuit and card besides the mechanism)
+    FILES = ("case_study.json", "mechanism.json", "case_study.html", "circuit.json", "card.json", "card.html")
 
-        return json.dumps(finite_or_none(self.data), indent=1)
+    def to_json(self) -> str:
+        return json_text(self.data, indent=1)
 
     def text(self) -> str:
         from interp_rand.reports.circuit import card_lines
@@ -106,23 +108,26 @@ class CaseStudyReport:
         from interp_rand.reports.case_studies.draw import study_figures
         from interp_rand.reports.mechanism import claims_html
 
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "case_study.json").write_text(self.to_json())
-        (out / "mechanism.json").write_text(self.mechanism.to_json())
-        sections: list[Any] = list(self.mechanism.sections())
-        if self.result is not None:
-            self.result.circuit.save(out / "circuit.json")
-            if self.card is not None:
-                from interp_rand.reports.circuit import write_card
+        from interp_rand.output import replace_files, write_text
 
-                write_card(self.card, out)
-            details = self.lines[len(self.mechanism.lines) + len(self.claims) + 2:]
-            card = ("" if self.card is None else
-                    f"<p>claim card of the circuit: <a href='card.html'>{self.card.verdict.upper()}</a></p>")
-            sections += ["<h2>The edge-level study</h2>", claims_html(self.claims), card, *study_figures(self.result),
-                         "<details><summary>details</summary><pre>" + html.escape("\n".join(details)) + "</pre></details>"]
-        write_page(out / "case_study.html", self.title, sections)
+        out = Path(out)
+        with replace_files(out, self.FILES) as stage:
+            write_text(stage / "case_study.json", self.to_json())
+            write_text(stage / "mechanism.json", self.mechanism.to_json())
+            sections: list[Any] = list(self.mechanism.sections())
+            if self.result is not None:
+                self.result.circuit.save(stage / "circuit.json")
+                if self.card is not None:
+                    from interp_rand.reports.circuit import write_card
+
+                    write_card(self.card, stage)
+                details = self.lines[len(self.mechanism.lines) + len(self.claims) + 2:]
+                card = ("" if self.card is None else
+                        f"<p>claim card of the circuit: <a href='card.html'>{self.card.verdict.upper()}</a></p>")
+                sections += ["<h2>The edge-level study</h2>", claims_html(self.claims), card,
+                             *study_figures(self.result), "<details><summary>details</summary><pre>"
+                             + html.escape("\n".join(details)) + "</pre></details>"]
+            write_page(stage / "case_study.html", self.title, sections)
         return out
 
 

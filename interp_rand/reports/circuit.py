@@ -9,13 +9,13 @@ writes): discover a circuit, measure its faithfulness and draw it.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from interp_rand import progress as _progress
+from interp_rand.output.files import json_text
 from interp_rand.reports.inputs import load_run_inputs
 
 from interp_rand.defaults import DEFAULT_SEED
@@ -110,11 +110,18 @@ def card_lines(card: Any) -> list[str]:
 
 
 def write_card(card: Any, out: Path, stem: str = "card") -> None:
-    """``{stem}.json`` and ``{stem}.html`` of ``card`` in ``out``."""
+    """``{stem}.json`` and ``{stem}.html`` of ``card`` in ``out`` (a staging folder of
+    :func:`interp_rand.output.replace_files`)."""
     from circuits.draw.claim_card import claim_card_html
+    from interp_rand.output import write_json, write_text
 
-    (out / f"{stem}.json").write_text(json.dumps(card.to_dict(), indent=1))
-    (out / f"{stem}.html").write_text(claim_card_html(card), encoding="utf-8")
+    write_json(out / f"{stem}.json", card.to_dict(), indent=1)
+    write_text(out / f"{stem}.html", claim_card_html(card))
+
+
+def card_files(stem: str = "card") -> tuple[str, str]:
+    """The files :func:`write_card` writes."""
+    return f"{stem}.json", f"{stem}.html"
 
 
 @dataclass
@@ -140,8 +147,11 @@ class CircuitReport:
     card: Any = None
     qk: tuple = ()
 
+    # every file write() may write; those a write does not produce (a card) are removed with it
+    FILES = ("circuit.json", "circuit.graphml", "circuit.dot", "faithfulness.json", "circuit.html", *card_files())
+
     def to_json(self) -> str:
-        return json.dumps(self.summary, indent=2)
+        return json_text(self.summary)
 
     def key_numbers(self) -> dict[str, Any]:
         """The summary without the curve and the bootstrap spread (what the CLI prints)."""
@@ -161,17 +171,18 @@ class CircuitReport:
     def write(self, out: str | Path) -> Path:
         """circuit.json, circuit.graphml, circuit.dot, faithfulness.json and circuit.html in ``out``."""
         from circuits.draw.circuit_figure import write_circuit_html
+        from interp_rand.output import replace_files, write_text
 
         out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        self.circuit.save(out / "circuit.json")
-        self.circuit.write_graphml(out / "circuit.graphml")
-        self.circuit.write_dot(out / "circuit.dot")
-        (out / "faithfulness.json").write_text(self.to_json())
-        if self.card is not None:
-            write_card(self.card, out)
-        write_circuit_html(self.circuit, out / "circuit.html", self.title, attention=self.attention,
-                           position_names=self.position_names, qk=self.qk)
+        with replace_files(out, self.FILES) as stage:
+            self.circuit.save(stage / "circuit.json")
+            self.circuit.write_graphml(stage / "circuit.graphml")
+            self.circuit.write_dot(stage / "circuit.dot")
+            write_text(stage / "faithfulness.json", self.to_json())
+            if self.card is not None:
+                write_card(self.card, stage)
+            write_circuit_html(self.circuit, stage / "circuit.html", self.title, attention=self.attention,
+                               position_names=self.position_names, qk=self.qk)
         return out
 
 

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from interp_rand import progress as _progress
+from interp_rand.output.files import json_text
 from interp_rand.reports.circuit import (
     DEFAULT_SEED,
+    card_files,
     card_lines,
     check_top_k,
     circuit_card,
@@ -57,8 +59,11 @@ class ComparisonReport:
     position_names: list[str]
     cards: tuple[Any, Any] | None = None
 
+    FILES = ("circuit_a.json", "circuit_b.json", "comparison.json", "comparison.html", *card_files("card_a"),
+             *card_files("card_b"))  # every file write() may write
+
     def to_json(self) -> str:
-        return json.dumps(self.summary, indent=2)
+        return json_text(self.summary)
 
     def key_numbers(self) -> dict[str, Any]:
         return {k: self.summary[k] for k in KEY_NUMBERS}
@@ -80,19 +85,20 @@ class ComparisonReport:
         """circuit_a.json, circuit_b.json, comparison.json and comparison.html (the claim lines at
         the top of its body) in ``out``."""
         from circuits.draw.comparison_figure import write_comparison_html
+        from interp_rand.output import replace_files, write_text
 
         out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        self.circuits[0].save(out / "circuit_a.json")
-        self.circuits[1].save(out / "circuit_b.json")
-        (out / "comparison.json").write_text(self.to_json())
-        page = write_comparison_html(*self.circuits, self.result, out / "comparison.html", attention=self.attention,
-                                     position_names=self.position_names)
-        block = "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in self.lines) + "</ul>"
-        page.write_text(page.read_text().replace("<body>", "<body>\n" + block, 1))
-        for card, stem in zip(self.cards or (), ("card_a", "card_b")):
-            if card is not None:
-                write_card(card, out, stem)
+        with replace_files(out, self.FILES) as stage:
+            self.circuits[0].save(stage / "circuit_a.json")
+            self.circuits[1].save(stage / "circuit_b.json")
+            write_text(stage / "comparison.json", self.to_json())
+            page = write_comparison_html(*self.circuits, self.result, stage / "comparison.html",
+                                         attention=self.attention, position_names=self.position_names)
+            block = "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in self.lines) + "</ul>"
+            write_text(page, page.read_text().replace("<body>", "<body>\n" + block, 1))
+            for card, stem in zip(self.cards or (), ("card_a", "card_b")):
+                if card is not None:
+                    write_card(card, stage, stem)
         return out
 
 

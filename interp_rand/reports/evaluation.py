@@ -9,13 +9,14 @@ over that many seeds per input (:func:`interp_rand.seeded_evaluation.evaluate_se
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from interp_rand import progress as _progress
 from interp_rand.reports.inputs import load_run_inputs
+
+EVAL_FILE, SEEDED_FILE = "eval.json", "seeded_eval.json"
 
 from interp_rand.defaults import DEFAULT_SEED as DEFAULT_EVAL_SEED
 # the seeded metrics the CLI prints
@@ -48,16 +49,19 @@ class EvaluationReport:
         return {k: self.seeded[k] for k in SEEDED_KEY_NUMBERS}
 
     def write(self, out: str | Path) -> tuple[Path, Path | None]:
-        """eval.json (and seeded_eval.json) in ``out``; returns their paths."""
-        from interp_rand.seeded_evaluation import save_summary
+        """eval.json (and seeded_eval.json) in ``out``, replaced together; returns their paths."""
+        from interp_rand.output import replace_files, write_json
 
         out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "eval.json").write_text(json.dumps(self.result, indent=2))
-        if self.seeded is None:
-            return out / "eval.json", None
-        save_summary(self.seeded, out / "seeded_eval.json")
-        return out / "eval.json", out / "seeded_eval.json"
+        with replace_files(out, self.files()) as stage:
+            write_json(stage / EVAL_FILE, self.result)
+            if self.seeded is not None:
+                write_json(stage / SEEDED_FILE, self.seeded)
+        return out / EVAL_FILE, None if self.seeded is None else out / SEEDED_FILE
+
+    def files(self) -> tuple[str, ...]:
+        """The files :meth:`write` writes."""
+        return (EVAL_FILE,) + (() if self.seeded is None else (SEEDED_FILE,))
 
 
 def evaluation_report(run: str | Path, *, task: str | None = None, n: int = 10_000, seed: int = DEFAULT_EVAL_SEED,

@@ -9,7 +9,6 @@ case studies print and write): the algorithm, its card (a verdict per check) and
 from __future__ import annotations
 
 import html
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,9 +46,9 @@ class MechanismReport:
         return {"run": self.run, **self.card.to_dict()}
 
     def to_json(self) -> str:
-        from interp_rand.reports.dynamics.view import finite_or_none
+        from interp_rand.output.files import json_text
 
-        return json.dumps(finite_or_none(self.to_dict()), indent=1)
+        return json_text(self.to_dict(), indent=1)
 
     def sections(self) -> list[Any]:
         """The page's sections: the coloured headline, the drawing, the algorithm, the claims."""
@@ -68,13 +67,14 @@ class MechanismReport:
                 "<pre>" + html.escape("\n".join(self.lines[-3:])) + "</pre>"]
 
     def write(self, out: str | Path) -> Path:
-        """mechanism.json and mechanism.html in ``out``."""
+        """mechanism.json and mechanism.html in ``out``, replaced together."""
         from interp_rand.figures.html_page import write_page
+        from interp_rand.output import replace_files, write_text
 
         out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "mechanism.json").write_text(self.to_json())
-        write_page(out / "mechanism.html", self.title, self.sections())
+        with replace_files(out, ("mechanism.json", "mechanism.html")) as stage:
+            write_text(stage / "mechanism.json", self.to_json())
+            write_page(stage / "mechanism.html", self.title, self.sections())
         return out
 
 

@@ -13,13 +13,13 @@ For a model of your own, :func:`analyse_model` gives one run's entry.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from interp_rand import progress as _progress
+from interp_rand.output.files import json_text
 
 from interp_rand.defaults import DEFAULT_SEED
 
@@ -188,8 +188,10 @@ class RandomnessReport:
         """``{"runs": [...], "summary": {...}}``: randomness.json, and what the drawing reads."""
         return {"runs": self.runs, "summary": self.summary}
 
+    FILES = ("randomness.json", "randomness.html")  # what write() writes, together
+
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1)
+        return json_text(self.to_dict(), indent=1)
 
     def text(self) -> str:
         """The key numbers as a table, one row each, one column per run."""
@@ -203,11 +205,12 @@ class RandomnessReport:
     def write(self, out: str | Path) -> tuple[Path, Path]:
         """randomness.json and randomness.html in ``out``; returns their paths."""
         from circuits.draw.randomness_figure import write_randomness_html
+        from interp_rand.output import replace_files, write_text
 
         out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "randomness.json").write_text(self.to_json())
-        write_randomness_html(self, out / "randomness.html")
+        with replace_files(out, self.FILES) as stage:
+            write_text(stage / "randomness.json", self.to_json())
+            write_randomness_html(self, stage / "randomness.html")
         return out / "randomness.json", out / "randomness.html"
 
 

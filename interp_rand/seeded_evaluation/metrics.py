@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
-import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -211,19 +209,10 @@ def summarize(
 
 
 def save_summary(summary: dict[str, Any], path: str | os.PathLike) -> None:
-    """Write ``summary`` as JSON atomically (a temporary file in the same folder, then
-    ``os.replace``), creating the folder if needed."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".summary-", suffix=".json.tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(summary, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write ``summary`` as strict JSON atomically (:func:`interp_rand.output.write_json`),
+    creating the folder if needed."""
+    from interp_rand.output import write_json
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    write_json(path, summary)
 

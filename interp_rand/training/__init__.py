@@ -7,9 +7,9 @@ from interp_rand.losses import answer_correct, answer_loss
 from interp_rand.training.objectives import ERM, Objective, make_objective, objective_names, register_objective
 from interp_rand.training.qnorm import QNorm, q_norm
 from interp_rand.training.interrupts import TrainingInterrupted
-from interp_rand.training.run_lock import RunLocked, run_lock
+from interp_rand.output.lock import RunLocked, run_lock
 from interp_rand.training.trainer import TrainResult, TrainingDiverged, train
-from interp_rand.training.write_error import RunWriteError
+from interp_rand.output.write_error import RunWriteError
 
 __all__ = [
     "Checkpoint",

@@ -9,18 +9,17 @@ A run directory holds ``checkpoints/step_XXXXXXX/`` folders, each complete in it
 
 ``load_checkpoint("zoo:NAME")`` reads a model of the packaged zoo (``interp_rand.zoo``).
 
-A folder is written under a temporary name and renamed into place, so a killed run leaves
-either a whole checkpoint or none; a failed write (full disk, read-only) raises
-:class:`~interp_rand.training.write_error.RunWriteError` and leaves the earlier ones whole.
+A folder is written under a temporary name and renamed into place
+(:func:`interp_rand.output.folder.replace_folder`), so a killed run leaves either a whole
+checkpoint or none; a failed write (full disk, read-only) raises
+:class:`~interp_rand.output.write_error.RunWriteError` and leaves the earlier ones whole.
 Nothing is unpickled on load: safetensors and JSON only.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,9 @@ from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Task, make_task, task_names
 from interp_rand.training.checkpoint_schedule import keeps_all
 from interp_rand.training.config import TrainConfig
-from interp_rand.training.write_error import writing
+from interp_rand.output.files import write_json
+from interp_rand.output.folder import replace_folder
+from interp_rand.output.write_error import writing
 from interp_rand.zoo.location import resolve_run
 
 FORMAT = "interp-rand/checkpoint"
@@ -150,29 +151,10 @@ def save_checkpoint(
     previous = latest_checkpoint(run_dir)
     untouched = f"the last good checkpoint {previous or '(none yet)'} is untouched"
     meta = {"format": FORMAT, "version": VERSION, "step": step, **spec.to_dict(), "metrics": metrics}
-    with writing("checkpoint", final, untouched):
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
-        old = final.with_name(f".tmp-old-{final.name}")
-        try:
-            save_file(_contiguous(model_state), tmp / MODEL_FILE)
-            save_file(_contiguous(trainer_state), tmp / TRAINER_FILE)
-            (tmp / META_FILE).write_text(json.dumps(meta, indent=2))
-            for name in (MODEL_FILE, TRAINER_FILE, META_FILE):
-                with open(tmp / name, "rb") as handle:
-                    os.fsync(handle.fileno())
-            if final.exists():  # the same step again: move the old one aside, never delete it first
-                shutil.rmtree(old, ignore_errors=True)
-                os.rename(final, old)
-                os.rename(tmp, final)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.rename(tmp, final)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            if old.exists() and not final.exists():
-                os.rename(old, final)
-            raise
+    with writing("checkpoint", final, untouched), replace_folder(final) as tmp:
+        save_file(_contiguous(model_state), tmp / MODEL_FILE)  # into a new folder: no link to follow
+        save_file(_contiguous(trainer_state), tmp / TRAINER_FILE)
+        write_json(tmp / META_FILE, meta)
     train = meta.get("train")  # a grid-world agent's spec records no schedule: it prunes
     if isinstance(train, dict) and keeps_all(train.get("checkpoint_schedule", "every")):
         return final

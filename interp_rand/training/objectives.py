@@ -28,6 +28,12 @@ class Objective(Protocol):
 
     def __init__(self, config: TrainConfig) -> None: ...
 
+    def check(self, task: Task) -> None:
+        """``ValueError`` (one line) if this objective cannot train ``task``; the trainer asks
+        before any work (before the run folder is locked). Optional: an objective without it
+        takes every task."""
+        ...
+
     def __call__(
         self, model: nn.Module, task: Task, batch: Batch, generator: torch.Generator, step: int = 0
     ) -> Tensor:
@@ -52,6 +58,9 @@ class ERM:
 
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
+
+    def check(self, task: Task) -> None:
+        """Any task: ERM needs no seed channel."""
 
     def __call__(
         self, model: nn.Module, task: Task, batch: Batch, generator: torch.Generator, step: int = 0

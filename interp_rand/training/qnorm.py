@@ -51,13 +51,17 @@ class QNorm:
         self.m = config.m_seeds
         self.seed_source = config.seed_source
 
-    def seeds(self, task: Task, generator: torch.Generator) -> Tensor:
-        """``[m, *seed_shape]``: fresh seeds, or ``r0`` once (m copies of it would be identical)."""
+    def check(self, task: Task) -> None:
+        """``ValueError`` unless ``task`` has a seed channel (the q-norm is over seeds)."""
         if not hasattr(task, "sample_seeds"):
             raise ValueError(
                 f"objective 'qnorm' needs a task with a seed channel; task {task.name!r} has none "
                 "(use objective 'erm')"
             )
+
+    def seeds(self, task: Task, generator: torch.Generator) -> Tensor:
+        """``[m, *seed_shape]``: fresh seeds, or ``r0`` once (m copies of it would be identical)."""
+        self.check(task)
         if self.seed_source == "fixed":
             return task.fixed_seed()[None]
         return task.sample_seeds(self.m, generator)

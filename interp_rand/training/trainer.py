@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -40,9 +39,10 @@ from interp_rand.training.checkpoint_schedule import is_checkpoint_step
 from interp_rand.training.config import TrainConfig
 from interp_rand.training.interrupts import TrainingInterrupted, _SecondSignal, stop_signals
 from interp_rand.training.objectives import fixed_seeds_if_asked, make_objective
-from interp_rand.training.run_lock import run_lock
+from interp_rand.output.lock import run_lock
 from interp_rand.training.schedule import warmup_cosine
-from interp_rand.training.write_error import writing
+from interp_rand.output.files import append_line, json_text, write_text
+from interp_rand.output.folder import recover_folders
 
 # The evaluation set's generator is offset from the training seed so the two streams differ.
 _EVAL_SEED_OFFSET = 1_000_003
@@ -96,7 +96,7 @@ def train(
 ) -> TrainResult:
     """Train a model on ``task`` into ``run_dir``; continue from its last checkpoint if any.
 
-    The run holds ``run_dir``'s lock (:mod:`~interp_rand.training.run_lock`) throughout: one
+    The run holds ``run_dir``'s lock (:mod:`~interp_rand.output.lock`) throughout: one
     writer per run folder. A resume says on stderr which step and checkpoint it continues from.
     SIGINT/SIGTERM end the run after the current step with a checkpoint at that step
     (:mod:`~interp_rand.training.interrupts`); calling ``train`` again resumes from it.
@@ -115,6 +115,8 @@ def train(
     cfg = train_config
     spec = RunSpec(task.name, task.config_dict(), model_config, cfg)
     objective = make_objective(cfg)
+    if hasattr(objective, "check"):  # before the lock and the progress bar: a refusal costs nothing
+        objective.check(task)
     model = HookedTransformer(model_config, seed=cfg.seed)
     check_model_fits_task(model, task)
     model.train()
@@ -280,12 +282,7 @@ def _resume(run_dir: Path, spec: RunSpec, model, optimizer,
             generator: torch.Generator) -> tuple[int, Path | None, float | None]:
     """Load the newest checkpoint into the model, optimizer and generator; return its step,
     folder and running train loss (``0, None, None``: nothing to resume)."""
-    for stray in (run_dir / "checkpoints").glob(".tmp-*"):
-        kept = stray.with_name(stray.name[len(".tmp-old-"):])
-        if stray.name.startswith(".tmp-old-") and not kept.exists():
-            stray.rename(kept)  # a save killed between its two renames: the old checkpoint is the good one
-        else:
-            shutil.rmtree(stray, ignore_errors=True)  # the half-written folder of a killed save
+    recover_folders(run_dir / "checkpoints")  # what a save killed mid-way left
     found = latest_checkpoint(run_dir)
     if found is None:
         return 0, None, None
@@ -374,12 +371,9 @@ def _read_history(run_dir: Path, up_to: int) -> list[dict[str, Any]]:
         return []
     records = read_metrics(path)  # a torn last record (a write cut short) is dropped, and said
     kept = [r for r in records if r["step"] <= up_to]
-    with writing("the metrics file", path):
-        path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    write_text(path, "".join(json_text(r, None) + "\n" for r in kept), what="the metrics file")
     return kept
 
 
 def _append_history(run_dir: Path, record: dict[str, Any]) -> None:
-    path = run_dir / METRICS_FILE
-    with writing("the metrics file", path), open(path, "a") as handle:
-        handle.write(json.dumps(record) + "\n")
+    append_line(run_dir / METRICS_FILE, json_text(record, None), what="the metrics file")

@@ -22,6 +22,8 @@ from typing import Any
 import torch
 
 from interp_rand.defaults import DEFAULT_SEED as EVAL_SEED
+from interp_rand.output.files import write_bytes, write_json
+from interp_rand.output.folder import recover_folders, replace_folder
 from interp_rand.training.checkpoint import META_FILE, MODEL_FILE, latest_checkpoint
 from interp_rand.zoo import headline
 from interp_rand.zoo.entries import ENTRIES, AgentEntry, TrainedEntry
@@ -141,27 +143,20 @@ def _install(work: Path, final: Path, card: dict[str, Any]) -> None:
     source = latest_checkpoint(work)
     if source is None:
         raise RuntimeError(f"{work} holds no checkpoint after training")
-    tmp = final.parent / f".tmp-{final.name}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    recover_folders(final.parent)
+    with replace_folder(final) as tmp:
         target = tmp / "checkpoints" / source.name
         target.mkdir(parents=True)
-        shutil.copy2(source / MODEL_FILE, target / MODEL_FILE)
+        write_bytes(target / MODEL_FILE, (source / MODEL_FILE).read_bytes())
         meta = json.loads((source / META_FILE).read_text())
         twin = card["recipe"].get("erm_twin")
         if twin is not None:  # the twin's build path means nothing elsewhere; its zoo name does
             meta["train"]["init_from"] = PREFIX + twin
-        (target / META_FILE).write_text(json.dumps(meta, indent=2))
+        write_json(target / META_FILE, meta)
         for name in CURVE_FILES:
             if (work / name).exists():
-                shutil.copy2(work / name, tmp / name)
-        (tmp / CARD_FILE).write_text(json.dumps(card, indent=2))
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if final.exists():
-        shutil.rmtree(final)
-    tmp.rename(final)
+                write_bytes(tmp / name, (work / name).read_bytes())
+        write_json(tmp / CARD_FILE, card)
 
 
 def _commit() -> dict[str, Any]:

@@ -6,11 +6,14 @@ command or function that takes a run directory also takes ``zoo:NAME``.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 ZOO_DIR = Path(__file__).resolve().parent / "models"
 PREFIX = "zoo:"
 CARD_FILE = "zoo.json"
+# a zoo model's name: one folder name inside the zoo (never a path out of it)
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def installed(root: Path = ZOO_DIR) -> list[str]:
@@ -21,15 +24,27 @@ def installed(root: Path = ZOO_DIR) -> list[str]:
 
 
 def zoo_name(path: str | Path) -> str | None:
-    """``NAME`` if ``path`` is ``"zoo:NAME"``, else ``None``."""
+    """``NAME`` if ``path`` is ``"zoo:NAME"``, else ``None``; ``ValueError`` for a name that is
+    not one folder name (``zoo:../../x``): zoo names are confined to the zoo's folder."""
     text = str(path)
-    return text[len(PREFIX):] if text.startswith(PREFIX) else None
+    if not text.startswith(PREFIX):
+        return None
+    return check_name(text[len(PREFIX):])
+
+
+def check_name(name: str, root: Path = ZOO_DIR) -> str:
+    """``name`` if it is one folder name (letters, digits, ``.``, ``_``, ``-``; no ``..``),
+    else ``ValueError``: a zoo name never leads out of the zoo's folder."""
+    if not _NAME.fullmatch(name) or ".." in name:
+        raise ValueError(f"zoo:{name}: a zoo name is one model's folder name in the zoo (letters, digits, '.', '_', "
+                         f"'-'; no '..' or '/'), e.g. zoo:sort; installed: {', '.join(installed(root)) or 'none'}")
+    return name
 
 
 def zoo_path(name: str, root: Path = ZOO_DIR) -> Path:
     """The run directory of the zoo model ``name``; ``ValueError`` naming the models there are
-    if it is absent."""
-    folder = root / name
+    if it is absent or not a name inside ``root`` (:func:`check_name`)."""
+    folder = root / check_name(name, root)
     if not (folder / CARD_FILE).is_file():
         have = installed(root)
         raise ValueError(

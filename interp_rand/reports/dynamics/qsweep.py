@@ -39,11 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from interp_rand import progress as _progress
+from interp_rand.output.files import json_text
 from interp_rand.defaults import DEFAULT_SEED
 # registers the analyses and their THRESHOLDS, which the summaries read even when every run
 # was finished before (and nothing else imported it)
 from interp_rand.reports.dynamics import randomness  # noqa: F401
-from interp_rand.reports.dynamics.view import Threshold, finite_or_none
+from interp_rand.output.files import finite_or_none
+from interp_rand.reports.dynamics.view import Threshold
 
 # the paper's sweep (issue 17)
 QS: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 100.0)
@@ -183,7 +185,7 @@ def measure_run(task: Any, scale: Any, model_config: Any, config: Any, run_dir: 
     from interp_rand.seeded_evaluation import save_summary
     from interp_rand.training import train
     from interp_rand.training.checkpoint import latest_checkpoint
-    from interp_rand.training.run_lock import run_lock
+    from interp_rand.output.lock import run_lock
 
     settings = finite_or_none({"task": {"name": task.name, "config": task.config_dict()}, "model": model_config.to_dict(),
                        "train": config.to_dict(), "analyses": list(analyses), "options": options, "n": n,
@@ -245,8 +247,10 @@ class QSweepResult:
         rows = [{k: v for k, v in row.items() if k != "settings"} for row in self.rows]
         return finite_or_none({**dataclasses.asdict(self), "rows": rows})
 
+    FILES = ("qsweep.json", "qsweep.html")  # what write() writes, together
+
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1)
+        return json_text(self.to_dict(), indent=1)
 
     def text(self) -> str:
         """The sweep's key numbers, one line each."""
@@ -281,10 +285,12 @@ class QSweepResult:
         """``qsweep.json`` and ``qsweep.html`` in ``out``; returns their paths."""
         from interp_rand.figures.qsweep_figure import write_qsweep_page
 
+        from interp_rand.output import replace_files, write_text
+
         out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "qsweep.json").write_text(self.to_json())
-        write_qsweep_page(self.to_dict(), out / "qsweep.html")
+        with replace_files(out, self.FILES) as stage:
+            write_text(stage / "qsweep.json", self.to_json())
+            write_qsweep_page(self.to_dict(), stage / "qsweep.html")
         return out / "qsweep.json", out / "qsweep.html"
 
 
@@ -418,6 +424,9 @@ def q_sweep(task_name: str, qs: Sequence[float] = QS, out: str | Path = "qsweep"
         departures.append(f"evaluation on {eval_inputs} inputs instead of {exp.eval_inputs}")
     if note:
         departures.append(note)
+    top, length = qs[-1], steps if ramp_steps is None else ramp_steps
+    if ramp and (not isinstance(length, int) or not 1 <= length <= steps):  # before any run is trained
+        raise ValueError(f"qsweep: ramp_steps must be an integer in [1, steps={steps}]; got {ramp_steps!r}")
     options = dict(options or {})
     out = Path(out)
     cache: dict[str, Any] = {}  # one random-init control for every run (same model config)
@@ -431,9 +440,6 @@ def q_sweep(task_name: str, qs: Sequence[float] = QS, out: str | Path = "qsweep"
                                 **common))
     ramp_out = None
     if ramp:
-        top, length = qs[-1], steps if ramp_steps is None else ramp_steps
-        if not isinstance(length, int) or not 1 <= length <= steps:
-            raise ValueError(f"qsweep: ramp_steps must be an integer in [1, steps={steps}]; got {ramp_steps!r}")
         config = run_config(base.config, top, steps=steps, checkpoints=ramp_checkpoints, ramp_steps=length)
         row = measure_run(task, scale_obj, model_config, config, out / "ramp", replay=True,
                           label=f"ramp to q = {top:g}", **common)

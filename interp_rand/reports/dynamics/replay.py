@@ -31,11 +31,13 @@ from interp_rand import progress as _progress
 from interp_rand.defaults import DEFAULT_SEED
 # each analysis module registers its analyses on import
 from interp_rand.reports.dynamics import analyses as _analyses, progress as _measures, randomness as _seeds  # noqa: F401
-from interp_rand.reports.dynamics.view import DYNAMICS_ANALYSES, THRESHOLDS, Threshold, finite_or_none, open_view
+from interp_rand.output.files import finite_or_none
+from interp_rand.reports.dynamics.view import DYNAMICS_ANALYSES, THRESHOLDS, Threshold, open_view
 
 FORMAT = "interp-rand/replay"
 TABLE_FILE = "replay.json"
 FIGURE_FILE = "replay.html"
+OUTPUT_FILES = (TABLE_FILE, FIGURE_FILE)  # written together
 # the running training loss each checkpoint records, as a column of the table
 TRAIN_LOSS_KEY = "training/train_loss"
 SCHEDULE_HINT = ("train it with a dynamics schedule, which keeps every checkpoint, e.g. "
@@ -90,19 +92,16 @@ class Replay:
         }
 
     def write(self, out: str | Path) -> dict[str, Path]:
-        """``replay.json`` (written atomically) and ``replay.html`` (the figures) in ``out``."""
+        """``replay.json`` and ``replay.html`` (the figures) in ``out``, replaced together
+        (:func:`interp_rand.output.replace_files`)."""
         from interp_rand.figures.dynamics_figure import write_replay_page
-        from interp_rand.seeded_evaluation.metrics import save_summary
-        from interp_rand.training.write_error import writing
+        from interp_rand.output import replace_files, write_json
 
         out = Path(out)
-        table = out / TABLE_FILE
-        with writing("the replay table", table):
-            save_summary(self.to_dict(), table)
-        page = out / FIGURE_FILE
-        with writing("the replay figures", page):
-            write_replay_page(self.to_dict(), page)
-        return {"table": table, "figures": page}
+        with replace_files(out, OUTPUT_FILES) as stage:
+            write_json(stage / TABLE_FILE, self.to_dict(), what="the replay table")
+            write_replay_page(self.to_dict(), stage / FIGURE_FILE)
+        return {"table": out / TABLE_FILE, "figures": out / FIGURE_FILE}
 
 
 def check_options(names: list[str], options: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]]:

@@ -48,18 +48,6 @@ class Threshold:
         return settled_step(rows, key, self.value, self.rising, strict=self.strict, at=at)
 
 
-def finite_or_none(value: Any) -> Any:
-    """``value`` with every NaN or infinite float replaced by ``None``, recursively through
-    dicts, lists and tuples (strict JSON for the replay and sweep tables)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: finite_or_none(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite_or_none(v) for v in value]
-    return value
-
-
 def _past(x: float, value: float, rising: bool, strict: bool) -> bool:
     if rising:
         return x > value if strict else x >= value
@@ -147,5 +135,5 @@ DYNAMICS_ANALYSES: Registry[Callable[..., Measures]] = Registry("dynamics analys
 # analysis name -> the thresholds its crossing steps are reported for
 THRESHOLDS: dict[str, tuple[Threshold, ...]] = {}
 
-__all__ = ["DYNAMICS_ANALYSES", "THRESHOLDS", "CheckpointView", "Measures", "Threshold", "crossing_step", "finite_or_none", "open_view",
+__all__ = ["DYNAMICS_ANALYSES", "THRESHOLDS", "CheckpointView", "Measures", "Threshold", "crossing_step", "open_view",
            "settled_step"]

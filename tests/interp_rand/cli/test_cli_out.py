@@ -12,7 +12,7 @@ import circuits
 import interp_rand
 import probes
 from interp_rand.cli.main import build_parser, main
-from interp_rand.cli.options import output_path, package_folders
+from interp_rand.cli.options import output_file, output_path, package_folders
 
 PACKAGE_DIRS = {name: Path(m.__file__).parent.resolve() for name, m in
                 (("interp_rand", interp_rand), ("circuits", circuits), ("probes", probes))}
@@ -48,7 +48,9 @@ def _out_actions(parser: argparse.ArgumentParser, path=()):
 def test_every_out_option_uses_the_check():
     found = list(_out_actions(build_parser()))
     assert len(found) >= 14  # train (per task), eval, circuit, compare, case-study, report, ...
-    assert all(action.type is output_path for _, action in found), [p for p, a in found if a.type is not output_path]
+    checked = (output_path, output_file)  # a folder or, for report and curve, one file
+    assert all(action.type in checked for _, action in found), [p for p, a in found if a.type not in checked]
+    assert {p[0] for p, a in found if a.type is output_file} == {"report", "curve"}
 
 
 def test_the_cli_refuses_with_one_line_before_any_work(capsys):

@@ -424,3 +424,17 @@ def test_keep_checkpoints_prunes_old_ones(tmp_path):
     run(tmp_path, steps=50, checkpoint_every=10, keep_checkpoints=2)
     assert [p.name for p in list_checkpoints(tmp_path)] == ["step_0000040", "step_0000050"]
     assert not any(p.name.startswith(".tmp") for p in (tmp_path / "checkpoints").iterdir())
+
+
+def test_a_symlinked_metrics_file_is_refused_on_resume_and_its_target_untouched(tmp_path):
+    # the issue: a symlinked metrics.jsonl lost a line of its target on resume
+    run(tmp_path / "run", steps=20)
+    metrics = tmp_path / "run" / METRICS_FILE
+    target = tmp_path / "mine.jsonl"
+    target.write_bytes(metrics.read_bytes() + b'{"step": 999}\n')  # a later line resume would drop
+    before = target.read_bytes()
+    metrics.unlink()
+    metrics.symlink_to(target)
+    with pytest.raises(OSError, match=rf"{METRICS_FILE} is a symbolic link \(to .*mine.jsonl\); refusing"):
+        run(tmp_path / "run", steps=40)
+    assert target.read_bytes() == before and metrics.is_symlink()

@@ -213,7 +213,7 @@ def test_interrupted_install_keeps_the_old_model(tiny_recipes, tmp_path, monkeyp
     def fail(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(zoo_build.shutil, "copy2", fail)
+    monkeypatch.setattr(zoo_build, "write_bytes", fail)  # the copy of the weights fails
     with pytest.raises(OSError, match="disk full"):
         zoo_build.build(["tiny-AE_R"], out=out, progress=False, log=lambda _: None)
     assert (out / "tiny-AE_R" / "zoo.json").read_text() == before
@@ -242,3 +242,15 @@ def test_package_data_ships_every_zoo_file():
     missed = [f for f in files if not any(fnmatch.fnmatch(f, pattern) and f.count("/") == pattern.count("/")
                                           for pattern in patterns)]
     assert files and not missed
+
+
+@pytest.mark.parametrize("name", ["../../x", "sort/../sort", "/etc", "..", "a/b", ""])
+def test_a_zoo_name_is_confined_to_the_zoos_folder(name):
+    # the issue: eval zoo:../../.../interp_rand/zoo/models/sort wrote eval.json into the package
+    from interp_rand.zoo.location import output_folder, resolve_run, zoo_name
+
+    for call in (lambda: zoo_name(f"zoo:{name}"), lambda: resolve_run(f"zoo:{name}"),
+                 lambda: output_folder(f"zoo:{name}", "x")):
+        with pytest.raises(ValueError, match="a zoo name is one model's folder name in the zoo"):
+            call()
+    assert zoo_name("zoo:sort") == "sort" and zoo_name("runs/sort") is None

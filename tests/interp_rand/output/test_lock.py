@@ -17,7 +17,7 @@ from interp_rand.gridworld.experiment import run_variant
 from interp_rand.tasks import SortTask
 from interp_rand.training import RunLocked, RunWriteError, TrainConfig, load_checkpoint, run_lock, train
 from interp_rand.training.checkpoint import list_checkpoints
-from interp_rand.training.run_lock import LOCK_FILE
+from interp_rand.output.lock import LOCK_FILE
 
 REPO = Path(__file__).resolve().parents[3]
 TASK = SortTask(length=4, vocab=8)
@@ -29,7 +29,7 @@ TINY_GRID = GridworldScale(
 # Takes the lock, says so on stdout, then holds it until stdin closes (or it is killed).
 _HOLDER = """
 import sys
-from interp_rand.training.run_lock import run_lock
+from interp_rand.output.lock import run_lock
 with run_lock(sys.argv[1], command="holder-for-test"):
     print("locked", flush=True)
     sys.stdin.read()
@@ -133,3 +133,18 @@ def test_a_folder_that_cannot_be_created_is_one_line_naming_it(tmp_path):
     if Path("/proc/self").exists():
         with pytest.raises(RunWriteError, match=r"^could not create the run folder /proc/x: .*in /proc$"):
             tiny_train("/proc/x")
+
+
+def test_a_symlinked_run_lock_is_refused_and_its_target_untouched(tmp_path):
+    # the issue: a run.lock symlinked to a user's file left that file empty after train
+    users = tmp_path / "thesis.txt"
+    users.write_text("three years of work")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / LOCK_FILE).symlink_to(users)
+    with pytest.raises(OSError) as err:
+        tiny_train(run_dir)
+    message = str(err.value)
+    assert f"{run_dir / LOCK_FILE} is a symbolic link (to {users}); refusing to write through it" in message
+    assert "\n" not in message and users.read_text() == "three years of work"
+    assert not list_checkpoints(run_dir)  # refused before training

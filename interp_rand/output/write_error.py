@@ -11,11 +11,10 @@ from __future__ import annotations
 import errno as errno_module
 import os
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-from safetensors import SafetensorError
 
 # safetensors reports an I/O failure as text only: "... I/O error: No space left on device (os error 28)"
 _RUST_OS_ERROR = re.compile(r"os error (\d+)")
@@ -51,9 +50,18 @@ def writing(what: str, path: Path | str, note: str = "") -> Iterator[None]:
         yield
     except RunWriteError:
         raise
-    except (OSError, SafetensorError) as err:
+    except Exception as err:
+        if not isinstance(err, OSError) and not _safetensors_error(err):
+            raise
         why, code = reason(err)
         raise RunWriteError(f"could not write {what} {path}: {why}" + (f"; {note}" if note else ""), code) from err
+
+
+def _safetensors_error(err: BaseException) -> bool:
+    """Whether ``err`` is safetensors' ``SafetensorError`` (if safetensors was never imported,
+    none can have been raised: the CLI starts without importing it)."""
+    module = sys.modules.get("safetensors")
+    return module is not None and isinstance(err, module.SafetensorError)
 
 
 def make_run_folder(run_dir: Path) -> None:

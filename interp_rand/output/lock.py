@@ -1,7 +1,12 @@
-"""One writer per run folder: an exclusive ``flock`` on ``RUN/run.lock``, held for the whole run.
+"""One writer per output folder: an exclusive ``flock`` on ``FOLDER/run.lock``, held for the whole run.
 
-Every command that writes a run folder (``train``, the grid world's ``run_variant``) holds
-:func:`run_lock` while it writes. ``run.lock`` records the holder as JSON (pid, host, start
+Every command that writes a folder (``train``, the grid world's ``run_variant``, and through
+:func:`interp_rand.output.folder.claim` every command that writes results) holds
+:func:`run_lock` while it writes. A second ``run_lock`` of a held folder is refused, in this
+process too, unless it asks to be ``reentrant`` from the thread that holds it (a command's
+claim, then the library's write of the same folder).
+``run.lock`` is opened with ``O_NOFOLLOW``: a symbolic link there is refused, never written
+through. ``run.lock`` records the holder as JSON (pid, host, start
 time, command); a second writer is refused with :class:`RunLocked` naming it::
 
     runs/sort is in use by another writer: pid 4242 on host-a since 2025-01-31 14:02:11 (interp-rand train sort); ...
@@ -24,15 +29,19 @@ import os
 import shlex
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from interp_rand.training.write_error import RunWriteError, make_run_folder, reason, writing
+from interp_rand.output.paths import refuse_link
+from interp_rand.output.write_error import RunWriteError, make_run_folder, reason, writing
 
 LOCK_FILE = "run.lock"
+# {resolved folder: (holder, thread id)} of the locks this process holds
+_HELD: dict[Path, tuple[dict[str, Any], int]] = {}
 
 
 class RunLocked(OSError):
@@ -60,10 +69,11 @@ def describe(holder: dict[str, Any]) -> str:
 
 @contextmanager
 def run_lock(run_dir: str | Path, command: str | None = None,
-             notify: Callable[[str], None] = _say) -> Iterator[dict[str, Any]]:
+             notify: Callable[[str], None] = _say, reentrant: bool = False) -> Iterator[dict[str, Any]]:
     """Hold the run folder's lock (creating the folder) for the ``with`` block; yields what
     ``run.lock`` records of this holder. ``command`` defaults to this process's command line;
-    ``notify`` receives the one line said when a dead holder's lock is taken over.
+    ``notify`` receives the one line said when a dead holder's lock is taken over;
+    ``reentrant``: a lock this thread holds already is entered again (and left held).
 
     Raises:
         RunLocked: another live process holds it (the message names its pid and start time).
@@ -71,9 +81,14 @@ def run_lock(run_dir: str | Path, command: str | None = None,
     """
     run_dir = Path(run_dir)
     make_run_folder(run_dir)
+    key = run_dir.resolve()
+    if reentrant and key in _HELD and _HELD[key][1] == threading.get_ident():
+        yield _HELD[key][0]
+        return
     path = run_dir / LOCK_FILE
-    with writing("the lock file", path):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    refuse_link(path)
+    with writing("the lock file", path):  # O_NOFOLLOW: a link put there meanwhile is refused too
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -95,9 +110,11 @@ def run_lock(run_dir: str | Path, command: str | None = None,
                   "command": command if command is not None else shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])}
         with writing("the lock file", path):
             _write(fd, json.dumps(holder) + "\n")
+        _HELD[key] = (holder, threading.get_ident())
         try:
             yield holder
         finally:
+            del _HELD[key]
             try:
                 _write(fd, "")
             except OSError:
