@@ -82,6 +82,8 @@ def _coloring(model, task, out, *, batch, generator, seed_source, stored_inputs,
 
 # ------------------------------------------------------------------ one run
 
+FIXED_SEED_USAGE_NOTE = "r0 only: the usage score's fresh seeds are outside its training"
+
 
 def analyse_model(model: Any, task: Any, *, seed_source: str = "fresh", n: int = 2048, stored_inputs: int = 32,
                   seed: int = DEFAULT_SEED, label: str = "model", progress: bool = False) -> dict[str, Any]:
@@ -98,6 +100,9 @@ def analyse_model(model: Any, task: Any, *, seed_source: str = "fresh", n: int =
     _progress.note(f"{label}: randomness-usage score per node ({n} examples)", progress)
     out: dict[str, Any] = {"usage": randomness_usage(model, batch, task.loss_kind, per_position=True, seed=seed,
                                                      progress=progress).to_dict()}
+    # the usage score resamples seeds: for a model trained on r0 alone every resampled seed is
+    # one it never saw, so its score measures sensitivity off its training, not a learned use
+    out["usage"]["seeds_in_training"] = FIXED_SEED_USAGE_NOTE if seed_source == "fixed" else "fresh seeds"
     inputs, seeds = task.sample(64, generator), task.sample_seeds(64, generator)
     probe_batch = task.sample(n, generator)
     _progress.note(f"{label}: where seed information enters (variance, seed-bit probes)", progress)
@@ -134,7 +139,8 @@ def key_numbers(run: dict[str, Any]) -> dict[str, Any]:
     from interp_rand.reports.randomness_mechanism import mechanism_numbers
 
     usage, entry = run["usage"], run["entry"]
-    row: dict[str, Any] = {f"usage {k}": v for k, v in usage["score"].items()}
+    row: dict[str, Any] = {"seeds in training": usage.get("seeds_in_training", "fresh seeds")}
+    row.update({f"usage {k}": v for k, v in usage["score"].items()})
     row["usage whole model (reference)"] = usage["reference"]
     row["answer flip, whole model"] = usage["reference_flip"]
     row["usage whole model, random-init control"] = run["random_init"]["reference"]
