@@ -24,6 +24,7 @@ from interp_rand.threads import DEFAULT_THREADS, use_threads
 COMMANDS = (
     "tasks",
     "train",
+    "import_run",
     "evaluate",
     "reproduce",
     "qsweep",
