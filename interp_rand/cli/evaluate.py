@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from interp_rand.cli import catalogue
+from interp_rand.cli.model_option import add_model_option, model_or_run
 from interp_rand.cli.options import at_least, output_path
 
 from interp_rand.defaults import DEFAULT_SEED as DEFAULT_EVAL_SEED
@@ -20,7 +21,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "examples of its task; prints the result and writes eval.json next to the checkpoint "
         "(zoo:NAME: into zoo-output/NAME, or --out).",
     )
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", nargs="?", default=None)
+    add_model_option(parser)
     parser.add_argument("--out", type=output_path, default=None,
                         help="folder for eval.json / seeded_eval.json (default: RUN_DIR; zoo-output/NAME for zoo:NAME)")
     parser.add_argument("--task", choices=catalogue.task_names(), default=None,
@@ -40,9 +42,13 @@ def run(args: argparse.Namespace) -> int:
     from interp_rand.reports.evaluation import evaluation_report
     from interp_rand.zoo.location import output_folder
 
-    report = evaluation_report(args.run_dir, task=args.task, n=args.n, seed=args.seed, seeds=args.seeds,
-                               progress=True)
-    eval_path, seeded_path = report.write(output_folder(args.run_dir, report.run_dir, args.out))
+    given = model_or_run(args.run_dir, args.model)
+    if given is not None and args.out is None:
+        raise ValueError("--model needs --out (there is no run folder to write into)")
+    own = {"task": args.task} if given is None else {"model": given[0], "task": given[1], "seed_source": given[2]}
+    report = evaluation_report(args.run_dir, **own, n=args.n, seed=args.seed, seeds=args.seeds, progress=True)
+    out = args.out if given is not None else output_folder(args.run_dir, report.run_dir, args.out)
+    eval_path, seeded_path = report.write(out)
     print(json.dumps(report.key_numbers(), indent=2))
     print(f"wrote {eval_path}")
     if seeded_path is not None:

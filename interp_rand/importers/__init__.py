@@ -105,31 +105,28 @@ def import_bridge(source: str, task: str = "", task_config: str = "{}") -> Impor
         options = json.loads(task_config)
     except json.JSONDecodeError as err:
         raise ValueError(f"bridge: --task-config must be JSON, got {task_config!r}: {err}") from None
-    _check_fits(model.cfg, task, options)
-    origin = provenance("bridge", source, None, bridge_class=type(bridge).__name__)
-    return Imported(_spec(task, options, model.cfg, {"steps": 1}), model, origin)
-
-
-def _check_fits(cfg, task_name: str, options: dict[str, Any]) -> None:
-    """The model's vocabulary, outputs and context fit the task's (the offending field named)."""
+    from interp_rand.evaluation import check_model_fits_task
     from interp_rand.tasks import make_task
 
-    needed = make_task(task_name, **options).model_config()
-    for field in ("input_kind", "d_vocab", "d_input", "d_vocab_out", "d_seed"):
-        if getattr(cfg, field) != getattr(needed, field):
-            raise ValueError(f"bridge: the model's {field}={getattr(cfg, field)!r} does not fit task {task_name!r} "
-                             f"{options} (needs {getattr(needed, field)!r})")
-    if cfg.n_ctx < needed.n_ctx:
-        raise ValueError(f"bridge: the model's n_ctx={cfg.n_ctx} is shorter than task {task_name!r}'s {needed.n_ctx}")
+    try:
+        check_model_fits_task(model, make_task(task, **options))
+    except ValueError as err:
+        raise ValueError(f"bridge: {err}") from None
+    origin = provenance("bridge", source, None, bridge_class=type(bridge).__name__)
+    return Imported(_spec(task, options, model.cfg, {"steps": 1}), model, origin)
 
 
 def load_object(target: str) -> Any:
     """Call ``module:function`` (the user's code, named by the user) and return its result."""
     import importlib
+    import os
+    import sys
 
     module_name, sep, function = target.partition(":")
     if not sep or not module_name or not function.isidentifier():
         raise ValueError(f"{target!r} must be module:function (e.g. mypkg.models:build)")
+    if os.getcwd() not in sys.path:  # a module of the folder the command runs in, as `python -m` finds it
+        sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
@@ -138,6 +135,32 @@ def load_object(target: str) -> Any:
     if not callable(fn):
         raise ValueError(f"{module_name} has no function {function!r}")
     return fn()
+
+
+def user_model(target: str) -> tuple[Any, Any, str]:
+    """``(model, task, seed_source)`` of ``module:function``, which returns ``(model, task)`` or
+    ``(model, task, seed_source)``: our model or a TransformerBridge (converted,
+    :func:`~interp_rand.model.bridge.from_bridge`), a task or a
+    :class:`~interp_rand.tasks.spec.TaskSpec`, ``"fresh"`` (default) or ``"fixed"`` (trained
+    on the task's r0 alone)."""
+    from interp_rand.model.transformer import HookedTransformer
+
+    got = load_object(target)
+    if not isinstance(got, tuple) or len(got) not in (2, 3):
+        raise ValueError(f"{target} must return (model, task) or (model, task, seed_source); got {type(got).__name__}")
+    model, task, seed_source = (*got, "fresh") if len(got) == 2 else got
+    if type(model).__name__ == "TransformerBridge":
+        from interp_rand.model.bridge import from_bridge
+
+        model = from_bridge(model)
+    if not isinstance(model, HookedTransformer):
+        raise ValueError(f"{target}: the model must be an interp_rand HookedTransformer or a TransformerBridge, "
+                         f"got {type(model).__name__}")
+    if task is None or not hasattr(task, "sample"):
+        raise ValueError(f"{target}: the task must be a task or an interp_rand.tasks.TaskSpec, got {task!r}")
+    if seed_source not in ("fresh", "fixed"):
+        raise ValueError(f"{target}: seed_source must be 'fresh' or 'fixed', got {seed_source!r}")
+    return model.eval(), task, seed_source
 
 
 def import_model(kind: str, source: str, out: str | Path, **options: Any) -> Path:
@@ -154,4 +177,4 @@ def import_model(kind: str, source: str, out: str | Path, **options: Any) -> Pat
     return write_run(out, imported.spec, imported.model, imported.provenance)
 
 
-__all__ = ["IMPORTERS", "Imported", "import_model", "load_object"]
+__all__ = ["IMPORTERS", "Imported", "import_model", "load_object", "user_model"]

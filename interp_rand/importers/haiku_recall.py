@@ -165,9 +165,9 @@ def numpy_forward(config: dict[str, Any], params: dict[str, dict[str, np.ndarray
         a = p[module]
         w_qk = np.einsum("HIO,HiO->HIi", a["w_q"], a["w_k"])
         w_vo = np.einsum("HIO,HOi->HIi", a["w_v"], a["w_o"])
-        attention = np.einsum("HIi,bTI,bti->bHTt", w_qk, h, h) * mask  # softmax "none": masked, unscaled
-        values = np.einsum("HIi,btI->bHti", w_vo, h)
-        h = h + np.einsum("bHTt,bHtI->bTI", attention, values)
+        attention = np.einsum("HIi,bTI,bti->bHTt", w_qk, h, h, optimize=True) * mask  # softmax "none": masked, unscaled
+        values = np.einsum("HIi,btI->bHti", w_vo, h, optimize=True)
+        h = h + np.einsum("bHTt,bHtI->bTI", attention, values, optimize=True)
     return h @ p[f"{root}/linear_2"]["w"] + p[f"{root}/linear_2"]["b"]
 
 

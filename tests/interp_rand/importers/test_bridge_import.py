@@ -54,7 +54,7 @@ def test_bridge_importer_writes_a_run_folder(tmp_path, capsys, monkeypatch):
         assert torch.equal(ckpt.model()(tokens), from_bridge(_bridge())(tokens))
     # a task whose vocabulary the model does not have is refused, naming the field
     assert main(argv + ["--out", str(tmp_path / "small"), "--task-config", '{"length": 3, "vocab": 4}']) == 2
-    assert "d_vocab=10 does not fit task 'sort'" in capsys.readouterr().err
+    assert "does not fit task 'sort': d_vocab=10 (task 'sort' needs 5)" in capsys.readouterr().err
     assert main(["--threads", "1", "import", "bridge", "byom_test_models:build", "--out", str(tmp_path / "x"),
                  "--task", "nope"]) == 2
     assert "a run folder needs a registered task" in capsys.readouterr().err
