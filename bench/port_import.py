@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                        source=str(source.name))
             results["rows"].append(row)
             print(f"N={n} {variant}: average {row['average']:.3f}, worst-5% {row['worst_5pct']:.3f}, "
-                  f"majority-30 worst {row['majority_30_worst']} ({time.time() - start:.0f} s)", flush=True)
+                  f"majority-30 worst {(row.get('majority_30') or {}).get('worst')} ({time.time() - start:.0f} s)", flush=True)
     (args.out / "port_import.json").write_text(json.dumps(results, indent=1, default=str))
     if results["rows"]:
         text = table("recall", results["rows"])

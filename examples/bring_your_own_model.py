@@ -24,25 +24,21 @@ from probes import ProbeConfig, probe_task
 from probes.report import ReportConfig, build_report
 from probes.variables import VariableLabels, rows_to_groups
 
-L, V = 6, 10  # sequence length, vocabulary: target at position t is max(x_0 .. x_t)
+L, V = 6, 10  # sequence length, vocabulary: the answer at position t is max(x_0 .. x_t)
+
+
+def batch_of(x):
+    return Batch(x, x.cummax(1).values, torch.ones_like(x, dtype=torch.bool), torch.arange(L))
 
 
 def sample(n, generator):
-    x = torch.randint(0, V, (n, L), generator=generator)
-    return Batch(inputs=x, targets=x.cummax(1).values, loss_mask=torch.ones(n, L, dtype=torch.bool),
-                 answer_positions=torch.arange(L))
+    return batch_of(torch.randint(0, V, (n, L), generator=generator))
 
 
 def corrupt(batch, generator):  # lower the first maximum: the running max changes from there on
-    x = batch.inputs.clone()
-    where = x.argmax(1)
+    x, where = batch.inputs.clone(), batch.inputs.argmax(1)
     x[torch.arange(len(x)), where] = 0
-    return PairBatch(batch, sample_from(x), where)
-
-
-def sample_from(x):
-    return Batch(inputs=x, targets=x.cummax(1).values, loss_mask=torch.ones_like(x, dtype=torch.bool),
-                 answer_positions=torch.arange(L))
+    return PairBatch(batch, batch_of(x), where)
 
 
 def maximum(task, batch, model):  # a probe variable: the sequence's maximum; control: random labels per sequence

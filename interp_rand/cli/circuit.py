@@ -35,8 +35,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
     add_model_option(parser)
     parser.add_argument("--method", choices=catalogue.choices("method"), default="eap",
                         help=described_choices("method", "eap"))
-    parser.add_argument("--metric", choices=catalogue.choices("metric"), default="logprob",
-                        help=described_choices("metric", "logprob"))
+    parser.add_argument("--metric", choices=catalogue.choices("metric"), default=None,
+                        help=described_choices("metric", "logprob, or the --model task's own"))
     parser.add_argument("--ablation", choices=catalogue.choices("ablation"), default="resample",
                         help="what edges outside the circuit carry (default: resample = the "
                         "task's corrupted inputs)")

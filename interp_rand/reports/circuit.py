@@ -154,7 +154,7 @@ class CircuitReport:
 
 
 def circuit_report(run: str | Path | None = None, *, model: Any = None, task: Any = None, seed_source: str = "fresh",
-                   method: str = "eap", metric: str = "logprob", ablation: str = "resample",
+                   method: str = "eap", metric: str | None = None, ablation: str = "resample",
                    n: int = 256, pairs: str = "task", seed: int = DEFAULT_SEED, top_k: int | str | None = None,
                    target: float = 0.8, threshold: float | None = None, options: dict[str, Any] | None = None,
                    selection: str = "connected", by_position: bool = True, card: bool = True,
@@ -182,6 +182,7 @@ def circuit_report(run: str | Path | None = None, *, model: Any = None, task: An
     inputs = analysis_inputs(run, n, seed, pairs, model=model, task=task, seed_source=seed_source,
                              what="circuit_report")
     model, task, data = inputs.model, inputs.task, inputs.pairs
+    metric = metric or getattr(task, "metric", "logprob")  # a TaskSpec names the metric that fits it
     label = run_label(run) if run is not None else f"model ({task.name})"
     if qk_heads:
         from probes.report import check_qk_heads

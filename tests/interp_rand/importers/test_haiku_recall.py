@@ -104,6 +104,10 @@ def test_import_matches_the_numpy_forward_to_the_rounding_floor(fixture_file, tm
     meta = json.loads((folder / "checkpoint.json").read_text())
     assert meta["provenance"]["source_sha256"] == hashlib.sha256(fixture_file.read_bytes()).hexdigest()
     assert meta["provenance"]["importer"] == "haiku-recall" and not (folder / "trainer.safetensors").exists()
+    # the convention is config, so it survives a save, a load and a random re-initialisation
+    from probes.controls import random_init_like
+
+    assert random_init_like(ckpt.model()).cfg.input_mlp_act == "gelu_new"
     # control: the erf GELU (the default) misses the port's forward by far more than the floor
     erf = ckpt.model()
     erf.input_mlp.act = torch.nn.functional.gelu
