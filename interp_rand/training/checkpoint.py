@@ -189,8 +189,9 @@ def save_checkpoint(
 
 
 def fixed_seed_entry(spec: RunSpec) -> dict[str, Any]:
-    """``{"r0": [bits]}`` for a run trained on one fixed seed whose seed is known, else ``{}``."""
-    if spec.train_config.seed_source != "fixed":
+    """``{"r0": [bits]}`` for a run trained on one fixed seed whose seed is known, else ``{}``
+    (also for a spec of another trainer, e.g. the grid world's agents)."""
+    if getattr(getattr(spec, "train_config", None), "seed_source", None) != "fixed":
         return {}
     try:
         return {"r0": [float(b) for b in spec.make_task().fixed_seed().reshape(-1).tolist()]}
