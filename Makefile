@@ -20,7 +20,7 @@ demo: $(STAMP)
 	$(BIN)/interp-rand demo --out demo-output
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=20
 
 # Rebuild the zoo of trained models shipped in interp_rand/zoo/models (about 18 minutes).
 zoo: $(STAMP)

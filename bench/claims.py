@@ -12,6 +12,7 @@ per subject to ``--out``.
 
     python bench/claims.py --out /tmp/claims            # everything, one thread
     python bench/claims.py --out /tmp/claims --quick    # 64 pairs, no ground truth: a smoke run
+    python bench/claims.py --out /tmp/claims --only colouring   # one card subject, no ground truth
 """
 
 from __future__ import annotations
@@ -38,19 +39,28 @@ from interp_rand.reports.inputs import load_run_inputs
 CARD_METHODS = ("exact", "eap-ig", "acdc")
 
 
-def subjects(n: int):
-    """``(name, model, clean, corrupted, metric, pairs description)`` per card subject."""
+SUBJECTS = ("zoo:sort", "zoo:addition", "carry study (zoo:addition)", "colouring seed circuit (zoo:coloring-Aq_R)")
+
+
+def subjects(n: int, only: str = ""):
+    """``(name, model, clean, corrupted, metric, pairs description)`` per card subject (those of
+    :data:`SUBJECTS` whose name contains ``only``)."""
+    wanted = [name for name in SUBJECTS if only in name]
+    if not wanted:
+        raise SystemExit(f"--only={only!r} matches no card subject; choose a part of one of {list(SUBJECTS)}")
     for run in ("zoo:sort", "zoo:addition"):
-        x = load_run_inputs(run, n, DEFAULT_SEED, "task")
-        yield run, x.model, x.pairs.clean, x.pairs.corrupted, "logprob", f"the task's corruption, {n} pairs"
-    x = load_run_inputs("zoo:addition", 2, DEFAULT_SEED, "task")
-    study = carry_study(x.model, x.task, CarryConfig(n_pairs=max(n, 64)))
-    clean, corrupted = study.pairs
-    yield ("carry study (zoo:addition)", x.model, clean, corrupted, carry_metric,
-           f"carry-flip pairs, {len(clean)} (the study's)")
-    x = load_run_inputs("zoo:coloring-Aq_R", n, DEFAULT_SEED, "seed")
-    yield ("colouring seed circuit (zoo:coloring-Aq_R)", x.model, x.pairs.clean, x.pairs.corrupted, "logprob",
-           f"seed pairs (same cycles, fresh noise), {n}")
+        if run in wanted:
+            x = load_run_inputs(run, n, DEFAULT_SEED, "task")
+            yield run, x.model, x.pairs.clean, x.pairs.corrupted, "logprob", f"the task's corruption, {n} pairs"
+    if SUBJECTS[2] in wanted:
+        x = load_run_inputs("zoo:addition", 2, DEFAULT_SEED, "task")
+        study = carry_study(x.model, x.task, CarryConfig(n_pairs=max(n, 64)))
+        clean, corrupted = study.pairs
+        yield SUBJECTS[2], x.model, clean, corrupted, carry_metric, f"carry-flip pairs, {len(clean)} (the study's)"
+    if SUBJECTS[3] in wanted:
+        x = load_run_inputs("zoo:coloring-Aq_R", n, DEFAULT_SEED, "seed")
+        yield SUBJECTS[3], x.model, x.pairs.clean, x.pairs.corrupted, "logprob", \
+            f"seed pairs (same cycles, fresh noise), {n}"
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -58,13 +68,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--n", type=int, default=256, help="pairs per card subject (default: 256)")
     parser.add_argument("--quick", action="store_true", help="64 pairs and no ground-truth suite")
+    parser.add_argument("--only", default="", help="only the card subjects whose name contains this (e.g. "
+                        "'colouring'); skips the ground-truth suite")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     n = 64 if args.quick else args.n
     args.out.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
     out: dict = {"command": " ".join(["python", *sys.argv]), "load_average": os.getloadavg()}
-    if not args.quick:
+    if not args.quick and not args.only:
         t = time.perf_counter()
         rows = ground_truth_suite()
         out["ground_truth"] = {**to_json(rows), "seconds": time.perf_counter() - t}
@@ -73,7 +85,7 @@ def main(argv: list[str] | None = None) -> dict:
     out["cards"] = []
     print(f"{'subject':45s} " + " ".join(f"{m + ' CMD':>11s}" for m in (*CARD_METHODS, "eap")) +
           "  card method  edges  verdict   seconds")
-    for name, model, clean, corrupted, metric, pairs in subjects(n):
+    for name, model, clean, corrupted, metric, pairs in subjects(n, args.only):
         t = time.perf_counter()
         integrals, scores = {}, {}
         for method in (*CARD_METHODS, "eap"):

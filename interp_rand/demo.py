@@ -2,7 +2,8 @@
 
 Runs, one after the other, the commands a researcher would type on the packaged models
 (``zoo:NAME``), prints each command line and its output, and writes every result under one
-folder with an ``index.html`` linking the figures. ``--train`` instead trains small sort and
+folder with an ``index.html`` linking the figures and giving each step's verdict over the claims
+it states (one word, and one line per failing claim). ``--train`` instead trains small sort and
 addition models first (a few minutes) and evaluates those.
 """
 
@@ -18,7 +19,7 @@ import torch
 
 from interp_rand.evaluation import evaluate
 from interp_rand.figures import training_curves
-from interp_rand.figures.demo_index import demo_index
+from interp_rand.figures.demo_index import demo_index, verdict_lines
 from interp_rand.figures.html_page import write_figure
 from interp_rand.tasks import make_task
 from interp_rand.training import TrainConfig, train
@@ -28,10 +29,16 @@ TOUR: list[tuple[str, str, list[str]]] = [
     ("zoo", "the trained models shipped with the package", ["zoo", "list"]),
     ("addition", "the 3-digit addition model on 100,000 fresh problems",
      ["eval", "zoo:addition", "--n", "100000", "--out", "OUT"]),
-    ("carry", "carry propagation: the components that carry, removed, and controls",
+    ("carry", "carry propagation: the algorithm checked (interchange, scrubbing, predictions), then the "
+     "components that carry, removed, and controls",
      ["case-study", "carry", "zoo:addition", "--n", "1000", "--controls", "3", "--out", "OUT"]),
-    ("sort", "the sorting heads: role scores, ablation per output position, duplicates and near-ties",
+    ("sort", "sorting: the algorithm checked, then the heads' role scores, ablation per output position, "
+     "duplicates and near-ties",
      ["case-study", "sort", "zoo:sort", "--n", "2000", "--controls", "3", "--out", "OUT"]),
+    ("recall-seed", "recall's seed: which keys a seed stores, checked on held-out seeds and by seed-bit interventions",
+     ["case-study", "recall-seed", "zoo:recall-Aq_R", "--out", "OUT"]),
+    ("coloring-seed", "colouring's noise: the rule from noise ranks to a colour, checked against the model",
+     ["case-study", "coloring-seed", "zoo:coloring-Aq_R", "--out", "OUT"]),
     ("report", "the attention-pattern report of the addition model (heads, roles, probes)",
      ["report", "zoo:addition", "--out", "OUT/report.html"]),
     ("randomness", "the randomness channel: colouring A^q_R (randomized) against A^E_R (ERM)",
@@ -60,8 +67,12 @@ def run_tour(out: str | Path) -> list[dict[str, Any]]:
         code = main(["--threads", "1", *argv])
         if code != 0:
             raise RuntimeError(f"demo step failed ({code}): {line}")
+        verdict = verdict_lines(out / folder)
+        if verdict:
+            print("verdict: " + "\n  ".join(verdict), flush=True)
         steps.append({"folder": folder, "what": what, "command": line,
-                      "seconds": round(time.perf_counter() - began, 1)})
+                      "seconds": round(time.perf_counter() - began, 1), "verdict": verdict[0].split()[0] if verdict
+                      else None})
     (out / "tour.json").write_text(json.dumps(steps, indent=2))
     (out / "index.html").write_text(demo_index(out, steps), encoding="utf-8")
     print(f"\nwrote {out}; open {out / 'index.html'} for the figures")

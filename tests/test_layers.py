@@ -2,7 +2,7 @@
 or inside a function). Layers, lowest first:
 
 - the core (``interp_rand`` except its top layer) imports neither ``circuits`` nor ``probes``;
-- ``circuits``: graph <- interventions <- methods <- analyses <- draw, each importing only
+- ``circuits``: graph <- interventions <- methods <- analyses <- mechanisms <- draw, each importing only
   the layers below it (and the core); ``probes`` imports the core and never ``circuits``; the
   analyses and drawings of circuits may use ``probes``' estimators (ridge probes, attention
   patterns);
@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP = ("interp_rand.cli", "interp_rand.reports", "interp_rand.demo")
-CIRCUIT_LAYERS = ("graph", "interventions", "methods", "analyses", "draw")
+CIRCUIT_LAYERS = ("graph", "interventions", "methods", "analyses", "mechanisms", "draw")
 # Modules that draw (plotly): the drawing layer of circuits, the core's figures, the report
 # writers and the top layer.
 DRAWING = ("circuits.draw", "interp_rand.figures", "probes.report_html") + TOP

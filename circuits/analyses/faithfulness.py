@@ -87,28 +87,38 @@ class ShareMeter:
     empty: float
 
     @classmethod
-    def of(cls, model: Any, graph: ModelGraph, batch: Any, replacement: Tensor, metric: Metric) -> ShareMeter:
-        """Measure ``m(M)`` and ``m(∅)``; refuse a zero gap (the share is undefined)."""
+    def of(cls, model: Any, graph: ModelGraph, batch: Any, replacement: Tensor, metric: Metric,
+           require_gap: bool = True) -> ShareMeter:
+        """Measure ``m(M)`` and ``m(∅)``; refuse a zero gap (the share is undefined) unless
+        ``require_gap`` is false (a meter used for its metric values and effects only)."""
         def m(keep: Tensor) -> float:
             return float(evaluate_metric(metric, run_with_edges(model, graph, batch, keep, replacement), batch))
 
         full, empty = m(graph.mask), m(torch.zeros_like(graph.mask))
-        if full == empty:
+        if require_gap and full == empty:
             raise ValueError("the full model and the empty circuit give the same metric: the recovered share is "
                              "undefined (choose pairs or an ablation under which the model's behaviour changes)")
         return cls(model, graph, batch, replacement, metric, full, empty)
 
     @classmethod
     def of_pairs(cls, model: Any, graph: ModelGraph, clean: Any, corrupted: Any, ablation: Ablation, metric: Metric,
-                 reference: Any = None) -> ShareMeter:
+                 reference: Any = None, require_gap: bool = True) -> ShareMeter:
         """The meter of ``clean`` with ablated edges carrying what ``ablation`` takes from
         ``corrupted`` (or ``reference`` for mean ablation)."""
         replacement = patch_data(model, graph, clean, corrupted, ablation, reference).replacement
-        return cls.of(model, graph, clean, replacement, metric)
+        return cls.of(model, graph, clean, replacement, metric, require_gap)
+
+    def logits(self, keep: Tensor) -> Tensor:
+        """The logits of the batch with the edges outside ``keep`` ablated."""
+        return run_with_edges(self.model, self.graph, self.batch, keep, self.replacement)
 
     def metric_of(self, keep: Tensor) -> float:
-        return float(evaluate_metric(self.metric, run_with_edges(self.model, self.graph, self.batch, keep,
-                                                                 self.replacement), self.batch))
+        return float(evaluate_metric(self.metric, self.logits(keep), self.batch))
+
+    @property
+    def gap(self) -> float:
+        """``m(M) − m(∅)``: the behaviour every share divides by, in the metric's units."""
+        return self.full - self.empty
 
     def share(self, keep: Tensor) -> float:
         return (self.metric_of(keep) - self.empty) / (self.full - self.empty)

@@ -2,7 +2,7 @@
 
 Every case-study and comparison claim is a :class:`Claim`: a sentence, the measured value, the
 control it is held against and a :class:`Verdict` (``holds``, ``fails`` or ``inconclusive``)
-with the rule that decided it. Two rules cover them:
+with the rule that decided it. Three rules cover them:
 
 - :func:`exceeds`: the value must beat the control by ``margin`` *and* be ``ratio`` times it
   (e.g. the accuracy drop when the named heads are ablated against the drop for random heads).
@@ -10,6 +10,10 @@ with the rule that decided it. Two rules cover them:
   inconclusive.
 - :func:`keeps`: the value must stay within ``tolerance`` below a reference (e.g. no-carry
   digits keep their accuracy when the carry is removed); else the claim fails.
+- :func:`exceeds_on_scale`: two effects in the metric's units, shared out of one denominator
+  (the trained model's behaviour gap) that must clear a floor (:func:`gap_floor_reason`); the
+  bootstrap interval of the difference of the shares decides, and an interval that covers both
+  outcomes makes the claim inconclusive, not failed (a control drawn once cannot fail a claim).
 
 A missing control or value (``None`` / NaN) makes a claim inconclusive. Compute only.
 
@@ -20,8 +24,11 @@ A missing control or value (``None`` / NaN) makes a claim inconclusive. Compute 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import torch
 
 VERDICTS = ("holds", "fails", "inconclusive")
 
@@ -54,6 +61,7 @@ class Claim:
     value: the measured quantity; ``control``: what it is held against (``None``: none).
     control_label: what the control is (``"random heads"``), for the printed line.
     verdict: the :class:`Verdict`.
+    note: more numbers for the line (e.g. the effects in the metric's units); may be empty.
     """
 
     text: str
@@ -61,10 +69,13 @@ class Claim:
     control: float | None
     control_label: str
     verdict: Verdict
+    note: str = ""
 
     def line(self) -> str:
-        """``claim: TEXT — HOLDS (0.385 vs 0.105 for random heads)`` / ``— FAILS: reason (...)``."""
+        """``claim: TEXT — HOLDS (0.385 vs 0.105 for random heads)`` / ``— FAILS: reason (...)``
+        (the note, when there is one, after the numbers: ``(0.9 vs 0.1 for c; note)``)."""
         numbers = f"{_fmt(self.value)} vs {_fmt(self.control)} for {self.control_label}"
+        numbers += f"; {self.note}" if self.note else ""
         if self.verdict.holds:
             return f"claim: {self.text} — HOLDS ({numbers})"
         return f"claim: {self.text} — {self.verdict.outcome.upper()}: {self.verdict.reason} ({numbers})"
@@ -72,7 +83,7 @@ class Claim:
     def to_dict(self) -> dict[str, Any]:
         return {"claim": self.text, "verdict": self.verdict.outcome, "rule": self.verdict.rule,
                 "reason": self.verdict.reason, "value": _round(self.value), "control": _round(self.control),
-                "control_label": self.control_label, "line": self.line()}
+                "control_label": self.control_label, "note": self.note, "line": self.line()}
 
 
 def _missing(x: float | None) -> bool:
@@ -129,7 +140,78 @@ def inconclusive(claim: Claim, reason: str) -> Claim:
     """``claim`` marked inconclusive whatever its numbers say (e.g. the behaviour it is about is
     too small to measure)."""
     return Claim(claim.text, claim.value, claim.control, claim.control_label,
-                 Verdict("inconclusive", claim.verdict.rule, reason))
+                 Verdict("inconclusive", claim.verdict.rule, reason), claim.note)
+
+
+def interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """The central ``level`` interval of ``values`` (their quantiles at ``(1 ∓ level) / 2``)."""
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64)
+    lo, hi = torch.quantile(t, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)).tolist()
+    return lo, hi
+
+
+def gap_floor_reason(gap: float | None, resampled: Sequence[float] = (), *, gap_floor: float,
+                     level: float = 0.95) -> str:
+    """Why a denominator ``gap`` (a behaviour, in the metric's units) cannot share out effects:
+    missing, ``|gap| < gap_floor``, or its ``level`` interval over ``resampled`` values contains
+    0; ``""`` when it can."""
+    if _missing(gap):
+        return "no behaviour gap measured"
+    if abs(gap) < gap_floor:
+        return f"the behaviour gap {gap:.2g} is below the floor {gap_floor:g} (metric units): no share is defined"
+    if len(resampled) > 1:
+        lo, hi = interval(resampled, level)
+        if lo <= 0 <= hi:
+            return f"the behaviour gap's {level:.0%} interval [{lo:.2g}, {hi:.2g}] contains 0: no share is defined"
+    return ""
+
+
+def exceeds_on_scale(text: str, effect: float | None, control: float | None, gap: float | None, *,
+                     control_label: str, resamples: Sequence[tuple[float, float, float]] = (),
+                     margin: float = 0.1, floor: float = 0.5, gap_floor: float = 1e-2, level: float = 0.95,
+                     unavailable: str = "") -> Claim:
+    """``effect`` against ``control``, both in the metric's units, as shares of the one
+    denominator ``gap`` (the behaviour of the model the claim is about, never the control's).
+
+    The claim's value is ``effect / gap``, its control ``control / gap``. ``resamples``:
+    ``(effect, control, gap)`` on bootstrap resamples of the data (the same resample for both).
+    Inconclusive when a number is missing or the gap fails :func:`gap_floor_reason` (nothing is
+    divided then); fails when the value is below ``floor``; with resamples, holds when the
+    ``level`` interval of ``value − control`` lies at or above ``margin``, fails when it lies
+    below, and is inconclusive when it contains ``margin`` (the control cannot decide); without
+    resamples the point difference decides (holds at or above ``margin``, else fails)."""
+    rule = (f"shares of one gap, the behaviour of the model the claim is about (|gap| >= {gap_floor:g} metric "
+            "units, its interval excluding 0; else inconclusive): "
+            f"value >= {floor:g} and value - control >= {margin:g}"
+            + (f" over the {level:.0%} bootstrap interval ({len(resamples)} resamples; inconclusive when the "
+               f"interval contains {margin:g})" if resamples else ""))
+    units = ("" if _missing(effect) or _missing(control) or _missing(gap) else
+             f"metric units: {effect:.4g} vs {control:.4g} of a gap of {gap:.4g}")
+    if _missing(effect) or _missing(control):
+        return Claim(text, None, None, control_label,
+                     Verdict("inconclusive", rule, unavailable or "no measurement to compare"), units)
+    why = gap_floor_reason(gap, [g for _, _, g in resamples], gap_floor=gap_floor, level=level)
+    if why:
+        return Claim(text, None, None, control_label, Verdict("inconclusive", rule, why), units)
+    value, ctrl = effect / gap, control / gap
+    if resamples:
+        lo, hi = interval([(e - c) / g for e, c, g in resamples], level)
+        units += f"; value - control {level:.0%} interval [{lo:.3f}, {hi:.3f}]"
+    if value < floor:
+        return Claim(text, value, ctrl, control_label, Verdict("fails", rule, f"below the floor {floor:g}"), units)
+    if not resamples:
+        if value - ctrl < margin:
+            return Claim(text, value, ctrl, control_label,
+                         Verdict("fails", rule, f"not above its control by {margin:g}"), units)
+        return Claim(text, value, ctrl, control_label, Verdict("holds", rule), units)
+    if hi < margin:
+        return Claim(text, value, ctrl, control_label,
+                     Verdict("fails", rule, f"not above its control by {margin:g} (the whole interval)"), units)
+    if lo < margin:
+        return Claim(text, value, ctrl, control_label,
+                     Verdict("inconclusive", rule, f"the interval of value - control contains {margin:g}: the "
+                             "control cannot decide"), units)
+    return Claim(text, value, ctrl, control_label, Verdict("holds", rule), units)
 
 
 def verdict_counts(claims: list[Claim]) -> dict[str, int]:
@@ -144,4 +226,5 @@ def summary_line(claims: list[Claim]) -> str:
             f"{n['inconclusive']} inconclusive")
 
 
-__all__ = ["VERDICTS", "Claim", "Verdict", "exceeds", "inconclusive", "keeps", "summary_line", "verdict_counts"]
+__all__ = ["VERDICTS", "Claim", "Verdict", "exceeds", "exceeds_on_scale", "gap_floor_reason", "inconclusive", "interval",
+           "keeps", "summary_line", "verdict_counts"]

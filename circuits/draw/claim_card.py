@@ -11,8 +11,9 @@ from typing import Any
 import plotly.graph_objects as go
 
 from circuits.analyses.claim_card import ClaimCard
+from circuits.draw.style import VERDICT_COLOURS
 
-_COLOUR = {"holds": "#2ca02c", "fails": "#d62728", "inconclusive": "#ff7f0e"}
+_COLOUR = VERDICT_COLOURS
 
 
 def _fmt(x: Any) -> str:
@@ -46,14 +47,27 @@ def claim_card_section(card: ClaimCard, include_plotlyjs: bool | str = False) ->
     colour = _COLOUR[card.verdict]
     found = "".join(f"<tr><th>{html.escape(k)}</th><td>{_fmt(v if not isinstance(v, dict) else v)}</td></tr>"
                     for k, v in card.found_with.items())
-    rc = data["random_circuits"]
+    rc, ri, fx = data["random_circuits"], data["random_init"], data["effects"]
+    unit = html.escape(str(card.found_with.get("metric", "metric")))
+
+    def both(share: Any, effect: Any) -> str:
+        """A share of the trained gap beside its effect in the metric's units."""
+        return f"{_fmt(share)} <small>({_fmt(effect)} {unit})</small>"
+
     numbers = [
         ("edges", f"{len(card.circuit)} of {card.circuit.total_edges}"),
-        ("sufficiency (circuit alone)", _fmt(card.sufficiency)),
-        ("random circuits of its size: sufficiency, 95th pct", _fmt(rc["sufficiency_p95"])),
+        ("the trained model's gap, full − empty (the denominator of every share)",
+         f"{_fmt(card.gap)} {unit} <small>(floor {_fmt(data['gap_floor'])})</small>"),
+        ("sufficiency (circuit alone)", both(card.sufficiency, fx["circuit"])),
+        ("random circuits of its size: sufficiency, 95th pct", both(rc["sufficiency_p95"], fx["random_circuits_p95"])),
         ("necessity (model without the circuit)", _fmt(card.necessity)),
-        ("random circuits: share removed, 95th pct", _fmt(rc["removed_p95"])),
-        ("random-initialised model: same method's circuit, sufficiency", _fmt(card.random_init_sufficiency)),
+        ("share removed by ablating the circuit (1 − necessity)", both(1 - card.necessity, fx["removed"])),
+        ("random circuits: share removed, 95th pct", both(rc["removed_p95"], fx["random_circuits_removed_p95"])),
+        ("random-initialised model: its own gap (never a denominator)", both(ri["gap_share_of_trained_gap"], ri["gap"])),
+        ("random-initialised model: the method's circuit on it, effect on the trained scale",
+         both(ri["circuit_share_of_trained_gap"], ri["circuit_effect"])),
+        ("random-initialised model: the card's edges on it, effect on the trained scale",
+         both(ri["same_edges_share_of_trained_gap"], ri["same_edges_effect"])),
         ("CPR / CMD (MIB, sufficiency)", f"{card.integrals.cpr:.3f} / {card.integrals.cmd:.3f}"),
         ("stability: mean Jaccard with resampled-data circuits",
          f"{card.stability.mean_jaccard:.3f} (chance {card.stability.chance_jaccard:.3f})"),
@@ -64,9 +78,12 @@ def claim_card_section(card: ClaimCard, include_plotlyjs: bool | str = False) ->
     claims = "".join(f'<li style="color:{_COLOUR[c.verdict.outcome]}">{html.escape(c.line())}'
                      f'<br><small>rule: {html.escape(c.verdict.rule)}</small></li>' for c in card.claims)
     figure = curves_figure(card).to_html(full_html=False, include_plotlyjs=include_plotlyjs)
+    scale = ("<p><small>Every share divides by the trained model's gap (in brackets: the same number in the "
+             "metric's units); a gap below its floor, or a control whose interval covers both outcomes, makes a "
+             "claim INCONCLUSIVE, not failed.</small></p>")
     return (f'<section class="claim-card"><h2>{html.escape(card.subject)} — '
             f'<span style="color:{colour}">{card.verdict.upper()}</span></h2>'
-            f"<h3>found with</h3><table>{found}</table><h3>numbers and controls</h3><table>{rows}</table>"
+            f"<h3>found with</h3><table>{found}</table><h3>numbers and controls</h3>{scale}<table>{rows}</table>"
             f"<h3>claims</h3><ul>{claims}</ul>{figure}</section>")
 
 

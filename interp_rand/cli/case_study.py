@@ -1,14 +1,13 @@
-"""``interp-rand case-study carry|sort RUN_DIR --out DIR``: run a case study on a trained run,
-print each claim with its verdict against its control (HOLDS / FAILS / INCONCLUSIVE), then the
-numbers behind them, and write ``case_study.json`` and ``case_study.html``
-(the circuit drawing and the ablation figures, offline). The report is
-:func:`interp_rand.reports.case_study.case_study_report`."""
+"""``interp-rand case-study carry|sort|recall-seed|coloring-seed [RUN_DIR] --out DIR``: check the
+study's mechanism on a trained run (default: its zoo run) and print the algorithm with a verdict
+per check (HOLDS / FAILS / INCONCLUSIVE); the carry and sort studies then run their edge-level
+study and print each claim against its control. Writes ``case_study.json``, ``mechanism.json``
+and ``case_study.html`` (the mechanism drawing, then the circuit and ablation figures, offline).
+The report is :func:`interp_rand.reports.case_study.case_study_report`."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-
 from interp_rand import progress
 from interp_rand.cli.options import at_least, output_path
 from interp_rand.cli.circuit import add_card_options
@@ -17,20 +16,26 @@ from interp_rand.reports.case_study import STUDIES
 
 def add_parser(commands) -> argparse.ArgumentParser:
     parser = commands.add_parser(
-        "case-study", help="carry propagation (addition) or sorting passes (sort), backed by ablations",
-        description="carry: the components that move carries (carry-flip patching), carry-removal "
-        "ablation against random same-position components, the carry probe, cascades. sort: the "
-        "heads that point to the next element, per-position ablation against random heads, "
-        "duplicates and near-ties. Prints one line per claim with its verdict against its control "
-        "(HOLDS, FAILS or INCONCLUSIVE, with the numbers), then the details; writes JSON and HTML.",
+        "case-study", help="a flagship mechanism checked on its run (carry, sort, recall-seed, coloring-seed)",
+        description="Each study states an algorithm (pseudocode naming the components that compute "
+        "each step) and checks it: interchange accuracy per variable against random-site, "
+        "random-init (and random-direction) controls, causal scrubbing of the whole hypothesis "
+        "against random location sets of the same size, and the predictions it makes about where "
+        "the model fails or succeeds. carry and sort then add their edge-level study: carry-removal "
+        "ablation against random same-position components, the carry probe, cascades (carry); the "
+        "next-element heads, per-position ablation, duplicates and near-ties (sort). Prints one "
+        "line per claim with its verdict (HOLDS, FAILS or INCONCLUSIVE, with the numbers); writes "
+        "JSON and HTML.",
     )
     parser.add_argument("study", choices=STUDIES)
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    parser.add_argument("run_dir", nargs="?", default=None, metavar="RUN_DIR",
+                        help="a run of the study's task or zoo:NAME (default: the mechanism's zoo run: "
+                        "zoo:addition, zoo:sort, zoo:recall-Aq_R, zoo:coloring-Aq_R)")
     parser.add_argument("--out", type=output_path, required=True, help="output folder")
     parser.add_argument("--seed", type=int, default=0, help="seed of every draw (default: 0)")
     parser.add_argument("--controls", type=at_least(2), default=10, help="random control sets (default: 10)")
     parser.add_argument("--n", type=at_least(2), default=None,
-                        help="evaluation examples (default: carry 2000, sort 4000)")
+                        help="evaluation examples (default: mechanism 2000; edge-level carry 2000, sort 4000)")
     add_card_options(parser)
     return parser
 
@@ -44,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
         progress.note("writing case_study.json, circuit.json, case_study.html")
     report.write(args.out)
     print(report.text())
-    cards = ", card.json, card.html" if report.card is not None else ""
-    print(f"wrote {args.out}/case_study.json, circuit.json, case_study.html{cards}")
+    extra = (", circuit.json" if report.result is not None else "") + (
+        ", card.json, card.html" if report.card is not None else "")
+    print(f"wrote {args.out}/case_study.json, mechanism.json, case_study.html{extra}")
     return 0

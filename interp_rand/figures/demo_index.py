@@ -1,6 +1,11 @@
-"""The demo's ``index.html``: one section per step with its command, its key numbers (read from
-the JSON files the step wrote) and a link to every file it wrote (drawing only: it reads what
-the steps left in their folders)."""
+"""The demo's ``index.html``: one section per step with its command, its verdict, its key numbers
+(read from the JSON files the step wrote) and a link to every file it wrote (drawing only: it
+reads what the steps left in their folders).
+
+A step's verdict is one word over every claim its JSON files state (a file with a top-level
+``"claims"`` list, as case studies, comparisons and claim cards write): FAILS when any claim
+fails, HOLDS when every claim holds, else INCONCLUSIVE; each failing claim gets one line naming
+its file, the claim and why it fails. Such files show their claims instead of raw key numbers."""
 
 from __future__ import annotations
 
@@ -24,7 +29,10 @@ h2 { font-size: 1.1em; margin: 0.2em 0; } code { background: #f4f4f4; padding: 1
 table { font-size: 0.9em; margin: 0.5em 0; }
 td { border: 1px solid #ddd; padding: 2px 8px; text-align: left; } td.v { text-align: right; font-variant-numeric: tabular-nums; }
 .muted { color: #666; font-size: 0.9em; }
+.verdict b.holds { color: #2ca02c; } .verdict b.fails { color: #d62728; } .verdict b.inconclusive { color: #e07000; }
+ul.failing { margin: 0.2em 0 0.5em 0; font-size: 0.9em; }
 """
+VERDICT_ORDER = ("fails", "inconclusive", "holds")
 
 
 def _flatten(value: Any, prefix: str, depth: int = 2) -> list[tuple[str, Any]]:
@@ -49,6 +57,65 @@ def _format(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else str(v)
 
 
+def _claims(data: Any) -> list[dict[str, Any]]:
+    """The claims a JSON output states (its top-level ``"claims"`` list of dicts with a verdict)."""
+    claims = data.get("claims") if isinstance(data, dict) else None
+    return [c for c in claims if isinstance(c, dict) and "verdict" in c] if isinstance(claims, list) else []
+
+
+def step_verdict(claims: list[dict[str, Any]]) -> str | None:
+    """One word over ``claims``: ``fails`` when any fails, ``holds`` when all hold, else
+    ``inconclusive``; ``None`` when there are none."""
+    if not claims:
+        return None
+    outcomes = {c["verdict"] for c in claims}
+    return "fails" if "fails" in outcomes else "holds" if outcomes == {"holds"} else "inconclusive"
+
+
+def _failing_line(name: str, data: dict[str, Any], claim: dict[str, Any]) -> str:
+    """``card.json (the carry card): the circuit is learned ... — below the floor 0.5 (0.261 vs ...)``."""
+    what = f"{name} ({data['subject']})" if isinstance(data.get("subject"), str) else name
+    text = claim.get("line") or f"claim: {claim.get('claim')} — FAILS: {claim.get('reason')}"
+    return f"{what}: {text.removeprefix('claim: ')}"
+
+
+def _judged(folder: Path) -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
+    """``(file name, its JSON, its claims)`` for every JSON output under ``folder`` stating claims."""
+    out = []
+    for path in sorted(folder.rglob("*.json")) if folder.is_dir() else []:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if _claims(data):
+            out.append((path.name, data, _claims(data)))
+    return out
+
+
+def verdict_lines(folder: str | Path) -> list[str]:
+    """A step's verdict as text: ``FAILS (9 claims in 2 file(s): 2 fail, 1 inconclusive, 6 holds)``
+    then one line per failing claim; ``[]`` when the step states no claims."""
+    judged = _judged(Path(folder))
+    claims = [c for _, _, cs in judged for c in cs]
+    word = step_verdict(claims)
+    if word is None:
+        return []
+    counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICT_ORDER}
+    tally = ", ".join(f"{counts[v]} {'fail' if v == 'fails' else v}" for v in VERDICT_ORDER)
+    return [f"{word.upper()} ({len(claims)} claims in {len(judged)} file(s): {tally})",
+            *(_failing_line(name, data, c) for name, data, cs in judged for c in cs if c["verdict"] == "fails")]
+
+
+def _verdict_block(folder: Path) -> str:
+    lines = verdict_lines(folder)
+    if not lines:
+        return "<p class='verdict muted'>no claims to judge</p>"
+    word, _, tally = lines[0].partition(" ")
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines[1:])
+    return (f"<p class='verdict'><b class='{word.lower()}'>{word}</b> <span class='muted'>{html.escape(tally)}</span>"
+            "</p>" + (f"<ul class='failing'>{items}</ul>" if items else ""))
+
+
 def _step(out: Path, step: dict[str, Any]) -> str:
     folder = out / step["folder"]
     files = sorted(p for p in folder.rglob("*") if p.suffix in (".html", ".json") and ".measured" not in p.name) \
@@ -61,6 +128,8 @@ def _step(out: Path, step: dict[str, Any]) -> str:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
+        if _claims(data):  # its claims speak for it (the verdict block), not its raw numbers
+            continue
         numbers = key_numbers(data) if isinstance(data, dict) else []
         rows += [f"<tr><td>{html.escape(path.name)}</td><td>{html.escape(k)}</td><td class='v'>{_format(v)}</td></tr>"
                  for k, v in numbers]
@@ -69,16 +138,17 @@ def _step(out: Path, step: dict[str, Any]) -> str:
     table = f"<div class='scroll'><table>{''.join(rows)}</table></div>" if rows else ""
     return (f"<section><h2>{html.escape(step['what'])}</h2>"
             f"<p class='muted'>{step['seconds']} s &middot; <code>{html.escape(step['command'])}</code></p>"
-            f"{table}" + (f"<p class='files'>{links}</p>" if links else "") + "</section>")
+            f"{_verdict_block(folder)}{table}" + (f"<p class='files'>{links}</p>" if links else "") + "</section>")
 
 
 def demo_index(out: str | Path, steps: list[dict[str, Any]], title: str = "interp-rand demo: the zoo's trained models") -> str:
     """The page: ``steps`` as :func:`interp_rand.demo.run_tour` records them (``folder``,
     ``what``, ``command``, ``seconds``), each folder under ``out``."""
     out = Path(out)
-    intro = ("<p class='muted'>Each step's command, its key numbers (from the JSON it wrote) and every file "
-             "it wrote; the figures are offline HTML.</p>")
+    intro = ("<p class='muted'>Each step's command, its verdict over the claims it states (FAILS when any claim "
+             "fails, with one line per failing claim saying why; HOLDS when all hold; else INCONCLUSIVE), its key "
+             "numbers (from the JSON it wrote) and every file it wrote; the figures are offline HTML.</p>")
     return page_html(title, [intro, "".join(_step(out, step) for step in steps)], style=_STYLE)
 
 
-__all__ = ["demo_index", "key_numbers"]
+__all__ = ["demo_index", "key_numbers", "step_verdict", "verdict_lines"]

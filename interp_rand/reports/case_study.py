@@ -1,8 +1,11 @@
 """A case study of a trained run in one call (what ``interp-rand case-study`` prints and
-writes): the study, its claims with verdicts against their controls, the details behind them.
+writes). It leads with the study's **mechanism** (:mod:`interp_rand.reports.mechanisms`): the
+algorithm in pseudocode and its card, a verdict per check. The carry and sort studies then add
+the edge-level study: its claims with verdicts against their controls, its circuit and claim
+card, and the details behind them.
 
-    >>> report = case_study_report("carry", "zoo:addition", seed=0)
-    >>> print("\\n".join(report.lines)); report.write("out/carry")   # case_study.json/.html, circuit.json
+    >>> report = case_study_report("carry", seed=0)          # default run: the mechanism's zoo run
+    >>> print(report.text()); report.write("out/carry")     # case_study.json/.html, mechanism.json, circuit.json
 """
 
 from __future__ import annotations
@@ -14,9 +17,12 @@ from pathlib import Path
 from typing import Any
 
 
-# the case studies and the task of the runs each reads (light: the command line's choices)
-STUDY_TASKS = {"carry": "addition", "sort": "sort"}
+# the case studies and the task of the runs each reads (light: the command line's choices);
+# each is also the name of its flagship mechanism (interp_rand.reports.mechanisms)
+STUDY_TASKS = {"carry": "addition", "sort": "sort", "recall-seed": "recall", "coloring-seed": "coloring"}
 STUDIES = tuple(STUDY_TASKS)
+# the studies with an edge-level study besides their mechanism
+EDGE_STUDIES = ("carry", "sort")
 
 
 @dataclass(frozen=True)
@@ -34,7 +40,7 @@ class Study:
 
 
 def studies() -> dict[str, Study]:
-    """The case studies by name (``carry``: addition, ``sort``: sort)."""
+    """The edge-level studies by name (``carry``: addition, ``sort``: sort)."""
     from interp_rand.reports.case_studies import CarryConfig, SortConfig, carry_study, sort_study
     from interp_rand.reports.case_studies.carry import carry_metric
     from interp_rand.reports.case_studies.claims import carry_claims, carry_details, sort_claims, sort_details
@@ -49,14 +55,19 @@ def studies() -> dict[str, Study]:
 @dataclass
 class CaseStudyReport:
     """Attributes:
-    study: the study's name; run: the checkpoint folder read; result: the study's result object
-    (:class:`~interp_rand.reports.case_studies.CarryStudy` or ``SortStudy``).
-    claims: its claims with verdicts; lines: one line per claim, the summary line, then the details.
-    data: what case_study.json holds; title: the page's title.
+    study: the study's name; run: the checkpoint folder read.
+    mechanism: the study's :class:`~interp_rand.reports.mechanism.MechanismReport` (the
+    algorithm and its card).
+    result: the edge-level study's result (:class:`~interp_rand.reports.case_studies.CarryStudy`
+    or ``SortStudy``; ``None`` for a mechanism-only study). claims: its claims with verdicts;
+    lines: the mechanism card's lines, then one line per edge-level claim, the summary line and
+    the details. data: what case_study.json holds; title: the page's title; card: the edge-level
+    circuit's claim card.
     """
 
     study: str
     run: str
+    mechanism: Any
     result: Any
     claims: list[Any]
     lines: list[str]
@@ -65,55 +76,109 @@ class CaseStudyReport:
     card: Any = None
 
     def to_json(self) -> str:
-        return json.dumps(self.data, indent=1)
+        from interp_rand.reports.dynamics.view import finite_or_none
+
+        return json.dumps(finite_or_none(self.data), indent=1)
 
     def text(self) -> str:
         from interp_rand.reports.circuit import card_lines
 
         return "\n".join(self.lines + ([] if self.card is None else card_lines(self.card)))
 
+    def headline(self) -> str:
+        """One line: the mechanism's verdict and, for an edge-level study, its claims' and card's."""
+        line = self.mechanism.card.headline()
+        if self.result is not None:
+            from circuits.analyses.verdict import summary_line
+
+            line += f"; edge-level study: {summary_line(self.claims).removeprefix('verdicts: ')}"
+            if self.card is not None:
+                line += f"; circuit card {self.card.verdict.upper()}"
+        return line
+
     def write(self, out: str | Path) -> Path:
-        """case_study.json, circuit.json and case_study.html (drawing and ablation figures) in ``out``."""
-        from interp_rand.reports.case_studies.draw import study_figures, write_case_study_html
+        """case_study.json, mechanism.json, case_study.html (the mechanism's headline, drawing,
+        algorithm and checks, then the edge-level circuit and ablation figures) and, for an
+        edge-level study, circuit.json and its card."""
+        import html
+
+        from interp_rand.figures.html_page import write_page
+        from interp_rand.reports.case_studies.draw import study_figures
+        from interp_rand.reports.mechanism import claims_html
 
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "case_study.json").write_text(self.to_json())
-        self.result.circuit.save(out / "circuit.json")
-        if self.card is not None:
-            from interp_rand.reports.circuit import write_card
+        (out / "mechanism.json").write_text(self.mechanism.to_json())
+        sections: list[Any] = list(self.mechanism.sections())
+        if self.result is not None:
+            self.result.circuit.save(out / "circuit.json")
+            if self.card is not None:
+                from interp_rand.reports.circuit import write_card
 
-            write_card(self.card, out)
-        write_case_study_html(out / "case_study.html", self.title, self.lines, study_figures(self.result))
+                write_card(self.card, out)
+            details = self.lines[len(self.mechanism.lines) + len(self.claims) + 2:]
+            card = ("" if self.card is None else
+                    f"<p>claim card of the circuit: <a href='card.html'>{self.card.verdict.upper()}</a></p>")
+            sections += ["<h2>The edge-level study</h2>", claims_html(self.claims), card, *study_figures(self.result),
+                         "<details><summary>details</summary><pre>" + html.escape("\n".join(details)) + "</pre></details>"]
+        write_page(out / "case_study.html", self.title, sections)
         return out
 
 
-def case_study_report(study: str, run: str | Path, *, seed: int = 0, n_controls: int = 10, n: int | None = None,
-                      card: bool = True, card_resamples: int = 2, progress: bool = False) -> CaseStudyReport:
-    """Run case study ``study`` (see :func:`studies`) on ``run`` (a run of its task or
-    ``zoo:NAME``): ``seed`` of every draw, ``n_controls`` random control sets, ``n`` evaluation
-    examples (default: the study's own); with ``card``, the claim card of the study's circuit
-    (``card_resamples`` resampled-data circuits). A bad option is refused before the run is read."""
+def carry_layer(card: Any, carries: tuple[str, ...]) -> str | None:
+    """The residual hook where the mechanism's carry variables hold under interchange (the one
+    most of them hold at), or ``None`` when none holds: the carry study's "carry layer"."""
+    from collections import Counter
+
+    from circuits.mechanisms.card import variable_claim
+
+    held = [c.site.split("@")[0] for c in card.interchange
+            if c.variable in carries and variable_claim(c).verdict.holds]
+    return Counter(held).most_common(1)[0][0] if held else None
+
+
+def case_study_report(study: str, run: str | Path | None = None, *, seed: int = 0, n_controls: int = 10,
+                      n: int | None = None, card: bool = True, card_resamples: int = 2,
+                      progress: bool = False) -> CaseStudyReport:
+    """Run case study ``study`` (:data:`STUDIES`) on ``run`` (a run of its task or ``zoo:NAME``;
+    default: its mechanism's zoo run): the mechanism's card, and for an edge-level study
+    (:data:`EDGE_STUDIES`) the study itself with ``seed`` of every draw, ``n_controls`` random
+    control sets, ``n`` evaluation examples (default: the study's own) and, with ``card``, the
+    claim card of the study's circuit (``card_resamples`` resampled-data circuits). A bad option
+    is refused before the run is read."""
     from circuits.analyses.verdict import summary_line, verdict_counts
+    from interp_rand.reports.mechanism import mechanism_report
+    from interp_rand.reports.mechanisms import flagship
     from interp_rand.training.checkpoint import CheckpointError, load_checkpoint
     from interp_rand.zoo.location import run_label
 
-    known = studies()
-    if study not in known:
-        raise ValueError(f"unknown case study {study!r}; choose from {sorted(known)}")
-    spec = known[study]
+    if study not in STUDY_TASKS:
+        raise ValueError(f"unknown case study {study!r}; choose from {sorted(STUDY_TASKS)}")
+    run = flagship(study).RUN if run is None else run
+    try:
+        ckpt = load_checkpoint(run, task=STUDY_TASKS[study])
+    except CheckpointError as err:
+        raise CheckpointError(f"case study {study!r} needs a {STUDY_TASKS[study]} run: {err}") from None
+    model, task = ckpt.model().eval(), ckpt.spec.make_task()
+    mechanism = mechanism_report(study, model=model, task=task, seed=seed, **({"n": n} if n else {}))
+    mechanism.run = run_label(run)
+    mechanism.title = f"mechanism {mechanism.mechanism.name}: {run_label(run)}"
+    title = f"{study} case study: {run_label(run)}"
+    data: dict[str, Any] = {"study": study, "run": str(ckpt.path), "mechanism": mechanism.to_dict()}
+    if study not in EDGE_STUDIES:
+        return CaseStudyReport(study=study, run=str(ckpt.path), mechanism=mechanism, result=None, claims=[],
+                               lines=list(mechanism.lines), data=data, title=title)
+    spec = studies()[study]
     config = spec.config(seed=seed, n_controls=n_controls)
     config = dataclasses.replace(config, n_eval=n) if n else config
-    try:
-        ckpt = load_checkpoint(run, task=spec.task)
-    except CheckpointError as err:
-        raise CheckpointError(f"case study {study!r} needs a {spec.task} run: {err}") from None
-    model = ckpt.model().eval()
-    result = spec.run(model, ckpt.spec.make_task(), config, progress=progress)
+    if study == "carry":
+        config = dataclasses.replace(config, probe_hook=carry_layer(mechanism.card, flagship(study).CARRY_VARIABLES))
+    result = spec.run(model, task, config, progress=progress)
     claims, details = spec.claims(result), spec.details(result)
-    lines = [c.line() for c in claims] + [summary_line(claims)] + details
-    data = {"study": study, "run": str(ckpt.path), "claims": [c.to_dict() for c in claims],
-            "verdicts": verdict_counts(claims), "details": details, **result.to_dict()}
+    lines = list(mechanism.lines) + ["edge-level study:"] + [c.line() for c in claims] + [summary_line(claims)] + details
+    data.update({"claims": [c.to_dict() for c in claims], "verdicts": verdict_counts(claims), "details": details,
+                 **result.to_dict()})
     claim = None
     if card:
         from interp_rand.reports.circuit import circuit_card
@@ -126,8 +191,9 @@ def case_study_report(study: str, run: str | Path, *, seed: int = 0, n_controls:
     if claim is not None:
         data["card"] = {"verdict": claim.verdict, "cpr": claim.integrals.cpr, "cmd": claim.integrals.cmd,
                         "sufficiency": claim.sufficiency, "necessity": claim.necessity}
-    return CaseStudyReport(study=study, run=str(ckpt.path), result=result, claims=claims, lines=lines, data=data,
-                           title=f"{study} case study: {run_label(run)}", card=claim)
+    return CaseStudyReport(study=study, run=str(ckpt.path), mechanism=mechanism, result=result, claims=claims,
+                           lines=lines, data=data, title=title, card=claim)
 
 
-__all__ = ["STUDIES", "STUDY_TASKS", "CaseStudyReport", "Study", "case_study_report", "studies"]
+__all__ = ["EDGE_STUDIES", "STUDIES", "STUDY_TASKS", "CaseStudyReport", "Study", "carry_layer", "case_study_report",
+           "studies"]

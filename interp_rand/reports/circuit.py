@@ -84,9 +84,12 @@ def circuit_card(model: Any, clean: Any, corrupted: Any, circuit: Any, scores: A
 
 
 def card_lines(card: Any) -> list[str]:
-    """A claim card's verdict and its claims, one line each."""
+    """A claim card's verdict, its trained gap (every share's denominator) and its claims, each
+    line followed by the claim's rule."""
     return [f"claim card ({card.subject}): {card.verdict.upper()} (CPR {card.integrals.cpr:.3f}, "
-            f"CMD {card.integrals.cmd:.3f})", *(c.line() for c in card.claims)]
+            f"CMD {card.integrals.cmd:.3f}; the trained model's gap {card.gap:.4g} {card.found_with['metric']}, "
+            "the denominator of every share)",
+            *(line for c in card.claims for line in (c.line(), f"  rule: {c.verdict.rule}"))]
 
 
 def write_card(card: Any, out: Path, stem: str = "card") -> None:

@@ -43,7 +43,7 @@ def offline_html(path: Path) -> str:
 
 def test_every_example_is_tested():
     tested = {"train_and_probe_addition", "find_sorting_circuit", "deterministic_vs_randomized_recall",
-              "coloring_symmetry_breaking", "gridworld_exploration_maps", "ground_truth_suite",
+              "coloring_symmetry_breaking", "gridworld_exploration_maps", "ground_truth_suite", "custom_mechanism",
               "interchange_carry",  # interchange_carry: tested in tests/probes/test_interchange.py
               "progress_measures", "bring_your_own_model"}  # progress_measures: tests/examples/test_progress_measures_example.py
     assert {p.stem for p in EXAMPLES.glob("*.py")} == tested
@@ -172,6 +172,15 @@ def test_ground_truth_suite(tmp_path):
     assert rows["sort", "exact"]["cpr"] == pytest.approx(rows["sort", "exact"]["known_cpr"])
     html = (tmp_path / "ground_truth.html").read_text()
     assert html.count("<tr>") == 4 + 1 + 2 + 1 and "<script" not in html
+
+
+def test_custom_mechanism(tmp_path):
+    summary = written(tmp_path / "mechanism.json", run_example("custom_mechanism", ["--out", str(tmp_path)]))
+    # measured: one head alone FAILS (scrubbing 0.862, IIA 0.54-0.85); both heads HOLD every check
+    one, both = summary["one head"], summary["both heads"]
+    assert one["verdict"] == "fails" and min(c["iia"] for c in one["interchange"]) < 0.9
+    assert both["verdict"] == "holds" and both["scrubbing"]["share"]["logprob"] > 0.95
+    assert all(c["iia"] > 0.95 and max(c["controls"].values()) < 0.3 for c in both["interchange"])
 
 
 @pytest.mark.parametrize("name, option, other", [

@@ -62,6 +62,9 @@ class CarryConfig:
         n_controls: random same-position control sets.
         top_k_edges: edges kept in the drawn graph.
         seed: seeds every draw.
+        probe_hook: the residual hook the ``carry_in`` probe reads (the case study passes the
+            one where the carry mechanism's interchange holds); ``None``: the layer of the
+            strongest carry head.
     """
 
     n_pairs: int = 512
@@ -72,6 +75,7 @@ class CarryConfig:
     n_controls: int = 10
     top_k_edges: int = 40
     seed: int = 0
+    probe_hook: str | None = None
 
     def __post_init__(self) -> None:
         check_ints(self, ("n_pairs", "n_eval", "n_cascade", "n_probe", "n_controls", "top_k_edges"), 2)
@@ -279,10 +283,11 @@ def carry_study(model: Any, task, config: CarryConfig = CarryConfig(), progress:
     mean_controls = tuple(mean_ablation(c) for c in bar(controls_sets, desc="mean ablation: random control sets",
                                                         enabled=progress))
 
-    # The carry layer: the layer of the strongest carry head (else of the strongest component).
+    # The carry layer: where the mechanism's carry interchange holds, when given; else the layer
+    # of the strongest carry head (else of the strongest component).
     heads = [n for n in components if n.kind == "head"]
     first = heads[0] if heads else components[0]
-    probe_hook = hook_name(first.layer, f"hook_resid_{'mid' if first.kind == 'head' else 'post'}")
+    probe_hook = config.probe_hook or hook_name(first.layer, f"hook_resid_{'mid' if first.kind == 'head' else 'post'}")
     probe_batch = task.sample(config.n_probe, torch.Generator().manual_seed(config.seed + 2))
     note(f"probing carry_in ({len(probe_batch)} problems)", progress)
     result = probe_task(model, task, probe_batch, ProbeConfig(variables=("carry_in",), causal=False,

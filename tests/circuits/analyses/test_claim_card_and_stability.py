@@ -84,3 +84,66 @@ def test_claim_card_of_the_micro_circuit_holds_and_of_a_wrong_circuit_fails(micr
     bad = claim_card(model, clean, corrupted, k=3, scores=wrong, method="eap", n_random=10, n_resamples=2,
                      fractions=(0.01, 1.0))
     assert bad.sufficiency < 0.5 and bad.verdict == "fails"
+
+
+def _outcomes(card):
+    return {c.text.split(" (")[0].split(":")[0]: c.verdict.outcome for c in card.claims}
+
+
+def test_the_learned_control_is_on_the_trained_scale_and_a_random_model_as_good_fails(micro):
+    """The random-initialised model's gap is near zero; the control never divides by it: it is
+    the random model's effect over the trained gap. A 'random' control as good as the model (the
+    model itself) fails the learned claim."""
+    model, clean, corrupted = micro
+    card = claim_card(model, clean, corrupted, k=3, method="eap", n_random=4, n_resamples=1, fractions=(0.1, 1.0))
+    learned = card.claims[2]
+    init = card.random_init
+    assert abs(init.gap) < 0.05 * abs(card.gap)                  # the old denominator: near zero
+    assert learned.control == pytest.approx(init.effect / card.gap) and learned.value == pytest.approx(card.sufficiency)
+    assert learned.verdict.holds and "metric units" in learned.line() and "interval" in learned.line()
+    data = json.loads(json.dumps(card.to_dict()))
+    assert data["random_init"]["control_share_of_trained_gap"] == pytest.approx(learned.control)
+    assert data["effects"]["circuit"] == pytest.approx(card.sufficiency * card.gap)
+    html = claim_card_html(card)
+    assert "never a denominator" in html and "logprob" in html
+
+    same = claim_card(model, clean, corrupted, k=3, method="eap", n_random=4, n_resamples=1, fractions=(0.1, 1.0),
+                      random_init=model)
+    assert same.claims[2].verdict.outcome == "fails" and same.verdict == "fails"
+    assert same.claims[0].verdict.holds   # sufficient, but no better than the 'random' model
+
+
+def test_a_gap_below_the_floor_makes_every_share_claim_inconclusive(micro):
+    """The same circuit measured in units 10^4 times smaller: the trained gap is below the floor,
+    so sufficiency, necessity and learned are inconclusive (not failed); stability still holds."""
+    from circuits.interventions.metrics import logprob
+
+    model, clean, corrupted = micro
+
+    def tiny(logits, batch):
+        return 1e-4 * logprob(logits, batch)
+
+    card = claim_card(model, clean, corrupted, k=3, method="eap", metric=tiny, n_random=4, n_resamples=1,
+                      fractions=(0.1, 1.0))
+    assert abs(card.gap) < 0.01
+    assert [c.verdict.outcome for c in card.claims[:3]] == ["inconclusive"] * 3
+    assert all("below the floor" in c.verdict.reason for c in card.claims[:3])
+    assert card.claims[3].verdict.holds and card.verdict == "inconclusive"
+
+
+def test_a_learned_circuit_of_the_zoo_sort_model_passes_the_learned_claim():
+    """A trained fixture: the smallest circuit of zoo:sort recovering 0.9 of its behaviour is
+    learned (its random-initialised twin carries a small fraction of the trained gap)."""
+    from circuits import Ablation, smallest_faithful_circuit
+    from interp_rand.reports.inputs import load_run_inputs
+
+    inputs = load_run_inputs("zoo:sort", 24, 0, "task")
+    model, clean, corrupted = inputs.model, inputs.pairs.clean, inputs.pairs.corrupted
+    ablation = Ablation("resample")
+    scores = discover(model, clean, corrupted, method="eap", ablation=ablation)
+    circuit, _ = smallest_faithful_circuit(model, scores, clean, corrupted, ablation=ablation, target=0.9)
+    card = claim_card(model, clean, corrupted, circuit=circuit, scores=scores, method="eap", ablation=ablation,
+                      selection="connected", n_random=4, n_resamples=1, fractions=(0.1, 1.0), n_bootstrap=100)
+    learned = card.claims[2]
+    assert learned.verdict.holds, learned.line()
+    assert learned.control < 0.5 * learned.value

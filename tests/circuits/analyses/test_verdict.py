@@ -15,7 +15,7 @@ from interp_rand.reports.case_studies import SortConfig, sort_study
 from interp_rand.reports.case_studies.claims import sort_claims
 from circuits.analyses.comparison import compare_circuits, comparison_claims
 from circuits.graph.model_graph import ModelGraph
-from circuits.analyses.verdict import Verdict, exceeds, keeps, summary_line
+from circuits.analyses.verdict import Verdict, exceeds, exceeds_on_scale, gap_floor_reason, keeps, summary_line
 
 
 def test_the_reported_under_trained_sort_model_fails_its_claim():
@@ -122,3 +122,33 @@ def test_a_floor_refuses_a_claim_that_only_beats_a_negative_control():
     weak = exceeds("recovers", 0.08, -1.19, control_label="random circuits", margin=0.1, floor=0.5)
     assert weak.verdict.outcome == "fails" and "floor" in weak.verdict.reason
     assert exceeds("recovers", 0.88, 0.02, control_label="random circuits", margin=0.1, floor=0.5).verdict.outcome == "holds"
+
+
+def test_a_near_zero_denominator_is_inconclusive_not_a_division():
+    """The share of a gap below the floor (or whose interval covers 0) is not taken: the claim
+    is inconclusive with no value, whatever the effects; nothing is divided by ~0."""
+    tiny = exceeds_on_scale("learned", 0.7e-9, 0.1e-9, 1e-9, control_label="random init", gap_floor=0.01)
+    assert tiny.verdict.outcome == "inconclusive" and "below the floor" in tiny.verdict.reason
+    assert tiny.value is None and tiny.control is None and "0.7" not in tiny.line().split("metric units")[0]
+    zero = exceeds_on_scale("learned", 0.5, 0.0, 0.0, control_label="random init")
+    assert zero.verdict.outcome == "inconclusive"
+    # a gap above the floor whose resamples change sign: no share is defined either
+    noisy = exceeds_on_scale("learned", 0.9, 0.0, 0.05, control_label="c",
+                             resamples=[(0.9, 0.0, 0.05), (0.9, 0.0, -0.04)] * 20)
+    assert noisy.verdict.outcome == "inconclusive" and "contains 0" in noisy.verdict.reason
+    assert gap_floor_reason(1.0, [0.9, 1.1], gap_floor=0.01) == ""
+
+
+def test_exceeds_on_scale_decides_by_the_interval_of_the_difference():
+    holds = exceeds_on_scale("x", 1.6, 0.2, 2.0, control_label="c", resamples=[(1.6, 0.2, 2.0)] * 10)
+    assert holds.verdict.holds and holds.value == pytest.approx(0.8) and holds.control == pytest.approx(0.1)
+    assert "metric units: 1.6 vs 0.2 of a gap of 2" in holds.line()
+    # the control's interval straddles the margin: one draw cannot decide, so not a failure
+    straddles = [(1.2, 1.2 - 2.0 * d, 2.0) for d in (0.02, 0.05, 0.1, 0.15, 0.2, 0.25)]
+    mid = exceeds_on_scale("x", 1.2, 0.9, 2.0, control_label="c", resamples=straddles)
+    assert mid.verdict.outcome == "inconclusive" and "cannot decide" in mid.verdict.reason
+    below = exceeds_on_scale("x", 1.2, 1.1, 2.0, control_label="c", resamples=[(1.2, 1.1, 2.0)] * 10)
+    assert below.verdict.outcome == "fails"
+    assert exceeds_on_scale("x", 0.6, 0.0, 2.0, control_label="c").verdict.outcome == "fails"  # below the floor
+    assert exceeds_on_scale("x", 1.2, None, 2.0, control_label="c").verdict.outcome == "inconclusive"
+    assert "value - control >= 0.1" in holds.verdict.rule and "bootstrap interval" in holds.verdict.rule

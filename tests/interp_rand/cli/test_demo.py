@@ -116,3 +116,36 @@ def test_index_shows_each_steps_key_numbers_and_links_every_output(tmp_path):
     result = browser.render(index, browser.screenshot_path(tmp_path, "index.png"), "1200,900")
     browser.assert_readable(result, figures=0)  # no wider than the window, even with a long command
     assert len(result["tables"]) == 2
+
+
+def test_index_gives_each_step_one_verdict_and_names_a_failing_claim(tmp_path):
+    """A step whose claim card fails shows FAILS and one line naming the failing claim and why,
+    not the card's raw numbers; a step whose claims all hold shows HOLDS; one with an
+    inconclusive claim INCONCLUSIVE; one without claims none."""
+    from circuits.analyses.verdict import exceeds, exceeds_on_scale
+    from interp_rand.figures.demo_index import demo_index, verdict_lines
+
+    holds = exceeds("ablating the heads hurts", 0.4, 0.1, control_label="random heads").to_dict()
+    learned = exceeds_on_scale("the circuit is learned", 0.52, 0.01, 2.0, control_label="the random-init model")
+    card = {"subject": "carry study circuit, zoo:addition", "verdict": "fails", "sufficiency": 0.2614,
+            "claims": [holds, learned.to_dict()]}
+    for folder, files in {"carry": {"case_study.json": {"claims": [holds]}, "card.json": card},
+                          "sort": {"case_study.json": {"claims": [holds, holds]}},
+                          "coloring": {"card_b.json": {"claims": [holds, exceeds("x", 0.5, None, control_label="c")
+                                                                  .to_dict()]}},
+                          "addition": {"eval.json": {"exact_match": 0.999}}}.items():
+        (tmp_path / folder).mkdir()
+        for name, data in files.items():
+            (tmp_path / folder / name).write_text(json.dumps(data))
+    steps = [{"folder": f, "what": f, "command": f"interp-rand {f}", "seconds": 1.0}
+             for f in ("carry", "sort", "coloring", "addition")]
+    page = demo_index(tmp_path, steps)
+    sections = page.split("<section>")[1:]
+    assert [next(w for w in ("FAILS", "HOLDS", "INCONCLUSIVE", "no claims") if w in s) for s in sections] == \
+        ["FAILS", "HOLDS", "INCONCLUSIVE", "no claims"]
+    lines = verdict_lines(tmp_path / "carry")
+    assert lines[0].startswith("FAILS (3 claims in 2 file(s): 1 fail") and len(lines) == 2
+    assert lines[1].startswith("card.json (carry study circuit, zoo:addition): the circuit is learned — FAILS: "
+                               "below the floor 0.5")
+    assert "the circuit is learned — FAILS: below the floor 0.5" in sections[0]
+    assert "0.2614" not in page and "exact_match" in sections[3]   # a card's raw rows give way to its claims

@@ -1,0 +1,226 @@
+"""The mechanism card: every check of a :class:`~circuits.mechanisms.Mechanism` in one call,
+each with a verdict by a rule stated here, before any number is looked at.
+
+    >>> card = check_mechanism(model, task, mechanism, n=2000, seed=0)
+    >>> print("\\n".join(card.lines()))
+
+The rules (constants below; a claim's line prints its rule):
+
+- **agreement**: the algorithm's answer equals the model's argmax at every output on at least
+  ``AGREEMENT_MIN`` of the examples, and beats by ``MARGIN`` the control: the algorithm run on
+  a shuffled batch, scored against the same model answers (chance agreement); a
+  ``per_output`` mechanism counts (example, output) entries instead of whole examples.
+- **scrubbing**: the share of the model's own-answer log-probability recovered under causal
+  scrubbing is at least ``SCRUB_MIN`` and beats the mean share of same-size random location
+  sets by ``MARGIN``; an empty-hypothesis gap below the floor makes it inconclusive.
+- **interchange**, per mapped variable: IIA at least ``IIA_MIN`` with every control at most
+  ``CONTROL_MAX`` holds; IIA below ``IIA_MIN`` on a model that answers at least
+  ``BASE_ACCURACY_MIN`` of the inputs fails; a control above ``CONTROL_MAX`` (the test cannot
+  tell the variable from its control), fewer than ``MIN_PAIRS`` pairs, or a model that does not
+  solve the task is inconclusive.
+- **predictions**: accuracy where the prediction applies at least (``succeed``) or at most
+  (``fail``) its threshold; fewer than ``MIN_WHERE`` such inputs is inconclusive.
+
+Every share is in the metric's own units beside its absolute values (clean, empty and scrubbed
+log-probabilities), and no control divides by a quantity that can vanish.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from circuits.analyses.verdict import Claim, Verdict, summary_line
+from circuits.graph.model_graph import ModelGraph
+from circuits.mechanisms.hypothesis import Mechanism
+from circuits.mechanisms.interchange import VariableCheck, check_variable
+from circuits.mechanisms.patching import answer_logits, check_sites, mechanism_hooks, record, writer_locations
+from circuits.mechanisms.predictions import PredictionCheck, check_prediction, correct_rows
+from circuits.mechanisms.scrubbing import Scrubbing, scrub
+from probes.controls import random_init_like
+from probes.interchange import DASConfig
+
+AGREEMENT_MIN = 0.9
+SCRUB_MIN = 0.9
+IIA_MIN = 0.9
+CONTROL_MAX = 0.3
+BASE_ACCURACY_MIN = 0.9
+MARGIN = 0.1
+MIN_PAIRS = 20
+MIN_WHERE = 10
+
+
+def _claim(text: str, value: float, control: float | None, label: str, outcome: str, rule: str,
+           reason: str = "") -> Claim:
+    return Claim(text, value, control, label, Verdict(outcome, rule, "" if outcome == "holds" else reason))
+
+
+def _nan(x: float | None) -> bool:
+    return x is None or x != x
+
+
+def agreement_claim(agreement: float, chance: float) -> Claim:
+    rule = f"agreement >= {AGREEMENT_MIN:g} and >= chance + {MARGIN:g}"
+    text = "the algorithm's answer is the model's answer"
+    if _nan(agreement):
+        return _claim(text, agreement, chance, "the algorithm on shuffled inputs", "inconclusive", rule, "no examples")
+    ok = agreement >= AGREEMENT_MIN and agreement >= chance + MARGIN
+    why = f"agrees on {agreement:.3f} < {AGREEMENT_MIN:g}" if agreement < AGREEMENT_MIN else "not above chance"
+    return _claim(text, agreement, chance, "the algorithm on shuffled inputs", "holds" if ok else "fails", rule, why)
+
+
+def scrubbing_claim(s: Scrubbing) -> Claim:
+    rule = f"share >= {SCRUB_MIN:g} and >= random locations' mean + {MARGIN:g}"
+    text = "causal scrubbing keeps the model's behaviour"
+    share, control = s.share["logprob"], s.control_mean("logprob")
+    label = f"{len(s.random_locations['logprob'])} random sets of {s.n_locations} locations"
+    if _nan(share):
+        return _claim(text, share, control, label, "inconclusive", rule,
+                      "resampling everything leaves the model's answers as they were (no gap to recover)")
+    if share < SCRUB_MIN:
+        return _claim(text, share, control, label, "fails", rule, f"recovers {share:.3f} < {SCRUB_MIN:g}")
+    if not _nan(control) and share < control + MARGIN:
+        return _claim(text, share, control, label, "inconclusive", rule,
+                      "random location sets of the same size recover about as much")
+    return _claim(text, share, control, label, "holds", rule)
+
+
+def variable_claim(c: VariableCheck) -> Claim:
+    rule = f"IIA >= {IIA_MIN:g} with every control <= {CONTROL_MAX:g}"
+    text = f"{c.variable} is held at {c.site}"
+    worst = max((x for x in c.controls.values() if not _nan(x)), default=float("nan"))
+    worst_name = max((k for k in c.controls if not _nan(c.controls[k])), key=lambda k: c.controls[k], default="")
+    label = "the worst control" + (f" ({worst_name})" if worst_name else "")
+    if c.n_pairs < MIN_PAIRS:
+        return _claim(text, c.iia, worst, label, "inconclusive", rule, f"only {c.n_pairs} pairs change the answer")
+    if not _nan(worst) and worst > CONTROL_MAX:
+        return _claim(text, c.iia, worst, label, "inconclusive", rule,
+                      f"the {worst_name} control reaches {worst:.3f} > {CONTROL_MAX:g}: the test cannot tell")
+    if c.iia >= IIA_MIN:
+        return _claim(text, c.iia, worst, label, "holds", rule)
+    if c.base_accuracy >= BASE_ACCURACY_MIN:
+        return _claim(text, c.iia, worst, label, "fails", rule, f"IIA {c.iia:.3f} < {IIA_MIN:g}")
+    return _claim(text, c.iia, worst, label, "inconclusive", rule,
+                  f"the model answers only {c.base_accuracy:.3f} of the inputs")
+
+
+def prediction_claim(p: PredictionCheck) -> Claim:
+    bound = ">=" if p.expect == "succeed" else "<="
+    rule = f"accuracy where predicted {bound} {p.threshold:g} (at least {MIN_WHERE} inputs)"
+    text = f"prediction: the model {'succeeds' if p.expect == 'succeed' else 'fails'} on {p.name}"
+    label = f"accuracy elsewhere ({p.n_elsewhere} inputs)"
+    if p.n_where < MIN_WHERE:
+        return _claim(text, p.accuracy_where, p.accuracy_elsewhere, label, "inconclusive", rule,
+                      f"only {p.n_where} inputs where it applies")
+    ok = p.accuracy_where >= p.threshold if p.expect == "succeed" else p.accuracy_where <= p.threshold
+    return _claim(text, p.accuracy_where, p.accuracy_elsewhere, label, "holds" if ok else "fails", rule,
+                  f"accuracy {p.accuracy_where:.3f} there")
+
+
+@dataclass
+class MechanismCard:
+    """Everything :func:`check_mechanism` measured, and the claims with their verdicts."""
+
+    mechanism: str
+    task: str
+    pseudocode: str
+    variables: list[str]
+    agreement: float
+    chance_agreement: float
+    base_accuracy: float
+    scrubbing: Scrubbing
+    interchange: list[VariableCheck]
+    predictions: list[PredictionCheck]
+    claims: list[Claim]
+    seconds: float
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        """``holds`` when every claim holds; ``fails`` when any fails; else ``inconclusive``."""
+        outcomes = {c.verdict.outcome for c in self.claims}
+        return "fails" if "fails" in outcomes else ("holds" if outcomes == {"holds"} else "inconclusive")
+
+    def failing(self) -> list[Claim]:
+        return [c for c in self.claims if not c.verdict.holds]
+
+    def headline(self) -> str:
+        """One line: the verdict, and the first claim that does not hold."""
+        bad = self.failing()
+        head = f"mechanism {self.mechanism} ({self.task}): {self.verdict.upper()}"
+        return head if not bad else f"{head} — {bad[0].line().removeprefix('claim: ')}"
+
+    def lines(self) -> list[str]:
+        s = self.scrubbing
+        out = [self.headline(), "algorithm:"] + ["    " + line for line in self.pseudocode.strip("\n").splitlines()]
+        out += ["variables:"] + ["    " + v for v in self.variables]
+        out += [c.line() for c in self.claims]
+        out.append(f"scrubbing (own-answer log-prob): clean {s.clean['logprob']:.3f}, everything resampled "
+                   f"{s.empty['logprob']:.3f}, scrubbed {s.scrubbed['logprob']:.3f}; accuracy clean "
+                   f"{s.clean['accuracy']:.3f} / resampled {s.empty['accuracy']:.3f} / scrubbed {s.scrubbed['accuracy']:.3f}"
+                   f"; sites kept clean recover {s.sites_kept['logprob']:.3f}")
+        out.append(f"model accuracy {self.base_accuracy:.3f} on {s.n_examples} inputs; {self.seconds:.1f} s")
+        out.append(summary_line(self.claims))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mechanism": self.mechanism, "task": self.task, "verdict": self.verdict, "headline": self.headline(),
+                "pseudocode": self.pseudocode, "variables": self.variables, "agreement": self.agreement,
+                "chance_agreement": self.chance_agreement, "base_accuracy": self.base_accuracy,
+                "scrubbing": self.scrubbing.to_dict(), "interchange": [c.to_dict() for c in self.interchange],
+                "predictions": [p.to_dict() for p in self.predictions],
+                "claims": [c.to_dict() for c in self.claims], "seconds": self.seconds, "config": self.config}
+
+
+@torch.no_grad()
+def _agreement(model: Any, mech: Mechanism, batch: Any, values: dict, generator: torch.Generator) -> tuple[float, float]:
+    predicted = answer_logits(model, batch, torch.tensor(mech.outputs)).argmax(-1)
+    answer = mech.answer_of(batch, values)
+    perm = torch.randperm(len(batch), generator=generator)
+    shuffled = mech.answer_of(batch[perm], {k: v[perm] for k, v in values.items()})
+    if mech.per_output:
+        return float((predicted == answer).float().mean()), float((predicted == shuffled).float().mean())
+    return (float((predicted == answer).all(1).float().mean()), float((predicted == shuffled).all(1).float().mean()))
+
+
+def check_mechanism(model: Any, task: Any, mech: Mechanism, *, n: int = 2000, seed: int = 0, n_pairs: int = 500,
+                    n_random: int = 10, das: DASConfig = DASConfig(), random_model: Any = None,
+                    batch: Any = None) -> MechanismCard:
+    """Interchange per mapped variable, causal scrubbing of the whole hypothesis and every
+    prediction, on ``n`` inputs from ``mech.sample`` (or the given ``batch``), with verdicts."""
+    start = time.perf_counter()
+    generator = torch.Generator().manual_seed(seed)
+    model.eval()
+    if batch is None:
+        batch = mech.sample_batch(task, n, generator)
+    check_sites(model, [v.site for v in mech.mapped])
+    graph = ModelGraph.of(model, batch.inputs.shape[1])
+    values = mech.values(batch)
+    random_model = random_init_like(model, seed=seed + 1) if random_model is None else random_model
+    hooks = mechanism_hooks(graph, [v.site for v in mech.mapped])
+    acts, random_acts = record(model, batch, hooks), record(random_model, batch, hooks)
+    base_accuracy = float(correct_rows(model, mech, batch).float().mean())
+    train = torch.rand(len(batch), generator=generator) < 0.5
+    checks, bases = [], {}
+    for v in mech.mapped:
+        check, basis = check_variable(model, random_model, graph, mech, v, batch, values, acts, random_acts, train,
+                                      base_accuracy, n_pairs, generator, das)
+        checks.append(check)
+        bases[v.name] = basis
+    scrubbing = scrub(model, graph, mech, batch, values, acts, generator, bases, n_random)
+    predictions = [check_prediction(model, task, mech, p, batch, generator) for p in mech.predictions]
+    agreement, chance = _agreement(model, mech, batch, values, generator)
+    claims = ([agreement_claim(agreement, chance), scrubbing_claim(scrubbing)] + [variable_claim(c) for c in checks]
+              + [prediction_claim(p) for p in predictions])
+    return MechanismCard(mech.name, mech.task, mech.pseudocode, mech.describe(), agreement, chance, base_accuracy,
+                         scrubbing, checks, predictions, claims, time.perf_counter() - start,
+                         {"n": len(batch), "seed": seed, "n_pairs": n_pairs, "n_random": n_random,
+                          "n_locations": len(writer_locations(graph))})
+
+
+__all__ = ["AGREEMENT_MIN", "BASE_ACCURACY_MIN", "CONTROL_MAX", "IIA_MIN", "MARGIN", "MIN_PAIRS", "MIN_WHERE",
+           "SCRUB_MIN", "MechanismCard", "agreement_claim", "check_mechanism", "prediction_claim",
+           "scrubbing_claim", "variable_claim"]

@@ -1,0 +1,63 @@
+"""Predictions of a mechanism, measured: the model's accuracy where the mechanism says it
+should fail or succeed, beside its accuracy everywhere else.
+
+A prediction names its inputs (an enumeration or a search, :attr:`Prediction.inputs`; default
+the card's evaluation batch) and a selector ``where(batch, values)``. The model is correct on
+an example when :attr:`Mechanism.correct` says so (default: the argmax equals the target at
+every output).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from circuits.mechanisms.hypothesis import Mechanism, Prediction
+from circuits.mechanisms.patching import answer_logits
+
+
+@dataclass
+class PredictionCheck:
+    """Accuracy where the prediction applies (``n_where`` examples) and elsewhere."""
+
+    name: str
+    description: str
+    expect: str
+    threshold: float
+    accuracy_where: float
+    accuracy_elsewhere: float
+    n_where: int
+    n_elsewhere: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+@torch.no_grad()
+def correct_rows(model: Any, mech: Mechanism, batch: Any) -> torch.Tensor:
+    """``[batch]`` bool: is the model right on each example at the mechanism's outputs."""
+    outputs = torch.tensor(mech.outputs)
+    predicted = answer_logits(model, batch, outputs).argmax(-1)
+    return mech.correct_of(batch, predicted)
+
+
+def check_prediction(model: Any, task: Any, mech: Mechanism, prediction: Prediction, batch: Any,
+                     generator: torch.Generator) -> PredictionCheck:
+    """Measure ``prediction`` on its own inputs, or on ``batch`` when it names none."""
+    inputs = batch if prediction.inputs is None else prediction.inputs(task, generator)
+    values = mech.values(inputs)
+    where = prediction.where(inputs, values).bool()
+    if where.shape != (len(inputs),):
+        raise ValueError(f"prediction {prediction.name!r}: where() must give a [batch] bool tensor; got {tuple(where.shape)}")
+    correct = correct_rows(model, mech, inputs).float()
+
+    def mean(mask: torch.Tensor) -> float:
+        return float(correct[mask].mean()) if bool(mask.any()) else float("nan")
+
+    return PredictionCheck(prediction.name, prediction.description, prediction.expect, prediction.threshold,
+                           mean(where), mean(~where), int(where.sum()), int((~where).sum()))
+
+
+__all__ = ["PredictionCheck", "check_prediction", "correct_rows"]

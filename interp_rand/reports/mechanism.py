@@ -1,0 +1,113 @@
+"""A mechanism checked on a trained run in one call (what ``interp-rand mechanism`` and the
+case studies print and write): the algorithm, its card (a verdict per check) and the drawing.
+
+    >>> report = mechanism_report("carry")                  # the flagship on its zoo run
+    >>> print(report.text()); report.write("out/carry")     # mechanism.json, mechanism.html
+    >>> mechanism_report(my_mechanism, model=model, task=task)   # a user's own hypothesis
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from circuits.mechanisms import Mechanism, MechanismCard, check_mechanism
+
+
+def claims_html(claims: list[Any]) -> str:
+    """Claims as a list, each led by its coloured verdict word."""
+    from circuits.draw.style import VERDICT_COLOURS
+
+    return "<ul>" + "".join(
+        f"<li><b style='color:{VERDICT_COLOURS[c.verdict.outcome]}'>{c.verdict.outcome.upper()}</b> "
+        f"{html.escape(c.line().removeprefix('claim: '))}</li>" for c in claims) + "</ul>"
+
+
+@dataclass
+class MechanismReport:
+    """Attributes: ``mechanism`` (the hypothesis), ``card`` (its checks), ``run`` (what was
+    read, or ``"(model given)"``), ``title``."""
+
+    mechanism: Mechanism
+    card: MechanismCard
+    run: str
+    title: str
+
+    @property
+    def lines(self) -> list[str]:
+        return self.card.lines()
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run, **self.card.to_dict()}
+
+    def to_json(self) -> str:
+        from interp_rand.reports.dynamics.view import finite_or_none
+
+        return json.dumps(finite_or_none(self.to_dict()), indent=1)
+
+    def sections(self) -> list[Any]:
+        """The page's sections: the coloured headline, the drawing, the algorithm, the claims."""
+        from circuits.draw.mechanism_figure import mechanism_figure
+        from circuits.draw.style import VERDICT_COLOURS
+
+        colour = VERDICT_COLOURS[self.card.verdict]
+        bad = self.card.failing()
+        why = (f"{bad[0].text}: {bad[0].verdict.reason}" if bad
+               else f"every one of its {len(self.card.claims)} checks holds")
+        head = (f"<p style='font-size:1.2em'><b style='color:{colour}'>{self.card.verdict.upper()}</b> "
+                f"{html.escape(why)}</p>")
+        claims = claims_html(self.card.claims)
+        pseudo = f"<h2>The algorithm</h2><pre>{html.escape(self.card.pseudocode.strip())}</pre>"
+        return [head, mechanism_figure(self.mechanism, self.card, title=self.title), pseudo, "<h2>Checks</h2>", claims,
+                "<pre>" + html.escape("\n".join(self.lines[-3:])) + "</pre>"]
+
+    def write(self, out: str | Path) -> Path:
+        """mechanism.json and mechanism.html in ``out``."""
+        from interp_rand.figures.html_page import write_page
+
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "mechanism.json").write_text(self.to_json())
+        write_page(out / "mechanism.html", self.title, self.sections())
+        return out
+
+
+def mechanism_report(mechanism: str | Mechanism, run: str | Path | None = None, *, model: Any = None,
+                     task: Any = None, n: int = 2000, seed: int = 0, n_pairs: int = 500,
+                     n_random: int = 10) -> MechanismReport:
+    """Check ``mechanism`` (a flagship's name, or a :class:`Mechanism`) on ``run`` (default: the
+    flagship's zoo run) or on a given ``model`` and ``task``."""
+    from interp_rand.training.checkpoint import load_checkpoint
+    from interp_rand.zoo.location import run_label
+
+    module = None
+    if isinstance(mechanism, str):
+        from interp_rand.reports.mechanisms import FLAGSHIPS, flagship
+
+        module = flagship(mechanism)
+        run = run if run is not None or model is not None else module.RUN
+        wanted_task = FLAGSHIPS.get(mechanism).task
+    else:
+        wanted_task = mechanism.task
+    if model is None:
+        if run is None:
+            raise ValueError("mechanism_report needs a run (a run folder or zoo:NAME) or a model and a task")
+        ckpt = load_checkpoint(run, task=wanted_task)
+        model, task = ckpt.model().eval(), ckpt.spec.make_task()
+        label = run_label(run)
+    elif task is None:
+        raise ValueError("mechanism_report(model=...) needs task=... too (the batches and answer positions)")
+    else:
+        label = "(model given)"
+    mech = module.mechanism(task) if module is not None else mechanism
+    card = check_mechanism(model, task, mech, n=n, seed=seed, n_pairs=n_pairs, n_random=n_random)
+    return MechanismReport(mech, card, label, f"mechanism {mech.name}: {label}")
+
+
+__all__ = ["MechanismReport", "claims_html", "mechanism_report"]

@@ -1,0 +1,46 @@
+"""The flagship mechanisms shipped on the zoo, one module each, and the registry naming them.
+
+A flagship module exposes ``RUN`` (the zoo run it explains), ``PSEUDOCODE`` and
+``mechanism(task) -> Mechanism`` (:mod:`circuits.mechanisms`). Adding one is a module and one
+line below. :func:`interp_rand.reports.mechanism.mechanism_report` checks one on its run.
+
+    >>> from interp_rand.reports.mechanisms import FLAGSHIPS, flagship
+    >>> flagship("carry").mechanism(task)
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+
+from interp_rand.registry import Registry
+
+
+@dataclass(frozen=True)
+class Flagship:
+    """A shipped mechanism: its module (imported on use) and the task of the runs it reads."""
+
+    module: str
+    task: str
+
+    def load(self) -> ModuleType:
+        return importlib.import_module(self.module)
+
+
+FLAGSHIPS: Registry[Flagship] = Registry("mechanism")
+for _name, _file, _task, _description in (
+    ("carry", "carry", "addition", "carry propagation in 3-digit addition (zoo:addition)"),
+    ("sort", "sorting", "sort", "how zoo:sort finds the next element"),
+    ("recall-seed", "recall_seed", "recall", "the keys recall stores under a seed (zoo:recall-Aq_R)"),
+    ("coloring-seed", "coloring_seed", "coloring", "how the colouring model turns its noise into colours (zoo:coloring-Aq_R)"),
+):
+    FLAGSHIPS.register(_name, Flagship(f"{__name__}.{_file}", _task), description=_description)
+
+
+def flagship(name: str) -> ModuleType:
+    """The module of flagship mechanism ``name``; an unknown name lists those shipped."""
+    return FLAGSHIPS.get(name).load()
+
+
+__all__ = ["FLAGSHIPS", "Flagship", "flagship"]
