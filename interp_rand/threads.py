@@ -17,15 +17,36 @@ duration of a command, and Python users call :func:`set_threads` once::
 from __future__ import annotations
 
 import contextlib
+import os
+import warnings
 from collections.abc import Iterator
 
 DEFAULT_THREADS = 1
 
 
+def cores() -> int:
+    """The CPU cores this process may run on (its affinity mask; else the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def clamp(n: int) -> int:
+    """``n`` threads bounded by :func:`cores`: more threads than cores only wait for each other
+    (and torch crashes on some very large counts: 100000 segfaulted)."""
+    return min(n, cores())
+
+
 def set_threads(n: int = DEFAULT_THREADS) -> int:
-    """Set torch's intra-op threads to ``n`` (>= 1); return the previous number."""
+    """Set torch's intra-op threads to ``n`` (>= 1; more than :func:`cores` is clamped to them,
+    with a warning); return the previous number."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"threads={n!r} must be an integer >= 1")
+    if clamp(n) < n:
+        warnings.warn(f"threads={n} is more than the {cores()} cores this process may use; using {clamp(n)}",
+                      stacklevel=2)
+        n = clamp(n)
     import torch
 
     previous = torch.get_num_threads()

@@ -48,8 +48,9 @@ four contributors every 3-set does, and the comparison says nothing.)
 
 **Verdict rule** (the project's ablation rule, fixed before the zoo models were run): *holds* when
 the top-``k`` change is at least ``margin`` (0.05) above the mean random change and at least
-twice it; *fails* when it is not above the mean random change; *inconclusive* in between (and
-when there is no other contributor to draw).
+twice it; *fails* when it is not above the mean random change; *inconclusive* in between, and
+when the test cannot mean anything: no other contributor to draw, or a softmax query that sees
+one key (its weight is 1 whatever the scores, so no removal can move the pattern).
 
     >>> attr = qk_attribution(model, batch, layer=1, head=2, query=7)   # zoo:sort's a1.2 at y1
     >>> attr.nodes            # ('embed', 'pos', 'a0.0', ..., 'a0.3', 'm0', 'b_O', 'bias')
@@ -383,6 +384,8 @@ class QKPatchCheck:
         random_sets, random_changes: the random draws (of the other contributors) and their
             changes.
         ablation: ``zero`` or ``mean``.
+        pattern_fixed: the pattern row cannot change (a softmax query that sees one key): the
+            check is inapplicable and its verdict inconclusive.
         verdict: ``holds`` / ``inconclusive`` / ``fails`` (module docstring).
     """
 
@@ -395,6 +398,7 @@ class QKPatchCheck:
     random_changes: tuple[float, ...]
     ablation: str
     margin: float = MARGIN
+    pattern_fixed: bool = False
 
     @property
     def random_mean(self) -> float:
@@ -407,8 +411,8 @@ class QKPatchCheck:
 
     @property
     def verdict(self) -> str:
-        if not self.random_changes:
-            return "inconclusive"  # no other contributor to compare with
+        if not self.random_changes or self.pattern_fixed:
+            return "inconclusive"  # no other contributor to compare with, or nothing can move the pattern
         if self.top_change >= self.random_mean + self.margin and self.top_change >= 2 * self.random_mean:
             return "holds"
         if self.top_change <= self.random_mean:
@@ -418,14 +422,16 @@ class QKPatchCheck:
     @property
     def rule(self) -> str:
         return (f"holds when the top-{len(self.top)} change >= random mean + {self.margin} and >= 2 x random "
-                "mean (random: sets of the other contributors); fails when <= random mean; else inconclusive")
+                "mean (random: sets of the other contributors); fails when <= random mean; else inconclusive, "
+                "as when the query sees one key (a softmax pattern fixed at 1)")
 
     def to_dict(self, digits: int = 4) -> dict[str, Any]:
         return {"layer": self.layer, "head": self.head, "query": self.query, "top": list(self.top),
                 "top_change": round(self.top_change, digits), "random_mean": round(self.random_mean, digits),
                 "random_max": round(max(self.random_changes, default=0.0), digits),
                 "share_beaten": round(self.share_beaten, digits), "n_draws": len(self.random_changes),
-                "ablation": self.ablation, "verdict": self.verdict, "rule": self.rule}
+                "ablation": self.ablation, "pattern_fixed": self.pattern_fixed, "verdict": self.verdict,
+                "rule": self.rule}
 
 
 @torch.no_grad()
@@ -493,8 +499,8 @@ def qk_patching_check(model: nn.Module, batch: Batch | Tensor, attr: QKAttributi
                       n_draws: int = 20, ablation: str = "zero", seed: int = 0) -> QKPatchCheck:
     """The top-``k`` contributors of ``attr`` removed against ``n_draws`` random ``k``-sets of
     the other contributors (module docstring), on the same ``batch`` the attribution was
-    computed on. A head with at most ``k`` contributors has no control: its verdict is
-    inconclusive."""
+    computed on. A head with at most ``k`` contributors has no control, and a softmax query
+    that sees one key has a pattern nothing can move: their verdict is inconclusive."""
     candidates = attr.contributors()
     if k < 1:
         raise ValueError(f"k={k} must be >= 1")
@@ -505,7 +511,9 @@ def qk_patching_check(model: nn.Module, batch: Batch | Tensor, attr: QKAttributi
     others = [c for c in candidates if c not in top]
     sets = _random_sets(others, min(k, len(others)), n_draws, torch.Generator().manual_seed(seed)) if others else []
     changes = [pattern_change(model, batch, attr, pick, ablation=ablation, parts=parts) for pick in sets]
-    return QKPatchCheck(attr.layer, attr.head, attr.query, top, top_change, tuple(sets), tuple(changes), ablation)
+    fixed = attr.softmax and int(attr.allowed.sum(1).max()) <= 1
+    return QKPatchCheck(attr.layer, attr.head, attr.query, top, top_change, tuple(sets), tuple(changes), ablation,
+                        pattern_fixed=fixed)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from interp_rand.tasks.base import KEY_VALUE_RECALL, Batch, has_capability
+from interp_rand.validation import MAX_SEED, bounded, check_bounds
 from probes.activations import seed_offset
 from probes.attention import attention_patterns, conditional_patterns, conditions, task_slice
 from probes.attribution import seed_attribution
@@ -37,17 +38,15 @@ class ReportConfig:
         seed: seeds the data and every random draw of the report.
     """
 
-    n_examples: int = 2000
-    n_probe_examples: int = 2000
-    n_attribution_examples: int = 64
-    n_example_patterns: int = 1
+    n_examples: int = bounded(2000, minimum=1, counts="examples")
+    n_probe_examples: int = bounded(2000, minimum=1, counts="examples")
+    n_attribution_examples: int = bounded(64, minimum=1, counts="examples")
+    n_example_patterns: int = bounded(1, minimum=1)
     probes: bool = True
-    seed: int = 0
+    seed: int = bounded(0, minimum=0, maximum=MAX_SEED)
 
     def __post_init__(self) -> None:
-        for name in ("n_examples", "n_probe_examples", "n_attribution_examples", "n_example_patterns"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"ReportConfig.{name}={getattr(self, name)!r} must be >= 1")
+        check_bounds(self)
 
 
 @dataclass(frozen=True)

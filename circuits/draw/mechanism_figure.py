@@ -21,6 +21,31 @@ ANSWER = "answer"
 _WORST = {"fails": 0, "inconclusive": 1, "holds": 2}
 
 
+def short_site(site) -> str:
+    """A site in few characters: heads of one layer at one position as ``a0.0-3@10``, a hook as
+    ``resid_mid.1@9 (k=1)``."""
+    if site is None:
+        return "not localised"
+    if site.hook is not None:
+        match = re.fullmatch(r"blocks\.(\d+)\.hook_(\w+)", site.hook)
+        hook = f"{match.group(2)}.{match.group(1)}" if match else site.hook.removeprefix("hook_")
+        k = "" if site.subspace is None else (
+            f" (k={site.subspace})" if isinstance(site.subspace, int) else f" (k={site.subspace.shape[1]})")
+        return f"{hook}@{','.join(map(str, site.positions))}{k}"
+    groups: dict[tuple, list] = {}
+    for n in site.nodes:
+        groups.setdefault((n.kind, n.layer, n.position), []).append(n.head)
+    parts = []
+    for (kind, layer, position), heads in groups.items():
+        if kind == "head":
+            hs = sorted(heads)
+            run = f"{hs[0]}-{hs[-1]}" if hs == list(range(hs[0], hs[-1] + 1)) and len(hs) > 2 else ",".join(map(str, hs))
+            parts.append(f"a{layer}.{run}@{position}")
+        else:
+            parts.append({"mlp": f"m{layer}"}.get(kind, kind) + f"@{position}")
+    return " + ".join(parts)
+
+
 def _stem(name: str) -> str:
     return re.sub(r"[_ ]?\d+$", "", name) or name
 
@@ -35,8 +60,7 @@ def mechanism_graph(mech: Mechanism, card: MechanismCard | None = None) -> nx.Di
         key = group(v.name)
         check = checks.get(v.name)
         verdict = variable_claim(check).verdict.outcome if check else None
-        site = v.site.label if v.site is not None else "not localised"
-        detail = f"{v.name}: {site}" + (f" · IIA {check.iia:.2f}" if check else "")
+        detail = f"{v.name}: {short_site(v.site)}" + (f"<br>IIA {check.iia:.2f}" if check else "")
         if key in g:
             node = g.nodes[key]
             node["members"] += 1
@@ -53,7 +77,7 @@ def mechanism_graph(mech: Mechanism, card: MechanismCard | None = None) -> nx.Di
         answer_verdict = {c.verdict.outcome for c in card.claims[:2]}
         answer_verdict = "fails" if "fails" in answer_verdict else (
             "holds" if answer_verdict == {"holds"} else "inconclusive")
-    detail = (f"agreement {card.agreement:.2f} · scrubbing {card.scrubbing.share['logprob']:.2f}" if card else "")
+    detail = (f"agreement {card.agreement:.2f}<br>scrubbing {card.scrubbing.share['logprob']:.2f}" if card else "")
     g.add_node(ANSWER, members=1, details=[detail], verdict=answer_verdict, description="the task's answer")
     for p in mech.answer_parents:
         g.add_edge(group(p), ANSWER)
@@ -81,7 +105,7 @@ def mechanism_figure(mech: Mechanism, card: MechanismCard | None = None, title: 
         d = g.nodes[n]
         members = f" ×{d['members']}" if d["members"] > 1 else ""
         first = d["details"][0].split(": ", 1)[-1] if d["details"] else ""
-        labels.append(f"<b>{n}{members}</b><br>{first[:48]}")
+        labels.append(f"<b>{n}{members}</b><br>{first}")
     hover = ["<br>".join([f"<b>{n}</b> — {g.nodes[n]['description']}", *g.nodes[n]["details"]]) for n in nodes]
     fig.add_scatter(x=[pos[n][0] for n in nodes], y=[pos[n][1] for n in nodes], mode="markers+text",
                     marker={"size": 26, "color": colours, "line": {"color": "#333", "width": 1}},
@@ -91,7 +115,7 @@ def mechanism_figure(mech: Mechanism, card: MechanismCard | None = None, title: 
         fig.add_scatter(x=[None], y=[None], mode="markers", marker={"size": 12, "color": colour},
                         name=outcome.upper() if outcome != "not tested" else outcome)
     ys = [y for _, y in pos.values()]
-    height = max(320, 110 * max(len(layer) for layer in layers) + 140)
+    height = max(320, 120 * max(len(layer) for layer in layers) + 140)
     verdict = f" — {card.verdict.upper()}" if card else ""
     fig.update_layout(title=title or f"mechanism {mech.name}{verdict}", height=height, autosize=True,
                       xaxis={"visible": False, "range": [-0.6, len(layers) - 0.4]},
@@ -100,4 +124,4 @@ def mechanism_figure(mech: Mechanism, card: MechanismCard | None = None, title: 
     return fig
 
 
-__all__ = ["MAX_NODES", "mechanism_figure", "mechanism_graph"]
+__all__ = ["MAX_NODES", "mechanism_figure", "mechanism_graph", "short_site"]

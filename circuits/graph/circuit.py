@@ -80,19 +80,37 @@ class Circuit:
 
     @classmethod
     def load(cls, path: str | Path, model: Any = None) -> Circuit:
-        """Read a circuit JSON; with ``model``, refuse a circuit of another architecture."""
-        data = json.loads(Path(path).read_text())
-        if data.get("format") != FORMAT:
-            raise ValueError(f"{path}: not a circuit file (format {data.get('format')!r}, expected {FORMAT!r})")
-        arch = Architecture(**data["architecture"])
-        if model is not None:
-            mismatch = architecture(model).mismatch(arch)
-            if mismatch:
-                raise ValueError(
-                    f"{path}: the circuit is for another architecture (model vs circuit): " + "; ".join(mismatch)
-                )
-        edges = {Edge.from_dict(e): float(e["score"]) for e in data["edges"]}
-        return cls(edges, arch, data.get("settings", {}), int(data.get("total_edges", 0)))
+        """Read a circuit JSON; with ``model``, refuse a circuit of another architecture. A file
+        that is not one (binary, not JSON, a JSON of another kind, damaged entries) is refused
+        with a ``ValueError`` naming it and what is wrong; nothing but JSON is ever parsed."""
+        try:
+            data = json.loads(Path(path).read_bytes().decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}: not a circuit file: binary, not UTF-8 text (byte {err.start}: "
+                             f"{err.object[err.start]:#04x}; a pickle?); circuit files are the JSON "
+                             "`interp-rand circuit` writes") from None
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: not a circuit file: not JSON ({err.msg} at line {err.lineno} "
+                             f"column {err.colno})") from None
+        found = data.get("format") if isinstance(data, dict) else f"a JSON {type(data).__name__}"
+        if found != FORMAT:
+            raise ValueError(f"{path}: not a circuit file (format {found!r}, expected {FORMAT!r})")
+        try:
+            arch = Architecture(**data["architecture"])
+            if model is not None:
+                mismatch = architecture(model).mismatch(arch)
+                if mismatch:
+                    raise ValueError(
+                        f"{path}: the circuit is for another architecture (model vs circuit): " + "; ".join(mismatch)
+                    )
+            edges = {Edge.from_dict(e): float(e["score"]) for e in data["edges"]}
+            settings = data.get("settings", {})
+            if not isinstance(settings, dict):
+                raise TypeError(f"settings is a {type(settings).__name__}, not an object")
+            return cls(edges, arch, settings, int(data.get("total_edges", 0)))
+        except (KeyError, TypeError, AttributeError) as err:
+            what = f"missing {err}" if isinstance(err, KeyError) else str(err)
+            raise ValueError(f"{path}: a damaged circuit file ({what})") from None
 
     def write_graphml(self, path: str | Path) -> Path:
         nx.write_graphml(self.graph, str(path))

@@ -89,16 +89,20 @@ def accuracy_on(model: Any, graph: ModelGraph, batch: Any, acts: dict[str, Tenso
     return float(hit.all(1).float().mean())
 
 
-def random_site(site: Site, graph: ModelGraph, generator: torch.Generator) -> Site:
+def random_site(site: Site, graph: ModelGraph, generator: torch.Generator,
+                avoid: frozenset[Node] = frozenset()) -> Site:
     """A site of the same shape elsewhere: each node replaced by a random writer of the same
-    kind at another location; a hook site moved to other positions of the same hook."""
+    kind at another location, not one in ``avoid`` (the locations the hypothesis names: another
+    variable's site or the readout may hold the same value downstream, which would make the
+    control pass for the wrong reason); a hook site moved to other positions of the same hook."""
     if site.nodes:
         pool = writer_locations(graph)
-        taken = set(site.nodes)
+        taken = set(site.nodes) | set(avoid)
         out: list[Node] = []
         for node in site.nodes:
             same = [n for n in pool if n.kind == node.kind and n not in taken and n not in out]
             same = same or [n for n in pool if n not in taken and n not in out]
+            same = same or [n for n in pool if n not in site.nodes and n not in out]
             out.append(same[int(torch.randint(len(same), (1,), generator=generator))])
         return Site.of(*out)
     others = [p for p in range(graph.n_positions) if p not in site.positions]
@@ -135,14 +139,15 @@ def check_variable(model: Any, random_model: Any, graph: ModelGraph, mech: Mecha
     outputs = torch.tensor(mech.outputs)
     test_rows, train_rows = (~train).nonzero()[:, 0], train.nonzero()[:, 0]
     pairs = variable_pairs(mech, batch, values, variable.name, test_rows, n_pairs, generator)
+    named = frozenset(mech.readout) | frozenset(n for v in mech.mapped for n in v.site.nodes)
     basis = None
     details: dict[str, Any] = {}
     if site.subspace is not None:
         basis = _fit_basis(model, mech, batch, values, variable.name, site, train_rows, n_pairs, generator, das)
         details["k"] = int(basis.shape[1])
     controls = {
-        "random_site": accuracy_on(model, graph, batch, acts, pairs, random_site(site, graph, generator), outputs,
-                                   basis),
+        "random_site": accuracy_on(model, graph, batch, acts, pairs, random_site(site, graph, generator, named),
+                                   outputs, basis),
         "random_init": accuracy_on(random_model, graph, batch, random_acts, pairs, site, outputs,
                                    None if basis is None else random_subspace(basis.shape[0], basis.shape[1], generator)),
     }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 from interp_rand import progress
-from interp_rand.cli.options import at_least, output_path
+from interp_rand.cli.options import at_least, output_path, seed_option
 from interp_rand.cli.circuit import add_card_options
 from interp_rand.reports.case_study import STUDIES
 
@@ -32,9 +32,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
                         help="a run of the study's task or zoo:NAME (default: the mechanism's zoo run: "
                         "zoo:addition, zoo:sort, zoo:recall-Aq_R, zoo:coloring-Aq_R)")
     parser.add_argument("--out", type=output_path, required=True, help="output folder")
-    parser.add_argument("--seed", type=int, default=0, help="seed of every draw (default: 0)")
+    parser.add_argument("--seed", type=seed_option, default=0, help="seed of every draw (default: 0)")
     parser.add_argument("--controls", type=at_least(2), default=10, help="random control sets (default: 10)")
-    parser.add_argument("--n", type=at_least(2), default=None,
+    parser.add_argument("--n", type=at_least(2, counts="examples"), default=None,
                         help="evaluation examples (default: mechanism 2000; edge-level carry 2000, sort 4000)")
     add_card_options(parser)
     return parser

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_rand.registry import OPTION_TYPES, Option
+from interp_rand.validation import Bounds, field_bounds
 
 CATALOGUE_FILE = Path(__file__).with_name("catalogue.json")
 # The option types a config field (or a registry entry's option) may have, by name (``X | None``
@@ -41,6 +42,8 @@ class OptionSpec:
         optional: the field also takes ``None`` (``none`` on the command line).
         default: the field's default.
         doc: its description from the class's ``Attributes:`` docstring section.
+        bounds: the field's :class:`~interp_rand.validation.Bounds` as a dict (``bounded``
+            fields; ``None`` otherwise): checked while parsing.
     """
 
     name: str
@@ -48,6 +51,12 @@ class OptionSpec:
     optional: bool
     default: Any
     doc: str
+    bounds: dict[str, Any] | None = None
+
+    def limits(self) -> Bounds:
+        """The declared :class:`~interp_rand.validation.Bounds` (none declared: any finite
+        number)."""
+        return Bounds(**(self.bounds or {}))
 
 
 def option_specs(cls: type) -> list[OptionSpec]:
@@ -56,6 +65,7 @@ def option_specs(cls: type) -> list[OptionSpec]:
 
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
+    limits = field_bounds(cls)
     specs = []
     for field in dataclasses.fields(cls):
         if not field.init:
@@ -69,7 +79,8 @@ def option_specs(cls: type) -> list[OptionSpec]:
             raise TypeError(f"{cls.__name__}.{field.name}: type {annotation} is not an option type "
                             f"({', '.join(TYPES)}, optionally | None)")
         default = None if field.default is dataclasses.MISSING else field.default
-        specs.append(OptionSpec(field.name, kind, optional, default, docs.get(field.name, "")))
+        bounds = limits[field.name].to_dict() if field.name in limits else None
+        specs.append(OptionSpec(field.name, kind, optional, default, docs.get(field.name, ""), bounds))
     return specs
 
 

@@ -16,12 +16,15 @@ from interp_rand.cli.options import (
     at_least,
     described_choices,
     method_options,
+    number,
     output_path,
+    seed_option,
     top_k_option,
 )
 from interp_rand.reports.inputs import PAIRS
 
 from interp_rand.defaults import DEFAULT_SEED
+from interp_rand.validation import Bounds
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
@@ -40,11 +43,11 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--ablation", choices=catalogue.choices("ablation"), default="resample",
                         help="what edges outside the circuit carry (default: resample = the "
                         "task's corrupted inputs)")
-    parser.add_argument("--n", type=at_least(2), default=256, help="clean/corrupted pairs (default: 256)")
+    parser.add_argument("--n", type=at_least(2, counts="examples"), default=256, help="clean/corrupted pairs (default: 256)")
     add_pairs_option(parser)
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the data")
+    parser.add_argument("--seed", type=seed_option, default=DEFAULT_SEED, help="seed of the data")
     add_size_options(parser, default=None, default_text="auto; acdc: its own circuit")
-    parser.add_argument("--threshold", type=float, default=None,
+    parser.add_argument("--threshold", type=number(float, Bounds(minimum=0)), default=None,
                         help="keep edges with |score| >= this (acdc: also its search threshold)")
     # the methods' options from their registry (eap-ig: --steps); --threshold above is acdc's
     add_method_options(parser, skip=("threshold",))
@@ -63,7 +66,6 @@ def add_parser(commands) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from interp_rand.reports.circuit import circuit_report
 
-    check_size_options(args)
     given = model_or_run(args.run_dir, args.model)
     own = {} if given is None else {"model": given[0], "task": given[1], "seed_source": given[2]}
     report = circuit_report(args.run_dir, **own, method=args.method, metric=args.metric, ablation=args.ablation, n=args.n,
@@ -92,7 +94,7 @@ def add_size_options(parser: argparse.ArgumentParser, default: str | None, defau
     parser.add_argument("--top-k", type=top_k_option, default=default, metavar="K|auto",
                         help="keep this many edges, or auto: the smallest top-k circuit recovering --target "
                         f"of the behaviour at this and every larger size tried (default: {default_text})")
-    parser.add_argument("--target", type=float, default=0.8,
+    parser.add_argument("--target", type=number(float, Bounds(above=0, maximum=1)), default=0.8,
                         help="with --top-k auto: the recovered share required, within 1 +- (1 - target); in "
                         "(0, 1] (default: 0.8)")
     parser.add_argument("--selection", choices=catalogue.choices("selection"), default="connected",
@@ -110,9 +112,3 @@ def add_card_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--card-resamples", type=at_least(1), default=2,
                         help="resampled-data circuits the card's stability is measured on (default: 2; each is one "
                         "more discovery run)")
-
-
-def check_size_options(args: argparse.Namespace) -> None:
-    """Refuse a ``--target`` outside (0, 1] before any work."""
-    if not 0 < args.target <= 1:
-        raise ValueError(f"--target={args.target} must lie in (0, 1]")

@@ -12,10 +12,11 @@ from pathlib import Path
 
 from interp_rand.cli.model_option import add_model_option, model_or_run
 from interp_rand.cli import catalogue
-from interp_rand.cli.circuit import add_card_options, add_pairs_option, add_size_options, check_size_options
+from interp_rand.cli.circuit import add_card_options, add_pairs_option, add_size_options
 from interp_rand.cli.options import (
     add_method_options,
     at_least,
+    seed_option,
     described_choices,
     method_options,
     output_path,
@@ -44,9 +45,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
                         help=described_choices("metric", "logprob"))
     parser.add_argument("--ablation", choices=catalogue.choices("ablation"), default="resample")
     add_size_options(parser, default="auto", default_text="auto, per run")
-    parser.add_argument("--n", type=at_least(2), default=128, help="clean/corrupted pairs per run (default: 128)")
+    parser.add_argument("--n", type=at_least(2, counts="examples"), default=128, help="clean/corrupted pairs per run (default: 128)")
     add_pairs_option(parser)
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the data (same for both runs)")
+    parser.add_argument("--seed", type=seed_option, default=DEFAULT_SEED, help="seed of the data (same for both runs)")
     # the methods' options from their registry (eap-ig: --steps); circuits are chosen by
     # --top-k, so acdc runs at its default search threshold
     add_method_options(parser, skip=("threshold",))
@@ -62,7 +63,6 @@ def add_parser(commands) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from interp_rand.reports.compare import compare_report
 
-    check_size_options(args)
     runs = [r for r in (args.run_a, args.run_b) if r is not None]  # RUN_A RUN_B, or the ones --model-* leave
     run_a = runs.pop(0) if args.model_a is None and runs else None
     run_b = runs.pop(0) if args.model_b is None and runs else None

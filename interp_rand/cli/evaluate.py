@@ -9,7 +9,7 @@ from pathlib import Path
 
 from interp_rand.cli import catalogue
 from interp_rand.cli.model_option import add_model_option, model_or_run
-from interp_rand.cli.options import at_least, output_path
+from interp_rand.cli.options import at_least, output_path, seed_option
 
 from interp_rand.defaults import DEFAULT_SEED as DEFAULT_EVAL_SEED
 
@@ -27,10 +27,10 @@ def add_parser(commands) -> argparse.ArgumentParser:
                         help="folder for eval.json / seeded_eval.json (default: RUN_DIR; zoo-output/NAME for zoo:NAME)")
     parser.add_argument("--task", choices=catalogue.task_names(), default=None,
                         help="expected task; an error if the checkpoint was trained on another")
-    parser.add_argument("--n", type=at_least(1), default=10_000, help="fresh examples (default: 10000)")
-    parser.add_argument("--seed", type=int, default=DEFAULT_EVAL_SEED,
+    parser.add_argument("--n", type=at_least(1, counts="examples"), default=10_000, help="fresh examples (default: 10000)")
+    parser.add_argument("--seed", type=seed_option, default=DEFAULT_EVAL_SEED,
                         help="seed of the evaluation examples")
-    parser.add_argument("--seeds", type=at_least(1), default=None, metavar="S",
+    parser.add_argument("--seeds", type=at_least(1, counts="examples"), default=None, metavar="S",
                         help="randomized tasks: also run every example under S random seeds (a "
                         "fixed-seed run: its seed r0) and write the paper's metrics (README: The randomized-algorithms setting; average and "
                         "worst-5%% success, majority-5/30, the sampled baseline, predictive "

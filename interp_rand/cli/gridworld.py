@@ -9,7 +9,7 @@ from pathlib import Path
 
 from interp_rand import progress
 from interp_rand.cli import catalogue
-from interp_rand.cli.options import at_least, number_or, output_path
+from interp_rand.cli.options import at_least, number_or, output_path, seed_option
 
 
 _FROM_SCALE = object()  # --tie-break-q not given (argparse would run a string default through its type)
@@ -18,10 +18,10 @@ _FROM_SCALE = object()  # --tie-break-q not given (argparse would run a string d
 def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", choices=catalogue.choices("gridworld_scale"), default="cpu",
                         help="cpu: the 5x5 grid with a small agent (width 16), population 20, 60 generations, minutes on one core; paper: the paper's settings, width 80, population 300 (README: The randomized-algorithms setting) (default: cpu)")
-    parser.add_argument("--m", type=at_least(1), default=None, help="seeds per generation (default: the scale's)")
+    parser.add_argument("--m", type=at_least(1, counts="examples"), default=None, help="seeds per generation (default: the scale's)")
     parser.add_argument("--generations", type=at_least(1), default=None, help="PGPE generations (default: the scale's)")
-    parser.add_argument("--popsize", type=int, default=None, help="PGPE population, even, >= 2 (default: the scale's)")
-    parser.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
+    parser.add_argument("--popsize", type=at_least(2, counts="examples"), default=None, help="PGPE population, even, >= 2 (default: the scale's)")
+    parser.add_argument("--seed", type=seed_option, default=0, help="training seed (default: 0)")
     parser.add_argument("--tie-break-q", type=_tie_break_q, default=_FROM_SCALE, metavar="Q|none",
                         help="worst-cell fitness: break ties of the worst cell by a small q-norm of the cells' "
                         "losses (PGPEConfig.tie_break_q); none: the exact worst cell (default: the scale's: "
@@ -56,7 +56,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     train.add_argument("--out", type=output_path, default=None, help="run directory (default: runs/gridworld-VARIANT)")
     evaluate = sub.add_parser("eval", help="evaluate a trained agent (writes evaluation.json and first_visit.html)")
     evaluate.add_argument("path", metavar="RUN", type=Path, help="run directory or checkpoint folder")
-    evaluate.add_argument("--seeds", type=at_least(1), default=None, help="seeds per cell (default: the scale's)")
+    evaluate.add_argument("--seeds", type=at_least(1, counts="examples"), default=None, help="seeds per cell (default: the scale's)")
     evaluate.add_argument("--out", type=output_path, default=None,
                           help="folder for evaluation.json (default: RUN; zoo-output/NAME for zoo:NAME)")
     compare = sub.add_parser("compare", help="train and compare ERM, randomized (m seeds) and m = 1")

@@ -17,8 +17,9 @@ import importlib
 import sys
 
 from interp_rand import progress
+from interp_rand.cli import memory
 from interp_rand.cli.options import at_least
-from interp_rand.threads import DEFAULT_THREADS, use_threads
+from interp_rand.threads import DEFAULT_THREADS, clamp, cores, use_threads
 
 # In the order `--help` lists them.
 COMMANDS = (
@@ -45,8 +46,18 @@ COMMANDS = (
 USER_ERRORS = (ValueError, KeyError, FloatingPointError, OSError)
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (``PROG: error: WHAT (see PROG --help)``),
+    exit code 2, instead of the usage block and the error; the sub-command parsers are of this
+    class too."""
+
+    def error(self, message: str):
+        message = " ".join(str(message).split())
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="interp-rand",
         description="Train small TransformerLens-hooked transformers on algorithmic and randomized "
         "tasks, evaluate them, and analyse their circuits.",
@@ -69,10 +80,25 @@ def user_errors() -> tuple[type[BaseException], ...]:
     return USER_ERRORS + ((trainer.TrainingDiverged,) if trainer is not None else ())
 
 
+def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
+    """The parsed command line (by ``parser``, default :func:`build_parser`'s), every number
+    checked (bounds, memory estimate) and ``--threads`` bounded by the cores, before any work
+    and without importing torch; argument errors exit 2 with one line (:class:`Parser`). The
+    parse-only entry point (the property test of the parser calls it)."""
+    parser = parser or build_parser()
+    args = parser.parse_args(argv)
+    memory.check(parser, args)
+    if clamp(args.threads) < args.threads:
+        print(f"interp-rand: --threads {args.threads} is more than the {cores()} cores this process may use; "
+              f"using {clamp(args.threads)}", file=sys.stderr)
+        args.threads = clamp(args.threads)
+    args.argv = argv  # for messages that repeat the command (how to resume)
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser().parse_args(argv)
-    args.argv = argv  # for messages that repeat the command (how to resume)
+    args = parse(argv)
     threads = use_threads(args.threads) if getattr(args, "uses_torch", True) else contextlib.nullcontext()
     try:
         with threads, progress.scope(args.command):

@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from interp_rand.validation import MAX_SEED, Bounds
+
 # The installed packages: no command writes into them (``zoo build``'s default folder aside).
 PACKAGES = ("interp_rand", "circuits", "probes")
 
@@ -41,10 +43,13 @@ def field_docs(cls: type) -> dict[str, str]:
 
 
 def _parser_for(spec):
-    """A string -> value converter for an option (``none`` -> ``None`` for optional fields)."""
+    """A string -> value converter for an option (``none`` -> ``None`` for optional fields);
+    a number is checked against the field's declared bounds (:func:`number`)."""
     from interp_rand.cli.catalogue import TYPES
 
     base = TYPES[spec.type]
+    if base in (int, float):
+        return number(base, spec.limits(), word="none" if spec.optional else None, word_means=None)
 
     def convert(text: str):
         if spec.optional and text.lower() == "none":
@@ -107,55 +112,60 @@ def collect(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
 _THE_WORD = object()
 
 
-def number_or(word: str, value_of: Any, minimum: float, *, what: str = "a number", word_means: Any = _THE_WORD):
-    """An argparse type: ``word`` (returned as ``word_means``, default the word itself) or a
-    number read by ``value_of`` (``int``, ``float``) that is at least ``minimum``; errors say
-    which of the two was expected."""
+def number(kind: type, bounds: Bounds | None = None, *, word: str | None = None, word_means: Any = _THE_WORD):
+    """The argparse ``type=`` of every number option: a number of ``kind`` (``int`` or
+    ``float``) inside ``bounds`` (default: any integer, any finite number: NaN and inf are
+    refused unless the bounds allow inf), or ``word`` (returned as ``word_means``, default the
+    word itself) where one is given. A bad value is refused while parsing, before any work, with
+    what is allowed; ``bounds.counts`` marks a size whose memory the CLI estimates after parsing
+    (:mod:`interp_rand.cli.memory`)."""
+    bounds = bounds or Bounds()
+    integer = kind is int
     means = word if word_means is _THE_WORD else word_means
+    allowed = bounds.describe(integer) + (f" or {word!r}" if word is not None else "")
 
     def parse(text: str):
-        if text.lower() == word:
+        if word is not None and text.lower() == word:
             return means
         try:
-            value = value_of(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what} >= {minimum:g} or {word!r}, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum:g} (or {word!r}), got {text!r}")
+            value = kind(text)
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"expected {allowed}, got {text!r}") from None
+        wrong = bounds.problem(value, integer=integer)
+        if wrong:
+            raise argparse.ArgumentTypeError(f"{wrong}{f' or {word!r}' if word is not None else ''}, got {text.strip()}")
         return value
 
+    parse.__name__ = allowed
+    parse.bounds = bounds  # read by the memory estimate
     return parse
+
+
+def number_or(word: str, value_of: Any, minimum: float, *, word_means: Any = _THE_WORD):
+    """An argparse type: ``word`` (returned as ``word_means``, default the word itself) or a
+    number read by ``value_of`` (``int``, ``float``) that is at least ``minimum``."""
+    return number(value_of, Bounds(minimum=minimum), word=word, word_means=word_means)
 
 
 # ``--top-k``: a number of edges (>= 1) or ``auto`` (the smallest faithful circuit)
-top_k_option = number_or("auto", int, 1, what="a number of edges")
+top_k_option = number_or("auto", int, 1)
+# ``--seed`` of every command: the seed of its draws
+seed_option = number(int, Bounds(minimum=0, maximum=MAX_SEED))
 
 
-def at_least(minimum: float, kind: type = int):
+def at_least(minimum: float, kind: type = int, *, counts: str | None = None):
     """``type=`` of an option that must be a number of ``kind`` (``int`` or ``float``) >=
-    ``minimum``, so that a bad value is refused while parsing, before any work, with the
-    allowed range named."""
-    noun = "an integer" if kind is int else "a number"
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {noun} >= {minimum:g}, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be {noun} >= {minimum:g}, got {value:g}")
-        return value
-
-    parse.__name__ = f"{noun.split()[-1]} >= {minimum:g}"
-    return parse
+    ``minimum`` (:func:`number`); ``counts="examples"`` marks a size of the data, whose memory
+    is estimated before any work."""
+    return number(kind, Bounds(minimum=minimum, counts=counts))
 
 
 def option_type(option):
     """The argparse ``type=`` of a registry :class:`~interp_rand.registry.Option`."""
     from interp_rand.cli.catalogue import TYPES
 
-    if option.minimum is not None:
-        return at_least(option.minimum, int if option.type == "int" else float)
+    if option.type in ("int", "float"):
+        return number(TYPES[option.type], Bounds(minimum=option.minimum))
     return TYPES[option.type]
 
 

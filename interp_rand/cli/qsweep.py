@@ -4,27 +4,27 @@ sweep at a fixed budget, and with ``--ramp`` one run whose q grows during traini
 from __future__ import annotations
 
 import argparse
-import math
+import dataclasses
 import shlex
 from pathlib import Path
 
 from interp_rand.cli import catalogue
-from interp_rand.cli.options import at_least, output_path
+from interp_rand.cli.options import at_least, number, output_path, seed_option
 
 DEFAULT_QS = "1,2,4,8,16,32,100"
 
 
 def q_list(text: str) -> list[float]:
-    """``type=`` of ``--qs``: comma-separated numbers, each finite and >= 1, none repeated."""
+    """``type=`` of ``--qs``: comma-separated numbers, each a finite q that ``TrainConfig.q``
+    allows (>= 1: 1 is ERM), none repeated."""
+    allowed = next(spec for spec in catalogue.config_options("TrainConfig") if spec.name == "q").limits()
+    one_q = number(float, dataclasses.replace(allowed, infinite=False))
     values = []
     for part in text.split(","):
         try:
-            q = float(part)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated numbers >= 1, got {part.strip()!r}") from None
-        if not math.isfinite(q) or q < 1:
-            raise argparse.ArgumentTypeError(f"every q must be a finite number >= 1 (1 is ERM), got {part.strip()!r}")
-        values.append(q)
+            values.append(one_q(part.strip()))
+        except argparse.ArgumentTypeError as err:
+            raise argparse.ArgumentTypeError(f"every q {err}") from None
     if len(set(values)) != len(values):
         raise argparse.ArgumentTypeError(f"q values repeat in {text!r}")
     return values
@@ -53,11 +53,11 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--out", type=output_path, default=None, help="output folder (default: qsweep/TASK)")
     parser.add_argument("--scale", choices=catalogue.choices("reproduce_scale"), default="cpu",
                         help="the experiment's scale whose recipe is trained (default: cpu)")
-    parser.add_argument("--train-seed", type=at_least(0), default=0, metavar="SEED",
+    parser.add_argument("--train-seed", type=seed_option, default=0, metavar="SEED",
                         help="training seed of every run (default: 0)")
-    parser.add_argument("--n", type=at_least(2), default=256,
+    parser.add_argument("--n", type=at_least(2, counts="examples"), default=256,
                         help="examples of the seed-use analysis, the same for every run (default: 256)")
-    parser.add_argument("--eval-inputs", type=at_least(1), default=None, metavar="N",
+    parser.add_argument("--eval-inputs", type=at_least(1, counts="examples"), default=None, metavar="N",
                         help="fresh inputs of each run's seeded evaluation (default: the experiment's)")
     parser.add_argument("--replay", action="store_true",
                         help="also replay the analyses over each run's checkpoints (--checkpoints of them)")

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from interp_rand.cli.model_option import add_model_option, model_or_run
-from interp_rand.cli.options import at_least, output_path
+from interp_rand.cli.options import at_least, output_path, seed_option
 
 from interp_rand.defaults import DEFAULT_SEED
 
@@ -29,10 +29,10 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--compare", type=Path, default=None, metavar="RUN_DIR_B",
                         help="a second run of the same task (e.g. the ERM twin), analysed alike")
     parser.add_argument("--out", type=output_path, required=True, metavar="DIR")
-    parser.add_argument("--n", type=at_least(2), default=2048, help="examples for the usage score and probes (default 2048)")
-    parser.add_argument("--stored-inputs", type=at_least(1), default=32,
+    parser.add_argument("--n", type=at_least(2, counts="examples"), default=2048, help="examples for the usage score and probes (default 2048)")
+    parser.add_argument("--stored-inputs", type=at_least(1, counts="examples"), default=32,
                         help="recall: key/value inputs of the stored-set map, each under every seed (default 32)")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the sampled examples")
+    parser.add_argument("--seed", type=seed_option, default=DEFAULT_SEED, help="seed of the sampled examples")
     return parser
 
 

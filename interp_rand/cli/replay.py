@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_rand.cli import catalogue
-from interp_rand.cli.options import option_type, at_least, output_path
+from interp_rand.cli.options import at_least, option_type, output_path, seed_option
 from interp_rand.defaults import DEFAULT_SEED
 
 OUT_FOLDER = "replay"
@@ -46,9 +46,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--analyses", type=_analyses, default=None, metavar="A,B,...",
                         help="comma-separated analyses (listed above; default: every registered one that "
                         "applies to the task, the others skipped with a note)")
-    parser.add_argument("--n", type=at_least(2), default=256, help="examples (and clean/corrupted pairs) per "
+    parser.add_argument("--n", type=at_least(2, counts="examples"), default=256, help="examples (and clean/corrupted pairs) per "
                         "checkpoint, the same at every checkpoint (default: 256)")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the examples (default: %(default)s)")
+    parser.add_argument("--seed", type=seed_option, default=DEFAULT_SEED, help="seed of the examples (default: %(default)s)")
     parser.add_argument("--set", dest="settings", action="append", default=[], type=_setting,
                         metavar="ANALYSIS.OPTION=VALUE",
                         help="an analysis option (listed above), e.g. --set circuit.size=0; repeatable")

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from interp_rand.cli import catalogue
-from interp_rand.cli.options import output_path
+from interp_rand.cli.options import at_least, output_path, seed_option
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
@@ -20,7 +20,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--scale", choices=catalogue.choices("reproduce_scale"), default="cpu",
                         help="cpu: minutes on 2 cores; paper: the paper's settings, for a GPU (default: cpu)")
     parser.add_argument("--out", type=output_path, default=None, help="output folder (default: reproduction/TASK-SCALE)")
-    parser.add_argument("--train-seeds", "--seeds", dest="seeds", type=int, nargs="+", default=[0], metavar="SEED",
+    parser.add_argument("--train-seeds", "--seeds", dest="seeds", type=seed_option, nargs="+", default=[0], metavar="SEED",
                         help="training seeds; every variant is trained once per seed and the table "
                         "shows the mean and the range over seeds (default: 0)")
     parser.add_argument("--ray-address", default=None, metavar="ADDR",
@@ -28,7 +28,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
                         "instance of --workers CPUs; host:port, ray://host:port or auto joins a cluster "
                         "(its workers must import interp_rand and share the output folder). Without it "
                         "the runs execute here, one after the other")
-    parser.add_argument("--workers", type=int, default=None, metavar="N",
+    parser.add_argument("--workers", type=at_least(1), default=None, metavar="N",
                         help="CPUs of the local Ray instance (--ray-address local; default: all cores)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines or bars")
     return parser

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from interp_rand.validation import check_int
+from interp_rand.validation import bounded, check_bounds, check_int
 
 ATTENTION_KINDS = ("softmax", "linear")
 MASK_KINDS = ("causal", "full", "custom")
@@ -75,35 +75,36 @@ class ModelConfig:
             ``0.8 / sqrt(d_model)``).
     """
 
-    d_model: int = 128
-    n_layers: int = 2
-    n_heads: int = 4
-    d_head: int | None = None
-    n_ctx: int = 64
-    d_vocab: int = 0
-    d_input: int = 0
-    d_vocab_out: int = 0
+    d_model: int = bounded(128, minimum=1, counts="width")
+    n_layers: int = bounded(2, minimum=1, counts="width")
+    n_heads: int = bounded(4, minimum=1, counts="width")
+    d_head: int | None = bounded(None, minimum=1, counts="width")
+    n_ctx: int = bounded(64, minimum=1, counts="width")
+    d_vocab: int = bounded(0, minimum=0, counts="width")
+    d_input: int = bounded(0, minimum=0, counts="width")
+    d_vocab_out: int = bounded(0, minimum=0, counts="width")
     input_kind: str = "tokens"
     attention: str = "softmax"
     mask: str = "causal"
-    d_seed: int = 0
+    d_seed: int = bounded(0, minimum=0, counts="width")
     seed_mode: str = "add"
-    d_input_mlp: int = 0
+    d_input_mlp: int = bounded(0, minimum=0, counts="width")
     input_mlp_w_in: bool = True
     input_mlp_act: str = "gelu"
     attn_only: bool = False
-    d_mlp: int | None = None
+    d_mlp: int | None = bounded(None, minimum=0, counts="width")
     act_fn: str = "gelu"
     normalization_type: str | None = "LN"
     positional: str = "learned"
-    eps: float = 1e-5
+    eps: float = bounded(1e-5, above=0)
     use_attn_result: bool = False
     use_attn_scale: bool = True
     attn_bias: bool = True
     init: str = "normal"
-    init_range: float | None = None
+    init_range: float | None = bounded(None, above=0)
 
     def __post_init__(self) -> None:
+        check_bounds(self)  # before deriving from them
         # Derived defaults are written back once, so the stored config is explicit.
         if self.d_head is None and self.n_heads > 0 and self.d_model % self.n_heads == 0:
             object.__setattr__(self, "d_head", self.d_model // self.n_heads)
@@ -136,10 +137,7 @@ class ModelConfig:
             ("init", INIT_KINDS),
         ):
             choice(name, allowed)
-        for name in ("d_model", "n_layers", "n_heads", "n_ctx", "d_vocab_out"):
-            positive(name)
-        for name in ("d_seed", "d_input_mlp"):
-            positive(name, minimum=0)
+        positive("d_vocab_out")  # derived from d_vocab for tokens: >= 1 once derived
         if self.d_head is None:
             raise ValueError(
                 f"ModelConfig.d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
@@ -170,8 +168,6 @@ class ModelConfig:
                 f"ModelConfig.input_mlp_w_in=False makes the embedding the input MLP's first layer, "
                 f"so d_input_mlp must equal d_model={self.d_model}; got d_input_mlp={self.d_input_mlp}"
             )
-        if self.eps <= 0:
-            raise ValueError(f"ModelConfig.eps={self.eps!r} must be > 0")
 
     @property
     def has_seed(self) -> bool:

@@ -55,6 +55,23 @@ def top_k_circuit(scores: Any, top_k: int | str | None, model: Any, pairs: Any, 
     return select(scores, top_k, selection)
 
 
+def check_circuit_fits(path: str | Path, settings: dict[str, Any], ckpt: Any, n_positions: int) -> None:
+    """Refuse a saved circuit made for another task, or for another number of positions (the
+    same architecture on another task configuration), saying which task and run it was made
+    for; settings it does not record are not checked."""
+    made = settings.get("task")
+    where = f" (run {settings['run']})" if settings.get("run") else ""
+    here = ckpt.spec.task_name
+    options = ", ".join(f"{k}={v!r}" for k, v in ckpt.spec.task_config.items())
+    if made is not None and made != here:
+        raise ValueError(f"{path} is a circuit of the {made!r} task{where}; this run is of the {here!r} task "
+                         f"({options}): find its own circuit with `interp-rand circuit`")
+    if settings.get("n_positions") not in (None, n_positions):
+        raise ValueError(f"{path} was made for {settings['n_positions']} positions of the {made or 'unknown'!r} "
+                         f"task{where}; this run's {here!r} task ({options}) has {n_positions}: a circuit of "
+                         "another task configuration")
+
+
 def check_circuit_options(method: str, top_k: int | str | None, threshold: float | None,
                           circuit: str | Path | None) -> None:
     """Refuse contradictory size options before any work."""
@@ -133,7 +150,9 @@ class CircuitReport:
     def qk_lines(self) -> list[str]:
         """One line per explained head: its top contributors and the patching check's verdict."""
         return [f"a{c.layer}.{c.head}@{c.query}: top {', '.join(c.top)}; removed, the pattern moves "
-                f"{c.top_change:.3f} vs {c.random_mean:.3f} for random contributors: {c.verdict}" for _, c in self.qk]
+                f"{c.top_change:.3f} vs {c.random_mean:.3f} for random contributors: {c.verdict}"
+                + (" (the query sees one key: its softmax pattern is 1 whatever the scores, so the check cannot "
+                   "tell anything)" if c.pattern_fixed else "") for _, c in self.qk]
 
     def card_lines(self) -> list[str]:
         """The claim card's verdict and its claims, one line each (nothing without a card)."""
@@ -199,9 +218,7 @@ def circuit_report(run: str | Path | None = None, *, model: Any = None, task: An
     if circuit is not None:
         found, scores = Circuit.load(circuit, model), None
         by_position = bool(found.settings.get("by_position", True))
-        if found.settings.get("n_positions") not in (None, data.clean.inputs.shape[1] + model.cfg.seed_offset):
-            raise ValueError(f"{circuit} was found on {found.settings['n_positions']} positions; "
-                             f"this task has {data.clean.inputs.shape[1] + model.cfg.seed_offset}")
+        check_circuit_fits(circuit, found.settings, ckpt, data.clean.inputs.shape[1] + model.cfg.seed_offset)
     else:
         check_top_k(top_k, model, data, by_position=by_position)
         scores = discover(model, data.clean, data.corrupted, metric=metric, method=method,

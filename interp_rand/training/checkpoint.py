@@ -290,7 +290,9 @@ def read_meta(path: str | Path) -> tuple[Path, dict[str, Any]]:
 
 def load_model(folder: Path, model_config: ModelConfig) -> HookedTransformer:
     """A model of ``model_config`` with the weights of ``folder/model.safetensors``, in eval
-    mode; :class:`CheckpointError` when the file is missing, unreadable or does not fit."""
+    mode; :class:`CheckpointError` when the file is missing, unreadable, does not fit or holds
+    a NaN or infinite weight (training refuses to write one, so it is damage: every report of
+    such a model would be wrong)."""
     model = HookedTransformer(model_config)
     state = _load_tensors(Path(folder) / MODEL_FILE)
     expected = model.state_dict()
@@ -302,6 +304,11 @@ def load_model(folder: Path, model_config: ModelConfig) -> HookedTransformer:
             f"{Path(folder) / MODEL_FILE} does not fit its own model config: missing {missing}, "
             f"unexpected {unexpected}, wrong shapes {wrong}"
         )
+    for name, tensor in state.items():
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            bad = int((~torch.isfinite(tensor)).sum())
+            raise CheckpointError(f"{Path(folder) / MODEL_FILE}: tensor {name} holds {bad} NaN or infinite "
+                                  f"value{'s' if bad > 1 else ''} of {tensor.numel()}; the weights are damaged")
     model.load_state_dict(state)
     return model.eval()
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from interp_rand.training.checkpoint_schedule import parse_schedule
-from interp_rand.validation import check_ints
+from interp_rand.validation import MAX_SEED, bounded, check_bounds
 
 SEED_SOURCES = ("fresh", "fixed")
+MAX_FINITE_Q = 1e38  # the largest finite q-norm exponent (float32 holds up to 3.4e38)
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,8 @@ class TrainConfig:
         objective: registered objective name: ``erm`` (mean loss) or ``qnorm`` (the paper's
             q-norm over seed-averaged losses, README: The randomized-algorithms setting; needs a
             task with a seed channel).
-        q: the q-norm's exponent (>= 1; 1 is the mean, large q approaches the worst input).
+        q: the q-norm's exponent (>= 1; 1 is the mean, large q approaches the worst input, inf
+            is the worst input; finite values up to 1e38, float32's range).
         q_ramp_steps: steps over which the q-norm's exponent grows geometrically from 1 (the
             mean) to ``q``; 0 uses ``q`` from the first step, as the paper does (README: The
             randomized-algorithms setting). A large q from a random start gives gradient to
@@ -60,61 +61,36 @@ class TrainConfig:
             initialisation from ``seed``. A resumed run continues from its own checkpoint.
     """
 
-    steps: int = 3000
-    batch_size: int = 256
-    lr: float = 1e-3
-    warmup_steps: int = 100
-    min_lr_ratio: float = 0.1
-    weight_decay: float = 0.01
-    beta1: float = 0.9
-    beta2: float = 0.98
-    adam_eps: float = 1e-8
-    grad_clip: float = 1.0
-    eval_every: int = 250
-    eval_size: int = 2048
-    checkpoint_every: int = 500
-    keep_checkpoints: int = 2
+    steps: int = bounded(3000, minimum=1)
+    batch_size: int = bounded(256, minimum=1, counts="examples")
+    lr: float = bounded(1e-3, above=0)
+    warmup_steps: int = bounded(100, minimum=0)
+    min_lr_ratio: float = bounded(0.1, minimum=0, maximum=1)
+    weight_decay: float = bounded(0.01, minimum=0)
+    beta1: float = bounded(0.9, minimum=0, below=1)
+    beta2: float = bounded(0.98, minimum=0, below=1)
+    adam_eps: float = bounded(1e-8, above=0)
+    grad_clip: float = bounded(1.0, minimum=0)
+    eval_every: int = bounded(250, minimum=1)
+    eval_size: int = bounded(2048, minimum=1, counts="examples")
+    checkpoint_every: int = bounded(500, minimum=1)
+    keep_checkpoints: int = bounded(2, minimum=1)
     checkpoint_schedule: str = "every"
-    seed: int = 0
+    seed: int = bounded(0, minimum=0, maximum=MAX_SEED)
     objective: str = "erm"
-    q: float = 1.0
-    q_ramp_steps: int = 0
-    m_seeds: int = 1
+    # float32's range: beyond it the q-norm's gradient is NaN (inf, the worst input, is exact)
+    q: float = bounded(1.0, minimum=1, maximum=MAX_FINITE_Q, infinite=True)
+    q_ramp_steps: int = bounded(0, minimum=0)
+    m_seeds: int = bounded(1, minimum=1, counts="examples")
     seed_source: str = "fresh"
-    stop_at_exact_match: float | None = None
+    stop_at_exact_match: float | None = bounded(None, above=0, maximum=1)
     init_from: str | None = None
 
     def __post_init__(self) -> None:
-        check_ints(self, ("steps", "batch_size", "eval_every", "eval_size", "checkpoint_every", "keep_checkpoints"), 1)
-        for name in ("lr", "min_lr_ratio", "weight_decay", "beta1", "beta2", "adam_eps", "grad_clip"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"TrainConfig.{name}={value!r} must be a finite number")
-        if not self.q >= 1:
-            raise ValueError(f"TrainConfig.q={self.q!r} must be >= 1 (1 is the mean, larger q weights the worst inputs)")
-        if not isinstance(self.m_seeds, int) or isinstance(self.m_seeds, bool) or self.m_seeds < 1:
-            raise ValueError(f"TrainConfig.m_seeds={self.m_seeds!r} must be an integer >= 1")
+        check_bounds(self)
         parse_schedule(self.checkpoint_schedule)
         if self.seed_source not in SEED_SOURCES:
             raise ValueError(f"TrainConfig.seed_source={self.seed_source!r} is not allowed; choose from {SEED_SOURCES}")
-        check_ints(self, ("warmup_steps", "q_ramp_steps"), 0)
-        if not self.lr > 0:
-            raise ValueError(f"TrainConfig.lr={self.lr!r} must be > 0")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise ValueError(f"TrainConfig.min_lr_ratio={self.min_lr_ratio!r} must lie in [0, 1]")
-        for name in ("beta1", "beta2"):
-            if not 0 <= getattr(self, name) < 1:
-                raise ValueError(f"TrainConfig.{name}={getattr(self, name)!r} must lie in [0, 1)")
-        if self.weight_decay < 0 or self.grad_clip < 0 or self.adam_eps <= 0:
-            raise ValueError(
-                "TrainConfig.weight_decay and grad_clip must be >= 0 and adam_eps > 0; got "
-                f"{self.weight_decay}, {self.grad_clip}, {self.adam_eps}"
-            )
-        if self.stop_at_exact_match is not None and not 0 < self.stop_at_exact_match <= 1:
-            raise ValueError(
-                f"TrainConfig.stop_at_exact_match={self.stop_at_exact_match!r} must lie in (0, 1]"
-            )
-
         if self.init_from is not None and (not isinstance(self.init_from, str) or not self.init_from):
             raise ValueError(f"TrainConfig.init_from={self.init_from!r} must be a non-empty path string or None")
 

@@ -8,7 +8,9 @@ weights, whether the run went straight through or was killed and resumed.
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import shutil
 import sys
 import time
@@ -21,6 +23,7 @@ from tqdm.auto import tqdm
 
 from interp_rand.training.checkpoint import (
     BOOKKEEPING_FIELDS,
+    TRAINER_FILE,
     CheckpointError,
     RunSpec,
     latest_checkpoint,
@@ -45,15 +48,26 @@ from interp_rand.training.write_error import writing
 _EVAL_SEED_OFFSET = 1_000_003
 
 
-def _initialise_from(model: HookedTransformer, source: str) -> None:
-    """Copy the weights of the checkpoint ``source`` into ``model`` (same model config only)."""
+def _initialise_from(model: HookedTransformer, source: str, spec: RunSpec) -> None:
+    """Copy the weights of the checkpoint ``source`` into ``model`` (a model of the same task
+    and model config only; the refusal names the task, or the model fields that differ)."""
     checkpoint = load_checkpoint(source)
-    if checkpoint.spec.model_config != model.cfg:
+    theirs = checkpoint.spec
+    if (theirs.task_name, theirs.task_config) != (spec.task_name, spec.task_config):
         raise CheckpointError(
-            f"init_from={source!r}: its model config {checkpoint.spec.model_config} differs from this "
-            f"run's {model.cfg}"
+            f"init_from={source!r} is a model of the {theirs.task_name!r} task ({_options(theirs.task_config)}); "
+            f"this run trains {spec.task_name!r} ({_options(spec.task_config)}): start from a run of the same task"
         )
+    if theirs.model_config != model.cfg:
+        mine, other = model.cfg.to_dict(), theirs.model_config.to_dict()
+        differ = ", ".join(f"{k} {other[k]!r} (this run: {mine[k]!r})" for k in mine if mine[k] != other[k])
+        raise CheckpointError(f"init_from={source!r} has another model: {differ}; its model options must equal "
+                              "this run's")
     model.load_state_dict(checkpoint.model().state_dict())
+
+
+def _options(config: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in config.items()) or "no options"
 
 
 class TrainingDiverged(RuntimeError):
@@ -107,12 +121,14 @@ def train(
     optimizer = make_optimizer(model, cfg)
     generator = torch.Generator().manual_seed(cfg.seed)
     with run_lock(run_dir):
-        start, resumed_from = _resume(run_dir, spec, model, optimizer, generator) if resume else _refuse_existing(run_dir)
+        start, resumed_from, resumed_loss = (_resume(run_dir, spec, model, optimizer, generator) if resume
+                                             else _refuse_existing(run_dir))
         if start == 0 and cfg.init_from is not None:
-            _initialise_from(model, cfg.init_from)
+            _initialise_from(model, cfg.init_from, spec)
         history = _read_history(run_dir, up_to=start)
         # A run that already stopped at its target has nothing left to do.
         reached = bool(start and history and cfg.stop_at_exact_match is not None
+                       and isinstance(history[-1].get("exact_match"), (int, float))
                        and history[-1]["exact_match"] >= cfg.stop_at_exact_match)
         if resumed_from is not None:
             left = "nothing left to train" if reached or start >= cfg.steps else f"training to step {cfg.steps}"
@@ -122,7 +138,9 @@ def train(
         eval_batch = fixed_seeds_if_asked(task, eval_batch, cfg)
 
         last_eval: EvalResult | None = None
-        running_loss: float | None = None
+        # the running train loss goes on from where the checkpoint left it, so a resumed run's
+        # metrics.jsonl is line for line that of one uninterrupted run
+        running_loss: float | None = resumed_loss
         # the steps' losses not yet read: folded into running_loss (the same float arithmetic,
         # in step order) only where it is shown or saved, not converted to a float every step
         unread: list[torch.Tensor] = []
@@ -249,18 +267,19 @@ def _diverged(what: str, step: int, run_dir: Path) -> TrainingDiverged:
     )
 
 
-def _refuse_existing(run_dir: Path) -> tuple[int, None]:
+def _refuse_existing(run_dir: Path) -> tuple[int, None, None]:
     found = latest_checkpoint(run_dir)
     if found is not None:
         raise CheckpointError(
             f"{run_dir} already holds checkpoints ({found.name}); resume it or choose another folder"
         )
-    return 0, None
+    return 0, None, None
 
 
-def _resume(run_dir: Path, spec: RunSpec, model, optimizer, generator: torch.Generator) -> tuple[int, Path | None]:
-    """Load the newest checkpoint into the model, optimizer and generator; return its step and
-    folder (``0, None``: nothing to resume)."""
+def _resume(run_dir: Path, spec: RunSpec, model, optimizer,
+            generator: torch.Generator) -> tuple[int, Path | None, float | None]:
+    """Load the newest checkpoint into the model, optimizer and generator; return its step,
+    folder and running train loss (``0, None, None``: nothing to resume)."""
     for stray in (run_dir / "checkpoints").glob(".tmp-*"):
         kept = stray.with_name(stray.name[len(".tmp-old-"):])
         if stray.name.startswith(".tmp-old-") and not kept.exists():
@@ -269,7 +288,7 @@ def _resume(run_dir: Path, spec: RunSpec, model, optimizer, generator: torch.Gen
             shutil.rmtree(stray, ignore_errors=True)  # the half-written folder of a killed save
     found = latest_checkpoint(run_dir)
     if found is None:
-        return 0, None
+        return 0, None, None
     ckpt = load_checkpoint(found)
     mine, theirs = spec.to_dict(), ckpt.spec.to_dict()
     # A resumed run may change its length and bookkeeping; whatever shapes the weights must match.
@@ -288,13 +307,56 @@ def _resume(run_dir: Path, spec: RunSpec, model, optimizer, generator: torch.Gen
         )
     model.load_state_dict(ckpt.model().state_dict())
     state = ckpt.trainer_state()
+    check_trainer_state(state, model, generator, found / TRAINER_FILE)
     generator.set_state(state.pop("generator"))
     for name, param in model.named_parameters():
         prefix = f"adamw.{name}."
         entries = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
         if entries:
             optimizer.state[param] = entries
-    return ckpt.step, found
+    loss = ckpt.metrics.get("train_loss") if isinstance(ckpt.metrics, dict) else None
+    return ckpt.step, found, float(loss) if isinstance(loss, (int, float)) and not isinstance(loss, bool) else None
+
+
+# What AdamW keeps per parameter: its step count and the gradient's two running means.
+_ADAMW_ENTRIES = ("step", "exp_avg", "exp_avg_sq")
+
+
+def check_trainer_state(state: dict[str, torch.Tensor], model, generator: torch.Generator, file: Path) -> None:
+    """:class:`CheckpointError` naming ``file`` unless ``state`` (a ``trainer.safetensors``,
+    :func:`_trainer_state`'s format) fits this run: a data generator state of this torch's size
+    and AdamW entries only for ``model``'s parameters, of their shapes (an optimizer of another
+    run, e.g. one with more layers, or a truncated generator state, is refused)."""
+    expected = generator.get_state()
+    rng = state.get("generator")
+    if rng is None or rng.dtype != expected.dtype or rng.shape != expected.shape:
+        got = "none" if rng is None else f"{rng.numel()} {str(rng.dtype).replace('torch.', '')} values"
+        raise CheckpointError(f"{file}: the data generator's state is {got}, not the {expected.numel()} bytes "
+                              "of a torch CPU generator: the file is damaged or not this run's")
+    params = dict(model.named_parameters())
+    foreign, wrong = [], []
+    for key, value in state.items():
+        if key == "generator":
+            continue
+        name, _, entry = key.removeprefix("adamw.").rpartition(".")
+        if not key.startswith("adamw.") or name not in params or entry not in _ADAMW_ENTRIES:
+            foreign.append(key)
+        elif entry != "step" and value.shape != params[name].shape:
+            wrong.append(f"{key} {tuple(value.shape)} (parameter {tuple(params[name].shape)})")
+    # A parameter without AdamW state got no gradient; the same parameter of another layer
+    # that has state did, so a layer without any is one the optimizer's model did not have.
+    kind = functools.partial(re.sub, r"^blocks\.\d+\.", "blocks.*.")
+    stated = {key.removeprefix("adamw.").rpartition(".")[0] for key in state if key != "generator"}
+    missing = [name for name in params if name not in stated and any(kind(name) == kind(s) for s in stated)]
+    if foreign or wrong or missing:
+        what = "; ".join(filter(None, [
+            f"{len(foreign)} entries for parameters this model does not have ({', '.join(foreign[:3])}"
+            f"{', ...' if len(foreign) > 3 else ''})" if foreign else "",
+            f"no entries for {len(missing)} of its parameters ({', '.join(missing[:3])}"
+            f"{', ...' if len(missing) > 3 else ''})" if missing else "",
+            f"wrong shapes: {', '.join(wrong[:3])}{', ...' if len(wrong) > 3 else ''}" if wrong else ""]))
+        raise CheckpointError(f"{file} is the optimizer state of another model: {what}; it does not match this "
+                              "run's config (a trainer.safetensors copied from another run?)")
 
 
 def _trainer_state(model, optimizer, generator: torch.Generator) -> dict[str, torch.Tensor]:
@@ -310,7 +372,7 @@ def _read_history(run_dir: Path, up_to: int) -> list[dict[str, Any]]:
     path = run_dir / METRICS_FILE
     if not path.exists():
         return []
-    records = read_metrics(path)
+    records = read_metrics(path)  # a torn last record (a write cut short) is dropped, and said
     kept = [r for r in records if r["step"] <= up_to]
     with writing("the metrics file", path):
         path.write_text("".join(json.dumps(r) + "\n" for r in kept))

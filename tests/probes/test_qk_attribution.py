@@ -369,3 +369,15 @@ def test_seed_bit_reads_match_a_loop_over_examples_and_refuse_other_tasks():
     sort_batch = sort.sample(8, torch.Generator().manual_seed(0))
     with pytest.raises(ValueError, match="key_value_recall"):
         reads_by_seed_bit(qk_attribution(sort_model, sort_batch, 0, 0, 5), sort_batch, sort)
+
+
+def test_a_query_that_sees_one_key_is_inconclusive_not_a_failure():
+    """Position 0 of a causal softmax head attends only to itself: its pattern is 1 whatever the
+    scores, so removing contributors cannot move it and the check cannot mean anything there."""
+    model, batch = CASES["LayerNorm + MLPs + biases"]
+    attr = qk_attribution(model, batch, 0, 0, 0)
+    check = qk_patching_check(model, batch, attr)
+    assert check.pattern_fixed and check.top_change == 0 and check.random_changes  # a control was drawn
+    assert check.verdict == "inconclusive" and check.to_dict()["pattern_fixed"] is True
+    later = qk_patching_check(model, batch, qk_attribution(model, batch, 0, 0, 3))
+    assert not later.pattern_fixed  # a query that sees several keys is judged as before

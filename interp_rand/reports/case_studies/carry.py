@@ -14,7 +14,9 @@
    same number of random other components at the same positions. A plain mean ablation of the
    same components is reported beside it.
 3. **Probe** ``carry_in`` (:func:`probes.probe_task`, with its control task and random-init
-   model) at the residual stream right after the layer of the strongest carry head.
+   model) at the carry layer: the residual hook where the carry mechanism's interchange holds
+   (``CarryConfig.probe_hook``, which the case study sets), else right after the layer of the
+   strongest carry head.
 4. **Cascades** of length >= 2 (:meth:`AdditionTask.sample_with_cascade`): accuracy with and
    without the carry components, the nodes that carry a cascade (scores on pairs whose
    generating place is zeroed) and how far down the carry heads look.

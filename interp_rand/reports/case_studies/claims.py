@@ -82,10 +82,11 @@ def carry_details(study: CarryStudy) -> list[str]:
         f"{s.mean_ablated.no_carry:.4f}, cascade >= {c} {s.mean_ablated.cascade:.4f} (random: carry "
         f"{mctrl['carry']:.4f}, no-carry {mctrl['no_carry']:.4f}) -- whole components also carry digit sums"),
     ]
+    layer = ("where the carry mechanism's interchange holds" if s.settings.get("probe_hook")
+             else "after the layer of the strongest carry head")
     for row in s.probe:
         lines.append(
-            f"carry_in probe, place {row['place']} at position {row['position']}, {row['hook']} (after the layer of "
-            f"the strongest carry head): accuracy {row['accuracy']:.3f}, control task {row['control']:.3f}, "
+            f"carry_in probe, place {row['place']} at position {row['position']}, {row['hook']} ({layer}): accuracy {row['accuracy']:.3f}, control task {row['control']:.3f}, "
             f"selectivity {row['selectivity']:.3f} (random-init model {row['random_init_selectivity']:.3f}; "
             f"majority {row['majority']:.3f})")
         g = row["generation"]

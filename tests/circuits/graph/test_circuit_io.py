@@ -1,5 +1,7 @@
 """Circuit objects: networkx graph, JSON round trip, GraphML and DOT export, architecture checks."""
 
+import pickle
+
 import networkx as nx
 import pytest
 from circuit_models import make_model
@@ -46,3 +48,28 @@ def test_graphml_and_dot(circuit, tmp_path):
     assert back.number_of_edges() == circuit.graph.number_of_edges()
     dot = circuit.write_dot(tmp_path / "c.dot").read_text()
     assert dot.startswith("digraph") and dot.count("->") == circuit.graph.number_of_edges()
+
+
+@pytest.mark.parametrize("content, named", [
+    (pickle.dumps({"edges": []}), "binary, not UTF-8 text"),  # a pickle is refused unread
+    (b'{"format": ', "not JSON"),
+    (b"[1, 2]", "a JSON list"),
+])
+def test_a_file_that_is_not_a_circuit_is_named_with_what_is_wrong(tmp_path, content, named):
+    path = tmp_path / "c.bin"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=named) as err:
+        Circuit.load(path)
+    assert str(path) in str(err.value)
+
+
+def test_a_damaged_circuit_file_is_named(circuit, tmp_path):
+    import json
+
+    data = circuit.to_dict()
+    del data["edges"][0]["score"]
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="a damaged circuit file") as err:
+        Circuit.load(path)
+    assert str(path) in str(err.value)

@@ -25,7 +25,8 @@ SMALL = {"eval": {"--n": "200"}, "case-study": {"--n": "200", "--controls": "2"}
 # what the carry study's CLI does not set: its pairs, cascades and probe problems
 SMALL_CARRY = {"n_pairs": 64, "n_cascade": 64, "n_probe": 400}
 # the page (or file) each step must write, under its folder
-WRITES = {"addition": "eval.json", "carry": "case_study.html", "sort": "case_study.html", "report": "report.html",
+WRITES = {"addition": "eval.json", "carry": "case_study.html", "sort": "case_study.html",
+          "recall-seed": "case_study.html", "coloring-seed": "case_study.html", "report": "report.html",
           "randomness": "randomness.html", "recall": "randomness.html", "compare": "comparison.html",
           "gridworld": "first_visit.html"}
 

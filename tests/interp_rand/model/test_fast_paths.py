@@ -167,7 +167,9 @@ def test_backward_hooks_fire_on_silent_forward_paths():
 
     model.zero_grad()
     model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_pattern", keep)]).sum().backward()
-    torch.testing.assert_close(grads["blocks.0.attn.hook_pattern"], kept["p"].grad)
+    # two kernels (the hook-free backward and the hooked one) sum in different orders: float32
+    # rounding of the pattern's gradient, up to ~2e-5 measured on a loaded machine
+    torch.testing.assert_close(grads["blocks.0.attn.hook_pattern"], kept["p"].grad, rtol=1e-4, atol=1e-4)
 
 
 def test_fire_calls_a_hook_point_only_when_listened_to():

@@ -291,6 +291,8 @@ def test_killed_run_resumes_from_last_checkpoint(tmp_path, monkeypatch):
     assert resumed.step == 40
     assert_same_weights(straight.model.state_dict(), resumed.model.state_dict())
     assert metric_steps(killed_dir) == list(range(5, 45, 5))
+    # line for line the uninterrupted run's, the running train loss included (restored from step 20)
+    assert (killed_dir / METRICS_FILE).read_text() == (tmp_path / "straight" / METRICS_FILE).read_text()
     assert [p.name for p in list_checkpoints(killed_dir)] == [f"step_{s:07d}" for s in (10, 20, 30, 40)]
     assert load_checkpoint(killed_dir).step == 40
 
