@@ -22,7 +22,7 @@ from probes.attention import attention_patterns, conditional_patterns, condition
 from probes.attribution import seed_attribution
 from probes.head_roles import RoleScores, score_roles
 from probes.suite import ProbeConfig, probe_task
-from probes.variables import variable_names
+from probes.variables import task_variables
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,9 @@ def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), 
     residual-stream position: a seed token, if any, is 0) whose query/key attribution and
     patching check the report adds, on the first ``qk_examples`` examples."""
     from interp_rand.progress import note
+    from interp_rand.tasks.spec import require_task
 
+    require_task(task, "build_report")
     check_qk_heads(model, task, qk_heads)
     seconds: dict[str, float] = {}
     adjust = batch_fn or (lambda b: b)
@@ -156,7 +158,7 @@ def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), 
     seconds["attention"] = time.perf_counter() - began
 
     rows, layers = [], {}
-    if config.probes and variable_names(task.name):
+    if config.probes and task_variables(task):
         began = time.perf_counter()
         probe_batch = adjust(task.sample(config.n_probe_examples, generator))
         note(f"probes with controls and causal checks ({len(probe_batch)} examples)", progress)

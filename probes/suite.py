@@ -18,7 +18,7 @@ from probes.activations import collect_activations, logits_of, residual_hooks
 from probes.causal import CAUSAL_MODES, CausalEffect, causal_check
 from probes.controls import control_labels, group_split, random_init_like
 from probes.linear_probe import LinearProbe, probe_accuracy
-from probes.variables import VariableLabels, input_groups, variable_labels, variable_names
+from probes.variables import VariableLabels, input_groups, task_variables, variable_labels
 
 
 @dataclass(frozen=True)
@@ -170,10 +170,12 @@ def probe_task(
     Raises ``ValueError`` for a variable the task lacks or a hook the model lacks (listing
     what exists)."""
     from interp_rand.progress import bar, note
+    from interp_rand.tasks.spec import require_task
 
-    names = list(config.variables) if config.variables is not None else variable_names(task.name)
+    require_task(task, "probe_task")
+    names = list(config.variables) if config.variables is not None else task_variables(task)
     if not names:
-        raise ValueError(f"task {task.name!r} has no registered probe variables")
+        raise ValueError(f"task {task.name!r} has no probe variables (register some, or give TaskSpec(variables=))")
     variables: list[VariableLabels] = [variable_labels(task, batch, name, model) for name in names]
     hooks = tuple(config.hooks) if config.hooks is not None else tuple(residual_hooks(model))
     generator = torch.Generator().manual_seed(config.seed)

@@ -111,6 +111,13 @@ def variable_names(task_name: str) -> list[str]:
     return [name for task, name in PROBE_VARIABLES.names() if task == task_name]
 
 
+def task_variables(task) -> list[str]:
+    """The probe variables of ``task``: a :class:`~interp_rand.tasks.spec.TaskSpec`'s own
+    (``variables``), else those registered for its name."""
+    own = getattr(task, "variables", None)
+    return list(own) if isinstance(own, dict) else variable_names(task.name)
+
+
 def get_variable(task_name: str, name: str) -> ProbeVariable:
     """The variable ``name`` of ``task_name``; an unknown name lists those that exist."""
     if (task_name, name) not in PROBE_VARIABLES:
@@ -123,11 +130,21 @@ def get_variable(task_name: str, name: str) -> ProbeVariable:
 
 
 def variable_labels(task, batch: Batch, name: str, model=None) -> VariableLabels:
-    """Compute variable ``name`` of ``task`` on ``batch`` (``model`` where it needs one)."""
-    variable = get_variable(task.name, name)
-    if variable.needs_model and model is None:
-        raise ValueError(f"probe variable {task.name}.{name} is defined by the model's outputs; pass model=")
-    out = variable.compute(task, batch, model)
+    """Compute variable ``name`` of ``task`` on ``batch`` (``model`` where it needs one; a
+    :class:`~interp_rand.tasks.spec.TaskSpec`'s own variables are always given it)."""
+    own = getattr(task, "variables", None)
+    if isinstance(own, dict):
+        if name not in own:
+            raise UnknownName(f"task {task.name!r} provides no probe variable {name!r}; it provides: "
+                              f"{', '.join(own) or '(none)'}", name, list(own))
+        out = own[name](task, batch, model)
+    else:
+        variable = get_variable(task.name, name)
+        if variable.needs_model and model is None:
+            raise ValueError(f"probe variable {task.name}.{name} is defined by the model's outputs; pass model=")
+        out = variable.compute(task, batch, model)
+    if not isinstance(out, VariableLabels):
+        raise ValueError(f"variable {name!r} of task {task.name!r} returned {type(out).__name__}, not VariableLabels")
     if out.labels.shape[0] != len(batch):
         raise ValueError(f"variable {name!r} gave {out.labels.shape[0]} labels for {len(batch)} examples")
     return out

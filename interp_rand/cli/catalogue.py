@@ -124,6 +124,7 @@ def generate() -> dict[str, Any]:
             "positional": list(model_config.POSITIONAL_KINDS),
             "normalization_type": list(model_config.NORMALIZATION_TYPES),
             "act_fn": list(model_config.ACT_FNS),
+            "input_mlp_act": list(model_config.ACT_FNS),
             "init": list(model_config.INIT_KINDS),
             "method": list(method_names()),
             "metric": list(metric_names()),

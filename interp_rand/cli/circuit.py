@@ -8,6 +8,7 @@ import argparse
 import json
 from pathlib import Path
 
+from interp_rand.cli.model_option import add_model_option, exactly_one, model_or_run
 from interp_rand.cli import catalogue
 from interp_rand.cli.options import (
     add_method_options,
@@ -33,11 +34,12 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "keep the top edges (or those above a threshold), measure faithfulness and write the "
         "circuit JSON (+ GraphML, DOT), faithfulness.json and an offline HTML drawing.",
     )
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", nargs="?", default=None)
+    add_model_option(parser)
     parser.add_argument("--method", choices=catalogue.choices("method"), default="eap",
                         help=described_choices("method", "eap"))
-    parser.add_argument("--metric", choices=catalogue.choices("metric"), default="logprob",
-                        help=described_choices("metric", "logprob"))
+    parser.add_argument("--metric", choices=catalogue.choices("metric"), default=None,
+                        help=described_choices("metric", "logprob, or the --model task's own"))
     parser.add_argument("--ablation", choices=catalogue.choices("ablation"), default="resample",
                         help="what edges outside the circuit carry (default: resample = the "
                         "task's corrupted inputs)")
@@ -65,8 +67,11 @@ def run(args: argparse.Namespace) -> int:
     from interp_rand.output import claim
     from interp_rand.reports.circuit import CircuitReport, circuit_report
 
+    exactly_one(args.run_dir, args.model)
     claim(args.out, CircuitReport.FILES)
-    report = circuit_report(args.run_dir, method=args.method, metric=args.metric, ablation=args.ablation, n=args.n,
+    given = model_or_run(args.run_dir, args.model)
+    own = {} if given is None else {"model": given[0], "task": given[1], "seed_source": given[2]}
+    report = circuit_report(args.run_dir, **own, method=args.method, metric=args.metric, ablation=args.ablation, n=args.n,
                             pairs=args.pairs, seed=args.seed, top_k=args.top_k, target=args.target,
                             threshold=args.threshold, options=method_options(args, args.method),
                             selection=args.selection, by_position=not args.no_positions, n_resamples=args.resamples,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from interp_rand.cli.model_option import add_model_option, model_or_run
 from interp_rand.cli import catalogue
 from interp_rand.cli.circuit import add_card_options, add_pairs_option, add_size_options
 from interp_rand.cli.options import (
@@ -34,8 +35,10 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "line per claim with its verdict (HOLDS, FAILS or INCONCLUSIVE); write comparison.json and a "
         "side-by-side comparison.html.",
     )
-    parser.add_argument("run_a", type=Path, metavar="RUN_A")
-    parser.add_argument("run_b", type=Path, metavar="RUN_B")
+    parser.add_argument("run_a", type=Path, metavar="RUN_A", nargs="?", default=None)
+    parser.add_argument("run_b", type=Path, metavar="RUN_B", nargs="?", default=None)
+    add_model_option(parser, "RUN_A", "--model-a")
+    add_model_option(parser, "RUN_B", "--model-b")
     parser.add_argument("--method", choices=catalogue.choices("method"), default="eap-ig",
                         help=described_choices("method", "eap-ig"))
     parser.add_argument("--metric", choices=catalogue.choices("metric"), default="logprob",
@@ -62,7 +65,16 @@ def run(args: argparse.Namespace) -> int:
     from interp_rand.reports.compare import ComparisonReport, compare_report
 
     claim(args.out, ComparisonReport.FILES)
-    report = compare_report(args.run_a, args.run_b, method=args.method, metric=args.metric, ablation=args.ablation,
+    runs = [r for r in (args.run_a, args.run_b) if r is not None]  # RUN_A RUN_B, or the ones --model-* leave
+    run_a = runs.pop(0) if args.model_a is None and runs else None
+    run_b = runs.pop(0) if args.model_b is None and runs else None
+    if runs:
+        raise ValueError(f"{len(runs)} run folder(s) too many beside --model-a/--model-b")
+    a = model_or_run(run_a, args.model_a, "RUN_A", "--model-a")
+    b = model_or_run(run_b, args.model_b, "RUN_B", "--model-b")
+    own = {"model_a": a[0] if a else None, "model_b": b[0] if b else None,
+           "task": (a or b)[1] if (a or b) else None}
+    report = compare_report(run_a, run_b, **own, method=args.method, metric=args.metric, ablation=args.ablation,
                             top_k=args.top_k, target=args.target, n=args.n, pairs=args.pairs, seed=args.seed,
                             options=method_options(args, args.method), selection=args.selection,
                             card=not args.no_card, card_resamples=args.card_resamples,

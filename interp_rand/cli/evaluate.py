@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from interp_rand.cli import catalogue
+from interp_rand.cli.model_option import add_model_option, exactly_one, model_or_run
 from interp_rand.cli.options import at_least, output_path, seed_option
 
 from interp_rand.defaults import DEFAULT_SEED as DEFAULT_EVAL_SEED
@@ -20,7 +21,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "examples of its task; prints the result and writes eval.json next to the checkpoint "
         "(zoo:NAME: into zoo-output/NAME, or --out).",
     )
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", nargs="?", default=None)
+    add_model_option(parser)
     parser.add_argument("--out", type=output_path, default=None,
                         help="folder for eval.json / seeded_eval.json (default: RUN_DIR; zoo-output/NAME for zoo:NAME)")
     parser.add_argument("--task", choices=catalogue.task_names(), default=None,
@@ -42,11 +44,20 @@ def run(args: argparse.Namespace) -> int:
     from interp_rand.training.checkpoint import META_FILE
     from interp_rand.zoo.location import output_folder, resolve_run
 
-    folder = resolve_run(args.run_dir)
-    run_dir = folder.parent.parent if (folder / META_FILE).is_file() else folder  # a checkpoint folder's run
-    out = claim(output_folder(args.run_dir, run_dir, args.out), (EVAL_FILE,) + ((SEEDED_FILE,) if args.seeds else ()))
-    report = evaluation_report(args.run_dir, task=args.task, n=args.n, seed=args.seed, seeds=args.seeds,
-                               progress=True)
+    exactly_one(args.run_dir, args.model)
+    files = (EVAL_FILE,) + ((SEEDED_FILE,) if args.seeds else ())
+    if args.model is not None:
+        if args.out is None:
+            raise ValueError("--model needs --out (there is no run folder to write into)")
+        out = claim(args.out, files)  # before the model function runs (it may train)
+        given = model_or_run(args.run_dir, args.model)
+        own = {"model": given[0], "task": given[1], "seed_source": given[2]}
+    else:
+        folder = resolve_run(args.run_dir)
+        run_dir = folder.parent.parent if (folder / META_FILE).is_file() else folder  # a checkpoint folder's run
+        out = claim(output_folder(args.run_dir, run_dir, args.out), files)
+        own = {"task": args.task}
+    report = evaluation_report(args.run_dir, **own, n=args.n, seed=args.seed, seeds=args.seeds, progress=True)
     eval_path, seeded_path = report.write(out)
     print(json.dumps(report.key_numbers(), indent=2))
     print(f"wrote {eval_path}")

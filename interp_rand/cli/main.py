@@ -30,6 +30,7 @@ from interp_rand.threads import DEFAULT_THREADS, clamp, cores, use_threads
 COMMANDS = (
     "tasks",
     "train",
+    "import_run",
     "evaluate",
     "reproduce",
     "qsweep",

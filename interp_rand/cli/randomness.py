@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from interp_rand.cli.model_option import add_model_option, model_or_run
 from interp_rand.cli.options import at_least, output_path, seed_option
 
 from interp_rand.defaults import DEFAULT_SEED
@@ -22,7 +23,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "seeds, for colouring the dependence of a vertex's colour on its own and its "
         "neighbours' noise. Writes randomness.json and randomness.html to --out.",
     )
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", nargs="?", default=None)
+    add_model_option(parser)
+    add_model_option(parser, "--compare", "--compare-model")
     parser.add_argument("--compare", type=Path, default=None, metavar="RUN_DIR_B",
                         help="a second run of the same task (e.g. the ERM twin), analysed alike")
     parser.add_argument("--out", type=output_path, required=True, metavar="DIR")
@@ -39,7 +42,14 @@ def run(args: argparse.Namespace) -> int:
 
     claim(args.out, RandomnessReport.FILES)
 
-    report = randomness_report(args.run_dir, args.compare, n=args.n, stored_inputs=args.stored_inputs,
+    given = model_or_run(args.run_dir, args.model)
+    own: dict = {}
+    if given is not None:
+        own = {"model": given[0], "task": given[1], "seed_source": given[2]}
+    if args.compare_model is not None:
+        other = model_or_run(None, args.compare_model, "--compare", "--compare-model")
+        own.update(compare_model=other[0], compare_seed_source=other[2])
+    report = randomness_report(args.run_dir, args.compare, **own, n=args.n, stored_inputs=args.stored_inputs,
                                seed=args.seed, progress=True)
     json_path, html_path = report.write(args.out)
     print(report.text())

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from interp_rand import progress
+from interp_rand.cli.model_option import add_model_option, exactly_one, model_or_run
 from interp_rand.cli import catalogue
 from interp_rand.cli.options import add_dataclass_options, add_qk_head_option, collect, output_file
 
@@ -23,7 +24,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "offline HTML file: per-head attention heatmaps, head-role scores, example patterns, probes "
         "with controls and causal checks, and the seed channel's attribution share.",
     )
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", nargs="?", default=None)
+    add_model_option(parser)
     parser.add_argument("--out", type=output_file, default=None,
                         help=f"output file (default: RUN_DIR/{REPORT_FILE}; zoo-output/NAME/{REPORT_FILE} for zoo:NAME)")
     add_qk_head_option(parser, "add")
@@ -42,9 +44,22 @@ def run(args: argparse.Namespace) -> int:
 
     began = time.perf_counter()
     config = ReportConfig(**collect(args, args.report_fields))
+    exactly_one(args.run_dir, args.model)
+    if args.model is not None and args.out is None:
+        raise ValueError("--model needs --out (there is no run folder to write into)")
     out = args.out if args.out is not None else output_folder(args.run_dir, args.run_dir) / REPORT_FILE
-    claim(out, kind="file")
-    data = report_from_run(args.run_dir, config, progress=True, qk_heads=tuple(args.qk_head))
+    claim(out, kind="file")  # before any work (a --model function may train)
+    given = model_or_run(args.run_dir, args.model)
+    if given is None:
+        data = report_from_run(args.run_dir, config, progress=True, qk_heads=tuple(args.qk_head))
+    else:
+        from interp_rand.training import TrainConfig
+        from interp_rand.training.objectives import fixed_seeds_if_asked
+        from probes.report import build_report
+
+        model, task, seed_source = given
+        data = build_report(model, task, config, progress=True, qk_heads=tuple(args.qk_head), info={"model": args.model},
+                            batch_fn=lambda b: fixed_seeds_if_asked(task, b, TrainConfig(seed_source=seed_source)))
     progress.note("writing the HTML")
     path = write_report(data, out)
     size = path.stat().st_size / 1e6

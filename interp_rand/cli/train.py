@@ -11,7 +11,7 @@ from interp_rand.cli.options import add_dataclass_options, collect, output_path
 
 # ModelConfig fields with a fixed set of values
 MODEL_CHOICE_FIELDS = ("attention", "mask", "input_kind", "seed_mode", "positional", "normalization_type", "act_fn",
-                       "init")
+                       "input_mlp_act", "init")
 # The task decides these (vocabulary, input and output widths); the CLI does not offer them.
 TASK_FIXED_MODEL_FIELDS = ("d_vocab", "d_input", "d_vocab_out", "input_kind")
 

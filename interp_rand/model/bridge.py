@@ -1,4 +1,6 @@
-"""Convert a model to TransformerLens's own ``TransformerBridge`` (``boot_native``).
+"""Convert a model to TransformerLens's own ``TransformerBridge`` (``boot_native``), and a
+bridge back to our model (:func:`from_bridge`: a model built and trained elsewhere with
+TransformerLens, brought into the toolkit).
 
 Our parameter names and shapes are TransformerLens's legacy ones (``blocks.0.attn.W_Q:
 [n_heads, d_model, d_head]`` ...), so our ``state_dict`` *is* a TL-property checkpoint:
@@ -11,7 +13,7 @@ from __future__ import annotations
 from transformer_lens import TransformerBridgeConfig
 from transformer_lens.model_bridge import TransformerBridge
 from transformer_lens.model_bridge.sources import native as _native  # noqa: F401  (attaches boot_native)
-from transformer_lens.utilities.tl_checkpoint_conversion import convert_tl_checkpoint
+from transformer_lens.utilities.tl_checkpoint_conversion import _convert_key_and_tensor, convert_tl_checkpoint
 
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer
@@ -72,4 +74,51 @@ def to_bridge(model: HookedTransformer) -> TransformerBridge:
     return bridge.to(next(model.parameters()).device).eval()
 
 
-__all__ = ["bridge_config", "bridge_incompatibilities", "to_bridge"]
+# The bridge's flat ``nn.Linear`` tensors back to our per-head ones, by our name's suffix (the
+# inverse of each of ``convert_tl_checkpoint``'s conversions).
+_INVERSE = {
+    ".W_Q": "(h e) d -> h d e", ".W_K": "(h e) d -> h d e", ".W_V": "(h e) d -> h d e",
+    ".W_O": "d (h e) -> h e d", ".b_Q": "(h e) -> h e", ".b_K": "(h e) -> h e", ".b_V": "(h e) -> h e",
+}
+_TRANSPOSED = (".W_in", ".W_out", ".W_U")
+
+
+def model_config_of(bridge: TransformerBridge) -> ModelConfig:
+    """Our config of a ``boot_native`` bridge: softmax, causal, tokens, learned positions."""
+    cfg = bridge.cfg
+    if getattr(cfg, "positional_embedding_type", "standard") != "standard":
+        raise ValueError(f"from_bridge: positional_embedding_type={cfg.positional_embedding_type!r} is not "
+                         "supported (needs 'standard')")
+    return ModelConfig(d_model=cfg.d_model, n_layers=cfg.n_layers, n_heads=cfg.n_heads, d_head=cfg.d_head,
+                       n_ctx=cfg.n_ctx, d_vocab=cfg.d_vocab, d_vocab_out=cfg.d_vocab_out, d_mlp=cfg.d_mlp,
+                       act_fn=cfg.act_fn, attn_only=bool(cfg.attn_only), normalization_type=cfg.normalization_type,
+                       eps=cfg.eps)
+
+
+def from_bridge(bridge: TransformerBridge) -> HookedTransformer:
+    """Our model with a ``boot_native`` bridge's weights (the inverse of :func:`to_bridge`):
+    each of our parameters is read from the bridge key ``convert_tl_checkpoint`` maps it to."""
+    import einops
+
+    model = HookedTransformer(model_config_of(bridge))
+    theirs = bridge.state_dict()
+    bcfg = bridge.cfg
+    state = {}
+    for key, ours in model.state_dict().items():
+        new_key, _ = _convert_key_and_tensor(key, ours, bcfg)
+        if new_key not in theirs:
+            raise ValueError(f"from_bridge: the bridge has no {new_key!r} for our {key!r}")
+        tensor = theirs[new_key].detach().to(ours.dtype).cpu()
+        suffix = "." + key.rsplit(".", 1)[-1]
+        if suffix in _INVERSE:
+            tensor = einops.rearrange(tensor, _INVERSE[suffix], h=bcfg.n_heads)
+        elif suffix in _TRANSPOSED:
+            tensor = tensor.T
+        if tensor.shape != ours.shape:
+            raise ValueError(f"from_bridge: {new_key} has shape {tuple(tensor.shape)}, our {key} needs {tuple(ours.shape)}")
+        state[key] = tensor.contiguous()
+    model.load_state_dict(state, strict=True)
+    return model.eval()
+
+
+__all__ = ["bridge_config", "bridge_incompatibilities", "from_bridge", "model_config_of", "to_bridge"]

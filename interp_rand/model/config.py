@@ -51,6 +51,9 @@ class ModelConfig:
             embedding *is* its first layer (``hook_pre = embed [+ seed] + b_in``, so
             ``d_input_mlp`` must equal ``d_model``): raw token -> linear -> GELU -> linear, the
             paper's recall model with no extra linear map in between.
+        input_mlp_act: the input MLP's activation, one of the ``act_fn`` names: ``"gelu"`` (erf,
+            the toolkit's own recall models) or ``"gelu_new"`` (the tanh approximation,
+            ``jax.nn.gelu``'s default: the paper's public JAX port).
         attn_only: no MLP in the blocks.
         d_mlp: MLP width (``None``: ``4 * d_model``).
         act_fn: the MLPs' activation: ``"gelu"``, ``"gelu_new"`` (tanh approximation) or ``"relu"``.
@@ -87,6 +90,7 @@ class ModelConfig:
     seed_mode: str = "add"
     d_input_mlp: int = bounded(0, minimum=0, counts="width")
     input_mlp_w_in: bool = True
+    input_mlp_act: str = "gelu"
     attn_only: bool = False
     d_mlp: int | None = bounded(None, minimum=0, counts="width")
     act_fn: str = "gelu"
@@ -129,6 +133,7 @@ class ModelConfig:
             ("positional", POSITIONAL_KINDS),
             ("normalization_type", NORMALIZATION_TYPES),
             ("act_fn", ACT_FNS),
+            ("input_mlp_act", ACT_FNS),
             ("init", INIT_KINDS),
         ):
             choice(name, allowed)

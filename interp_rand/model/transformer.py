@@ -71,7 +71,7 @@ class HookedTransformer(HookedRootModule):
         self.embed = Embed(cfg)
         self.hook_embed = HookPoint()  # [batch, pos, d_model]
         if cfg.d_input_mlp > 0:
-            self.input_mlp = MLP(cfg.d_model, cfg.d_input_mlp, "gelu", w_in=cfg.input_mlp_w_in)
+            self.input_mlp = MLP(cfg.d_model, cfg.d_input_mlp, cfg.input_mlp_act, w_in=cfg.input_mlp_w_in)
         if cfg.has_seed:
             self.seed_embed = SeedEmbed(cfg)
             self.hook_seed = HookPoint()  # [batch, pos, d_seed]

@@ -16,7 +16,7 @@ from typing import Any
 
 from interp_rand import progress as _progress
 from interp_rand.output.files import json_text
-from interp_rand.reports.inputs import load_run_inputs
+from interp_rand.reports.inputs import analysis_inputs
 
 from interp_rand.defaults import DEFAULT_SEED
 
@@ -186,7 +186,8 @@ class CircuitReport:
         return out
 
 
-def circuit_report(run: str | Path, *, method: str = "eap", metric: str = "logprob", ablation: str = "resample",
+def circuit_report(run: str | Path | None = None, *, model: Any = None, task: Any = None, seed_source: str = "fresh",
+                   method: str = "eap", metric: str | None = None, ablation: str = "resample",
                    n: int = 256, pairs: str = "task", seed: int = DEFAULT_SEED, top_k: int | str | None = None,
                    target: float = 0.8, threshold: float | None = None, options: dict[str, Any] | None = None,
                    selection: str = "connected", by_position: bool = True, card: bool = True,
@@ -202,14 +203,20 @@ def circuit_report(run: str | Path, *, method: str = "eap", metric: str = "logpr
     ``threshold`` (default 0.01). ``qk_heads``: ``(layer, head, query position)`` (a
     residual-stream position; a seed token is 0) whose query/key attribution and patching check
     (:func:`probes.qk_attribution.explain_heads`, on the clean inputs) are drawn on the circuit:
-    why those heads attend where they do."""
+    why those heads attend where they do.
+
+    ``model`` and ``task`` (a registered task or a :class:`~interp_rand.tasks.spec.TaskSpec`)
+    in place of ``run``: a model of your own (``seed_source="fixed"``: trained on the task's r0)."""
     from circuits import Ablation, Circuit, discover, faithfulness
     from circuits.analyses.flow import mean_attention
     from interp_rand.zoo.location import run_label
 
     check_circuit_options(method, top_k, threshold, circuit)
-    inputs = load_run_inputs(run, n, seed, pairs)
-    ckpt, model, task, data = inputs.ckpt, inputs.model, inputs.task, inputs.pairs
+    inputs = analysis_inputs(run, n, seed, pairs, model=model, task=task, seed_source=seed_source,
+                             what="circuit_report")
+    model, task, data = inputs.model, inputs.task, inputs.pairs
+    metric = metric or getattr(task, "metric", "logprob")  # a TaskSpec names the metric that fits it
+    label = run_label(run) if run is not None else f"model ({task.name})"
     if qk_heads:
         from probes.report import check_qk_heads
 
@@ -236,7 +243,7 @@ def circuit_report(run: str | Path, *, method: str = "eap", metric: str = "logpr
                                   selection=selection, progress=progress)
     seconds = time.perf_counter() - start
     found = dataclasses.replace(found, settings={**found.settings, "by_position": by_position,
-                                "run": str(ckpt.path), "task": ckpt.spec.task_name, "data_seed": seed})
+                                "run": inputs.source, "task": task.name, "data_seed": seed})
     _progress.note(f"measuring the faithfulness of {len(found)} edges", progress)
     result = faithfulness(model, found, data.clean, data.corrupted, metric=metric, ablation=abl, scores=scores,
                           n_resamples=n_resamples, seed=seed, selection=selection, progress=progress)
@@ -246,8 +253,8 @@ def circuit_report(run: str | Path, *, method: str = "eap", metric: str = "logpr
     if card and scores is not None:
         claim = circuit_card(model, data.clean, data.corrupted, found, scores, method=method, metric=metric,
                              ablation=abl, selection=selection, by_position=by_position, options=options,
-                             pairs=f"{pairs} pairs of {ckpt.spec.task_name} (seed {seed})",
-                             subject=f"{run_label(run)}: {method}, {len(found)} edges", n_random=card_random,
+                             pairs=f"{pairs} pairs of {task.name} (seed {seed})",
+                             subject=f"{label}: {method}, {len(found)} edges", n_random=card_random,
                              n_resamples=card_resamples, seed=seed, progress=progress)
     qk: tuple = ()
     if qk_heads:
@@ -258,7 +265,7 @@ def circuit_report(run: str | Path, *, method: str = "eap", metric: str = "logpr
         summary["qk"] = [{"attribution": a.to_dict(), "patching_check": c.to_dict()} for a, c in qk]
     return CircuitReport(
         circuit=found, faithfulness=result, summary=summary,
-        title=f"{run_label(run)}: {name}, {len(found)} of {found.total_edges} edges",
+        title=f"{label}: {name}, {len(found)} of {found.total_edges} edges",
         attention=mean_attention(model, data.clean) if by_position else None,
         position_names=position_names(model, task), card=claim, qk=qk)
 

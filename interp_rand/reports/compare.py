@@ -28,7 +28,7 @@ from interp_rand.reports.circuit import (
     top_k_circuit,
     write_card,
 )
-from interp_rand.reports.inputs import load_run_inputs
+from interp_rand.reports.inputs import analysis_inputs
 
 # the summary keys the CLI prints
 KEY_NUMBERS = ("task", "pairs", "behaviour_gap", "method", "top_k", "edges", "n_shared", "n_only_a", "n_only_b",
@@ -102,22 +102,24 @@ class ComparisonReport:
         return out
 
 
-def check_same_task(ckpt_a: Any, ckpt_b: Any, model_a: Any, model_b: Any) -> None:
-    """Refuse two runs of different tasks, task configs or architectures."""
+def check_same_task(a: Any, b: Any) -> None:
+    """Refuse two models (:class:`~interp_rand.reports.inputs.RunInputs`) of different tasks,
+    task configs or architectures."""
     from circuits import architecture
 
-    if ckpt_a.spec.task_name != ckpt_b.spec.task_name:
-        raise ValueError(f"the runs are of different tasks: {ckpt_a.spec.task_name!r} vs {ckpt_b.spec.task_name!r}")
-    if ckpt_a.spec.task_config != ckpt_b.spec.task_config:
-        diff = sorted(k for k in ckpt_a.spec.task_config.keys() | ckpt_b.spec.task_config.keys()
-                      if ckpt_a.spec.task_config.get(k) != ckpt_b.spec.task_config.get(k))
+    if a.task.name != b.task.name:
+        raise ValueError(f"the runs are of different tasks: {a.task.name!r} vs {b.task.name!r}")
+    config_a, config_b = a.task.config_dict(), b.task.config_dict()
+    if config_a != config_b:
+        diff = sorted(k for k in config_a.keys() | config_b.keys() if config_a.get(k) != config_b.get(k))
         raise ValueError(f"the runs have different task configs ({', '.join(diff)})")
-    mismatch = architecture(model_a).mismatch(architecture(model_b))
+    mismatch = architecture(a.model).mismatch(architecture(b.model))
     if mismatch:
         raise ValueError("the runs have different architectures (A vs B): " + "; ".join(mismatch))
 
 
-def compare_report(run_a: str | Path, run_b: str | Path, *, method: str = "eap-ig", metric: str = "logprob",
+def compare_report(run_a: str | Path | None = None, run_b: str | Path | None = None, *, model_a: Any = None,
+                   model_b: Any = None, task: Any = None, method: str = "eap-ig", metric: str = "logprob",
                    ablation: str = "resample", top_k: int | str | None = "auto", target: float = 0.8, n: int = 128,
                    pairs: str = "task", seed: int = DEFAULT_SEED, options: dict[str, Any] | None = None,
                    selection: str = "connected", by_position: bool = True, card: bool = True,
@@ -125,7 +127,9 @@ def compare_report(run_a: str | Path, run_b: str | Path, *, method: str = "eap-i
                    n_controls: int = 3, progress: bool = False) -> ComparisonReport:
     """Discover a circuit in ``run_a`` and in ``run_b`` (same task and architecture) on ``n``
     ``pairs`` each drawn with ``seed``, compare them and judge each claim against random
-    circuits of the same sizes (``n_controls`` per cross-faithfulness measurement)."""
+    circuits of the same sizes (``n_controls`` per cross-faithfulness measurement). Models of
+    your own: ``model_a``/``model_b`` in place of either run, with their ``task`` (a task or a
+    :class:`~interp_rand.tasks.spec.TaskSpec`)."""
     from circuits import Ablation, discover
     from circuits.analyses.comparison import compare_circuits, comparison_claims
     from circuits.analyses.faithfulness import TINY_GAP, behaviour_gap
@@ -133,24 +137,24 @@ def compare_report(run_a: str | Path, run_b: str | Path, *, method: str = "eap-i
     from circuits.analyses.verdict import summary_line, verdict_counts
     from interp_rand.zoo.location import run_label
 
-    a = load_run_inputs(run_a, n, seed, pairs, check_architecture=True)
-    b = load_run_inputs(run_b, n, seed, pairs, check_architecture=True)
-    check_same_task(a.ckpt, b.ckpt, a.model, b.model)
+    a, b = (analysis_inputs(run, n, seed, pairs, model=given, task=task, what="compare_report",
+                            check_architecture=True) for run, given in ((run_a, model_a), (run_b, model_b)))
+    check_same_task(a, b)
     check_top_k(top_k, a.model, a.pairs, by_position=by_position)
     abl = Ablation(ablation, seed=seed)
     options = dict(options or {})
     found, all_scores = [], []
-    for k, (run, inputs) in enumerate(((run_a, a), (run_b, b)), 1):
-        _progress.note(f"run {k} of 2 ({run}): discovering its circuit", progress)
+    labels = tuple(run_label(run) if run is not None else f"model {x}" for run, x in ((run_a, "A"), (run_b, "B")))
+    for k, (label, inputs) in enumerate(zip(labels, (a, b)), 1):
+        _progress.note(f"run {k} of 2 ({label}): discovering its circuit", progress)
         scores = discover(inputs.model, inputs.pairs.clean, inputs.pairs.corrupted, metric=metric, method=method,
                           ablation=abl, by_position=by_position, progress=progress, **options)
         circuit = top_k_circuit(scores, top_k, inputs.model, inputs.pairs, abl, metric=metric, target=target,
                                 selection=selection, progress=progress)
         all_scores.append(scores)
         found.append(dataclasses.replace(circuit, settings={
-            **circuit.settings, "by_position": by_position, "run": str(inputs.ckpt.path),
-            "task": inputs.ckpt.spec.task_name, "data_seed": seed}))
-    labels = (run_label(run_a), run_label(run_b))
+            **circuit.settings, "by_position": by_position, "run": inputs.source,
+            "task": inputs.task.name, "data_seed": seed}))
     _progress.note("aligning the circuits and measuring each on the other run (cross-faithfulness)", progress)
     result = compare_circuits(*found, models=(a.model, b.model),
                               data=((a.pairs.clean, a.pairs.corrupted), (b.pairs.clean, b.pairs.corrupted)),
@@ -158,7 +162,8 @@ def compare_report(run_a: str | Path, run_b: str | Path, *, method: str = "eap-i
     gaps = [behaviour_gap(x.model, x.pairs.clean, x.pairs.corrupted, metric) for x in (a, b)]
     claims = comparison_claims(result, tuple(gaps), min_gap=TINY_GAP)
     lines = [c.line() for c in claims] + [summary_line(claims)]
-    summary = {"run_a": str(run_a), "run_b": str(run_b), "task": a.ckpt.spec.task_name,
+    summary = {"run_a": str(run_a) if run_a is not None else labels[0],
+               "run_b": str(run_b) if run_b is not None else labels[1], "task": a.task.name,
                "pairs": pairs, "behaviour_gap": gaps,
                "method": method, "top_k": top_k,
                "edges": [len(found[0]), len(found[1])], "n": n,
@@ -167,7 +172,7 @@ def compare_report(run_a: str | Path, run_b: str | Path, *, method: str = "eap-i
     if card:
         cards = tuple(circuit_card(x.model, x.pairs.clean, x.pairs.corrupted, c, sc, method=method, metric=metric,
                                    ablation=abl, selection=selection, by_position=by_position, options=options,
-                                   pairs=f"{pairs} pairs of {x.ckpt.spec.task_name} (seed {seed})",
+                                   pairs=f"{pairs} pairs of {x.task.name} (seed {seed})",
                                    subject=f"{label}: {method}, {len(c)} edges", n_resamples=card_resamples,
                                    seed=seed, progress=progress)
                       for x, c, sc, label in zip((a, b), found, all_scores, labels))

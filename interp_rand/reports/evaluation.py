@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_rand import progress as _progress
-from interp_rand.reports.inputs import load_run_inputs
+from interp_rand.reports.inputs import analysis_inputs
 
 EVAL_FILE, SEEDED_FILE = "eval.json", "seeded_eval.json"
 
@@ -35,12 +35,12 @@ class EvaluationReport:
     """Attributes:
     result: what eval.json holds (checkpoint, step, task, eval seed, the evaluation figures).
     seeded: what seeded_eval.json holds (None without ``seeds``).
-    run_dir: the run's folder (where results go by default).
+    run_dir: the run's folder (where results go by default; ``None`` for a model given directly).
     """
 
     result: dict[str, Any]
     seeded: dict[str, Any] | None
-    run_dir: Path
+    run_dir: Path | None
 
     def key_numbers(self) -> dict[str, Any]:
         return {k: v for k, v in self.result.items() if k != "breakdown"}
@@ -64,33 +64,41 @@ class EvaluationReport:
         return (EVAL_FILE,) + (() if self.seeded is None else (SEEDED_FILE,))
 
 
-def evaluation_report(run: str | Path, *, task: str | None = None, n: int = 10_000, seed: int = DEFAULT_EVAL_SEED,
+def evaluation_report(run: str | Path | None = None, *, model: Any = None, task: Any = None,
+                      seed_source: str = "fresh", n: int = 10_000, seed: int = DEFAULT_EVAL_SEED,
                       seeds: int | None = None, progress: bool = False) -> EvaluationReport:
     """Evaluate ``run``'s newest checkpoint on ``n`` fresh examples drawn with ``seed`` (a model
-    trained on the fixed seed r0 on r0, as in training); ``task``: the expected task (an error
-    otherwise); ``seeds``: also run every example under that many random seeds (a fixed-seed run:
-    its r0) for the paper's metrics, refused before any work for a task without a seed channel."""
+    trained on the fixed seed r0 on r0, as in training); ``task``: with a run, the expected task
+    name (an error otherwise); ``seeds``: also run every example under that many random seeds (a
+    fixed-seed run: its r0, refused in one line when r0 is not known) for the paper's metrics,
+    refused before any work for a task without a seed channel. ``model`` and ``task`` (a task or
+    a :class:`~interp_rand.tasks.spec.TaskSpec`) in place of ``run``: a model of your own
+    (``seed_source="fixed"``: trained on the task's r0 alone)."""
     import torch
 
     from interp_rand.evaluation import evaluate
     from interp_rand.seeded_evaluation import evaluate_seeded
 
-    inputs = load_run_inputs(run, n, seed, pairs=None, task=task)
+    expected = task if run is not None else None
+    inputs = analysis_inputs(run, n, seed, pairs=None, model=model, task=None if run is not None else task,
+                             seed_source=seed_source, what="evaluation_report", expected_task=expected)
     ckpt, batch = inputs.ckpt, inputs.batch
     if seeds is not None and not hasattr(inputs.task, "sample_seeds"):  # before any evaluation
         raise ValueError(f"--seeds: task {inputs.task.name!r} has no seed channel; --seeds is for the randomized "
                          f"tasks ({', '.join(seeded_task_names())})")
+    fixed = (ckpt.spec.train_config.seed_source if ckpt is not None else seed_source) == "fixed"
+    if fixed and seeds is not None:
+        inputs.task.fixed_seed()  # a fixed-seed model whose r0 is not known: refused before any work
     result = evaluate(inputs.model, inputs.task, batch, progress=progress)
-    report = {"checkpoint": str(ckpt.path), "step": ckpt.step, "task": ckpt.spec.task_name,
-              "eval_seed": seed, **result.to_dict()}
+    where = {"checkpoint": inputs.source, "step": ckpt.step if ckpt is not None else None}
+    report = {**where, "task": inputs.task.name, "eval_seed": seed, **result.to_dict()}
     seeded = None
     if seeds is not None:
-        fixed = ckpt.spec.train_config.seed_source == "fixed"
         with _progress.stage(f"{len(batch)} inputs x {1 if fixed else seeds} seeds", progress):
-            summary = evaluate_seeded(inputs.task, ckpt.model(), batch, seeds, torch.Generator().manual_seed(seed),
+            summary = evaluate_seeded(inputs.task, inputs.model, batch, seeds, torch.Generator().manual_seed(seed),
                                       fixed=fixed)
-        seeded = {"checkpoint": str(ckpt.path), "step": ckpt.step, "eval_seed": seed, **summary}
-    return EvaluationReport(report, seeded, ckpt.path.parent.parent)
+        seeded = {**where, "eval_seed": seed, **summary}
+    return EvaluationReport(report, seeded, ckpt.path.parent.parent if ckpt is not None else None)
 
 
 __all__ = ["DEFAULT_EVAL_SEED", "EvaluationReport", "evaluation_report", "seeded_task_names"]

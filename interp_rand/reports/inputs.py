@@ -4,6 +4,10 @@ trained on the fixed seed r0 its r0 (as in training) and, if asked, draw clean/c
 
     >>> inputs = load_run_inputs("zoo:sort", n=256, seed=0, pairs="task")
     >>> inputs.model, inputs.task, inputs.pairs.clean, inputs.pairs.corrupted
+    >>> inputs = analysis_inputs(None, 256, 0, model=model, task=spec)   # a model of your own
+
+:func:`analysis_inputs` is the one entry of the reports: a run, or a model with its task (a
+registered task or a :class:`~interp_rand.tasks.spec.TaskSpec`).
 Light to import (torch is imported on first use), so the command line can read :data:`PAIRS`.
 """
 
@@ -20,7 +24,8 @@ PAIRS = ("task", "seed")
 @dataclass
 class RunInputs:
     """Attributes:
-    ckpt: the run's newest :class:`~interp_rand.training.checkpoint.Checkpoint`.
+    ckpt: the run's newest :class:`~interp_rand.training.checkpoint.Checkpoint` (``None`` for a
+        model given directly).
     model: its model (eval mode); task: its task.
     batch: the sampled examples (seeds replaced by r0 for a fixed-seed run).
     pairs: clean/corrupted pairs drawn from ``batch`` (None unless asked for).
@@ -33,6 +38,11 @@ class RunInputs:
     batch: Any
     pairs: Any
     generator: Any  # torch.Generator
+    source: str = ""  # what the reports name as the model's origin: the checkpoint or "model"
+
+    @property
+    def task_name(self) -> str:
+        return self.task.name
 
 
 def make_pairs(kind: str, model: Any, task: Any, batch: Any, generator: Any) -> Any:
@@ -55,13 +65,41 @@ def load_run_inputs(run: str | Path, n: int, seed: int, pairs: str | None = "tas
     generator (``None``: no pairs). ``task``: the expected task name (an error otherwise);
     ``check_architecture``: refuse, naming the run, a model whose architecture circuits cannot
     read."""
-    import torch
-
     from interp_rand.training.checkpoint import load_checkpoint
-    from interp_rand.training.objectives import fixed_seeds_if_asked
 
     ckpt = load_checkpoint(run, task=task)
     model = ckpt.model().eval()
+    inputs = _sampled(model, ckpt.spec.make_task(), n, seed, pairs, ckpt.spec.train_config.seed_source, str(run),
+                      check_architecture)
+    inputs.ckpt, inputs.source = ckpt, str(ckpt.path)
+    return inputs
+
+
+def analysis_inputs(run: str | Path | None, n: int, seed: int, pairs: str | None = "task", *, model: Any = None,
+                    task: Any = None, seed_source: str = "fresh", what: str = "this report",
+                    check_architecture: bool = False, expected_task: str | None = None) -> RunInputs:
+    """:func:`load_run_inputs` of ``run``, or the same for ``model`` and its ``task`` (a task
+    instance or a :class:`~interp_rand.tasks.spec.TaskSpec`; ``seed_source="fixed"``: the model
+    was trained on the task's r0 alone). Exactly one of ``run`` and ``model``; a model without a
+    task is refused in one line naming what ``what`` needs."""
+    from interp_rand.tasks.spec import require_task
+
+    if (run is None) == (model is None):
+        raise ValueError(f"{what} takes a run or a model (with its task), not {'both' if run is not None else 'neither'}")
+    if run is not None:
+        return load_run_inputs(run, n, seed, pairs, task=expected_task, check_architecture=check_architecture)
+    require_task(task, what)
+    return _sampled(model.eval(), task, n, seed, pairs, seed_source, "model", check_architecture)
+
+
+def _sampled(model: Any, made: Any, n: int, seed: int, pairs: str | None, seed_source: str, label: str,
+             check_architecture: bool) -> RunInputs:
+    import torch
+
+    from interp_rand.training import TrainConfig
+    from interp_rand.training.objectives import fixed_seeds_if_asked
+
+    run = label
     if check_architecture:
         from circuits import architecture
 
@@ -69,11 +107,10 @@ def load_run_inputs(run: str | Path, n: int, seed: int, pairs: str | None = "tas
             architecture(model)
         except ValueError as err:
             raise ValueError(f"{run}: {err}") from None
-    made = ckpt.spec.make_task()
     generator = torch.Generator().manual_seed(seed)
-    batch = fixed_seeds_if_asked(made, made.sample(n, generator), ckpt.spec.train_config)
+    batch = fixed_seeds_if_asked(made, made.sample(n, generator), TrainConfig(seed_source=seed_source))
     drawn = None if pairs is None else make_pairs(pairs, model, made, batch, generator)
-    return RunInputs(ckpt, model, made, batch, drawn, generator)
+    return RunInputs(None, model, made, batch, drawn, generator, label)
 
 
-__all__ = ["PAIRS", "RunInputs", "load_run_inputs", "make_pairs"]
+__all__ = ["PAIRS", "RunInputs", "analysis_inputs", "load_run_inputs", "make_pairs"]

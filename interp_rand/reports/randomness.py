@@ -82,6 +82,8 @@ def _coloring(model, task, out, *, batch, generator, seed_source, stored_inputs,
 
 # ------------------------------------------------------------------ one run
 
+FIXED_SEED_USAGE_NOTE = "r0 only: the usage score's fresh seeds are outside its training"
+
 
 def analyse_model(model: Any, task: Any, *, seed_source: str = "fresh", n: int = 2048, stored_inputs: int = 32,
                   seed: int = DEFAULT_SEED, label: str = "model", progress: bool = False) -> dict[str, Any]:
@@ -98,6 +100,9 @@ def analyse_model(model: Any, task: Any, *, seed_source: str = "fresh", n: int =
     _progress.note(f"{label}: randomness-usage score per node ({n} examples)", progress)
     out: dict[str, Any] = {"usage": randomness_usage(model, batch, task.loss_kind, per_position=True, seed=seed,
                                                      progress=progress).to_dict()}
+    # the usage score resamples seeds: for a model trained on r0 alone every resampled seed is
+    # one it never saw, so its score measures sensitivity off its training, not a learned use
+    out["usage"]["seeds_in_training"] = FIXED_SEED_USAGE_NOTE if seed_source == "fixed" else "fresh seeds"
     inputs, seeds = task.sample(64, generator), task.sample_seeds(64, generator)
     probe_batch = task.sample(n, generator)
     _progress.note(f"{label}: where seed information enters (variance, seed-bit probes)", progress)
@@ -134,7 +139,8 @@ def key_numbers(run: dict[str, Any]) -> dict[str, Any]:
     from interp_rand.reports.randomness_mechanism import mechanism_numbers
 
     usage, entry = run["usage"], run["entry"]
-    row: dict[str, Any] = {f"usage {k}": v for k, v in usage["score"].items()}
+    row: dict[str, Any] = {"seeds in training": usage.get("seeds_in_training", "fresh seeds")}
+    row.update({f"usage {k}": v for k, v in usage["score"].items()})
     row["usage whole model (reference)"] = usage["reference"]
     row["answer flip, whole model"] = usage["reference_flip"]
     row["usage whole model, random-init control"] = run["random_init"]["reference"]
@@ -214,24 +220,63 @@ class RandomnessReport:
         return out / "randomness.json", out / "randomness.html"
 
 
-def randomness_report(run: str | Path, compare: str | Path | None = None, *, n: int = 2048, stored_inputs: int = 32,
+def randomness_report(run: str | Path | None = None, compare: str | Path | None = None, *, model: Any = None,
+                      task: Any = None, seed_source: str = "fresh", compare_model: Any = None,
+                      compare_seed_source: str = "fresh", n: int = 2048, stored_inputs: int = 32,
                       seed: int = DEFAULT_SEED, progress: bool = False) -> RandomnessReport:
     """The randomness report of ``run`` (a run folder or ``zoo:NAME``), side by side with
     ``compare`` (a second run of the same task, e.g. the ERM twin) if given; both runs are
     checked before either is analysed. ``n``: examples for the usage score and probes;
-    ``stored_inputs``: recall's key/value inputs of the stored-set map; ``seed``: of the draws."""
-    from interp_rand.reports.randomness_mechanism import compare_capacity
+    ``stored_inputs``: recall's key/value inputs of the stored-set map; ``seed``: of the draws.
 
-    first = load_seeded(run)
+    A model of your own: ``model`` and its ``task`` in place of ``run`` and ``compare_model`` in
+    place of ``compare`` (the same task), ``seed_source``/``compare_seed_source="fixed"`` for a
+    model trained on the task's r0 alone."""
+    from interp_rand.reports.randomness_mechanism import compare_capacity
+    from interp_rand.tasks.spec import require_task
+
+    if (run is None) == (model is None):
+        raise ValueError("randomness_report takes a run or a model (with its task), not "
+                         + ("both" if run is not None else "neither"))
+    if compare is not None and compare_model is not None:
+        raise ValueError("randomness_report: give compare (a run) or compare_model, not both")
+    entries: list = []  # (label, run or None, model or None, seed_source)
+    if run is not None:
+        first_task = load_seeded(run).spec.task_name
+        entries.append((str(run), run, None, None))
+    else:
+        require_task(task, "randomness_report")
+        _check_seeded(model, task, "model")
+        first_task = task.name
+        entries.append(("model", None, model, seed_source))
     if compare is not None:
         second = load_seeded(compare)
-        if first.spec.task_name != second.spec.task_name:
-            raise ValueError(f"--compare: {compare} is a {second.spec.task_name!r} run, "
-                             f"not {first.spec.task_name!r}")
-    runs = [analyse_run(path, n, stored_inputs, seed, progress=progress) for path in (run, compare) if path is not None]
+        if second.spec.task_name != first_task:
+            raise ValueError(f"--compare: {compare} is a {second.spec.task_name!r} run, not {first_task!r}")
+        entries.append((str(compare), compare, None, None))
+    if compare_model is not None:
+        if run is not None:
+            raise ValueError("randomness_report: compare_model is compared with model= (its task is task=)")
+        _check_seeded(compare_model, task, "compare_model")
+        entries.append(("compare_model", None, compare_model, compare_seed_source))
+    runs = []
+    for label, path, given, source in entries:
+        if path is not None:
+            runs.append(analyse_run(path, n, stored_inputs, seed, progress=progress))
+        else:
+            head = {"name": label, "run": None, "task": task.name, "step": None, "objective": None, "q": None,
+                    "seed_source": source}
+            runs.append({**head, **analyse_model(given.eval(), task, seed_source=source, n=n,
+                                                 stored_inputs=stored_inputs, seed=seed, label=label,
+                                                 progress=progress)})
     if len(runs) == 2:
         compare_capacity(runs)  # the first run's per-seed sets against the second's capacity
     return RandomnessReport(runs, [key_numbers(r) for r in runs])
+
+
+def _check_seeded(model: Any, task: Any, what: str) -> None:
+    if not getattr(getattr(model, "cfg", None), "has_seed", False) or not hasattr(task, "sample_seeds"):
+        raise ValueError(f"randomness_report: {what}: task {task.name!r} / this model has no seed channel")
 
 
 __all__ = ["DEFAULT_SEED", "RandomnessReport", "analyse_model", "analyse_run", "key_numbers", "load_seeded",

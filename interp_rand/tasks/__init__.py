@@ -29,6 +29,7 @@ from interp_rand.tasks.addition import AdditionTask
 from interp_rand.tasks.coloring import ColoringTask
 from interp_rand.tasks.recall import RecallTask
 from interp_rand.tasks.sort import SortTask
+from interp_rand.tasks.spec import TaskSpec, require_task
 
 __all__ = [
     "CAPABILITIES",
@@ -36,6 +37,8 @@ __all__ = [
     "CYCLE_NEIGHBOURS",
     "KEY_VALUE_RECALL",
     "SORTED_OUTPUT",
+    "TaskSpec",
+    "require_task",
     "AdditionTask",
     "Batch",
     "ColoringTask",

@@ -5,6 +5,8 @@ Every token is a real vector of width ``N + value_bits``::
 
     position 0 .. N-1   [one_hot(key_i) (N), value_i bits (value_bits)]   keys: a random
                                                                           permutation of 0..N-1
+                                                                          (key_order="identity":
+                                                                          key i at position i)
     position N          [one_hot(query key),  zeros (value_bits)]          query: one of the keys
 
 The only answer position is the query (``N``); its target is the queried pair's value bits
@@ -14,6 +16,12 @@ The only answer position is the query (``N``); its target is the queried pair's 
 Seeds: one ``seed_bits``-bit Bernoulli(1/2) vector per example, seen at every position (the paper
 concatenates it to every token; our model does so with ``seed_mode="append"`` before the input
 MLP), so only ``2**seed_bits`` seeds exist and :meth:`RecallTask.all_seeds` enumerates them.
+
+Two conventions are fields, stored with every run and left out of ``config_dict`` at their
+defaults (so runs written before they existed read, and hash, as before): ``key_order`` (the
+toolkit permutes the keys; the paper's public JAX port puts key ``i`` at position ``i``) and
+``r0``, the fixed seed of the deterministic variants (the toolkit's own draw, given bits, or
+``"unknown"``: a fixed-seed model whose seed is not known is refused, never run at another).
 """
 
 from __future__ import annotations
@@ -36,6 +44,12 @@ MAX_PAIRS = 64
 RECALL_WIDTH = 40
 # all_seeds() materialises 2**seed_bits rows; beyond this the seeds are not "enumerable".
 MAX_ENUMERABLE_SEED_BITS = 16
+# ``key_order``: a uniform permutation of the keys per example, or key i at position i (the port)
+KEY_ORDERS = ("permuted", "identity")
+# ``r0``: the toolkit's own fixed seed (:func:`first_seed`), the bits as a 0/1 string, or not known
+R0_TOOLKIT, R0_UNKNOWN = "toolkit", "unknown"
+# The convention fields and their defaults (left out of ``config_dict`` at these values).
+CONVENTION_DEFAULTS = {"key_order": "permuted", "r0": R0_TOOLKIT}
 
 
 from interp_rand.validation import is_int as _is_int
@@ -140,6 +154,11 @@ class RecallTask:
         n_pairs: ``N``, the number of pairs (2 .. 64).
         value_bits: bits per value (>= 1; the paper uses 5).
         seed_bits: width of the seed shared by all positions (>= 1; the paper uses 10).
+        key_order: ``"permuted"`` (a uniform order of the keys per example) or ``"identity"``
+            (key i at position i, as the paper's public JAX port samples).
+        r0: the fixed seed of a model trained on one seed: ``"toolkit"`` (the toolkit's own
+            draw), ``seed_bits`` 0/1 characters (e.g. an imported model's seed), or
+            ``"unknown"`` (evaluating such a model at its fixed seed is refused).
     """
 
     name: ClassVar[str] = "recall"
@@ -151,6 +170,8 @@ class RecallTask:
     n_pairs: int = 12
     value_bits: int = 5
     seed_bits: int = 10
+    key_order: str = "permuted"
+    r0: str = R0_TOOLKIT
 
     def __post_init__(self) -> None:
         # Fail at construction, not at the first sample deep inside a training run.
@@ -194,9 +215,16 @@ class RecallTask:
             raise ValueError(f"RecallTask.value_bits={self.value_bits!r} must be an integer >= 1")
         if not _is_int(self.seed_bits) or self.seed_bits < 1:
             raise ValueError(f"RecallTask.seed_bits={self.seed_bits!r} must be an integer >= 1")
+        if self.key_order not in KEY_ORDERS:
+            raise ValueError(f"RecallTask.key_order={self.key_order!r} is not allowed; choose from {KEY_ORDERS}")
+        bits = isinstance(self.r0, str) and len(self.r0) == self.seed_bits and set(self.r0) <= {"0", "1"}
+        if self.r0 not in (R0_TOOLKIT, R0_UNKNOWN) and not bits:
+            raise ValueError(f"RecallTask.r0={self.r0!r} must be {R0_TOOLKIT!r}, {R0_UNKNOWN!r} or "
+                             f"seed_bits={self.seed_bits} characters 0/1")
 
     def config_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields, without the conventions that are at their defaults (:data:`CONVENTION_DEFAULTS`)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if CONVENTION_DEFAULTS.get(k, object()) != v}
 
     def model_config(self, **overrides: Any) -> "ModelConfig":
         """The paper's recall model (as its public JAX port builds it); ``overrides`` win.
@@ -249,8 +277,15 @@ class RecallTask:
         return bits.float()
 
     def fixed_seed(self) -> Tensor:
-        """``[seed_bits]`` the deterministic variants' seed ``r0`` (see ``first_seed``)."""
-        return first_seed(self)
+        """``[seed_bits]`` the deterministic variants' seed ``r0``: ``first_seed`` for
+        ``r0="toolkit"``, the given bits otherwise; ``ValueError`` for ``r0="unknown"`` (a
+        fixed-seed model is never evaluated at a seed it was not trained on)."""
+        if self.r0 == R0_UNKNOWN:
+            raise ValueError("this model was trained on one fixed seed r0 that is not known (recall r0='unknown'); "
+                             "give its bits (r0='0110...', --r0 on import) to evaluate it, it is never run at another seed")
+        if self.r0 == R0_TOOLKIT:
+            return first_seed(self)
+        return torch.tensor([float(b) for b in self.r0])
 
     def all_seeds(self) -> Tensor:
         """``[2**seed_bits, seed_bits]`` float: row ``i`` is ``i`` in binary, most significant
@@ -279,6 +314,8 @@ class RecallTask:
         fresh seed per example."""
         device = generator.device
         key_order = torch.rand(n, self.n_pairs, generator=generator, device=device).argsort(1)
+        if self.key_order == "identity":  # the same draws as "permuted", then the port's order
+            key_order = torch.arange(self.n_pairs, device=device).expand(n, -1).clone()
         shape = (n, self.n_pairs, self.value_bits)
         values = torch.randint(0, 2, shape, generator=generator, device=device)
         query_index = torch.randint(0, self.n_pairs, (n,), generator=generator, device=device)

@@ -5,7 +5,9 @@ A run directory holds ``checkpoints/step_XXXXXXX/`` folders, each complete in it
 - ``model.safetensors``: the model's ``state_dict`` (TransformerLens names);
 - ``trainer.safetensors``: AdamW moments and the data generator's state (for resume); a
   weights-only checkpoint (the zoo's) leaves it out and cannot be resumed;
-- ``checkpoint.json``: format tag, step, task/model/training configs, last metrics.
+- ``checkpoint.json``: format tag, step, task/model/training configs, last metrics; a run trained
+  on one fixed seed also stores that seed (``"r0"``, its bits), checked against its task on load;
+  an imported model stores where it came from (``"provenance"``, :mod:`interp_rand.importers`).
 
 ``load_checkpoint("zoo:NAME")`` reads a model of the packaged zoo (``interp_rand.zoo``).
 
@@ -150,7 +152,8 @@ def save_checkpoint(
     final = step_dir(run_dir, step)
     previous = latest_checkpoint(run_dir)
     untouched = f"the last good checkpoint {previous or '(none yet)'} is untouched"
-    meta = {"format": FORMAT, "version": VERSION, "step": step, **spec.to_dict(), "metrics": metrics}
+    meta = {"format": FORMAT, "version": VERSION, "step": step, **spec.to_dict(), **fixed_seed_entry(spec),
+            "metrics": metrics}
     with writing("checkpoint", final, untouched), replace_folder(final) as tmp:
         save_file(_contiguous(model_state), tmp / MODEL_FILE)  # into a new folder: no link to follow
         save_file(_contiguous(trainer_state), tmp / TRAINER_FILE)
@@ -165,6 +168,27 @@ def save_checkpoint(
             if stale != final:
                 shutil.rmtree(stale)
     return final
+
+
+def fixed_seed_entry(spec: RunSpec) -> dict[str, Any]:
+    """``{"r0": [bits]}`` for a run trained on one fixed seed whose seed is known, else ``{}``
+    (also for a spec of another trainer, e.g. the grid world's agents)."""
+    if getattr(getattr(spec, "train_config", None), "seed_source", None) != "fixed":
+        return {}
+    try:
+        return {"r0": [float(b) for b in spec.make_task().fixed_seed().reshape(-1).tolist()]}
+    except ValueError:  # r0 not known (an imported model): nothing to store, evaluation refuses it
+        return {}
+
+
+def _check_fixed_seed(meta_path: Path, meta: dict[str, Any], spec: RunSpec) -> None:
+    """A stored ``r0`` must be the seed its task gives (else the model would be run at another)."""
+    if "r0" not in meta:
+        return
+    expected = fixed_seed_entry(spec).get("r0")
+    if expected != meta["r0"]:
+        raise CheckpointError(f"{meta_path} stores r0={meta['r0']} but its task gives {expected}: "
+                              "set the task's r0 to the stored seed")
 
 
 def series_key(meta: dict[str, Any]) -> str:
@@ -208,6 +232,7 @@ def load_checkpoint(path: str | Path, task: str | None = None) -> Checkpoint:
         raise CheckpointError(f"{meta_path} has an invalid config: {err}") from None
     if not (path / MODEL_FILE).exists():
         raise CheckpointError(f"{path / MODEL_FILE} is missing")
+    _check_fixed_seed(meta_path, meta, spec)
     if task is not None and spec.task_name != task:
         raise CheckpointError(f"{given} is a model of the {spec.task_name!r} task, not {task!r}")
     return Checkpoint(path=path, step=step, spec=spec, metrics=meta.get("metrics", {}))

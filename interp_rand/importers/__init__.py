@@ -1,0 +1,180 @@
+"""Models trained elsewhere, brought in as run folders every command reads: one
+:class:`~interp_rand.registry.Registry` of importers, ``interp-rand import KIND SOURCE --out RUN``.
+
+    >>> import_model("haiku-recall", "checkpoints/associative_recall_075xew01_random_q100_c12.npy", "runs/port-c12")
+    >>> import_model("bridge", "mypkg.models:trained_bridge", "runs/mine", task="sort", task_config='{"length": 6}')
+
+An importer ``fn(source, **options) -> Imported`` reads ``source`` and returns the run spec
+(task, model config, the recipe as a ``TrainConfig``), the model and its provenance;
+:func:`import_model` writes them (:mod:`interp_rand.importers.run`). Registered:
+
+- ``haiku-recall``: the paper's public JAX/Haiku port's recall checkpoints
+  (:mod:`~interp_rand.importers.haiku_recall`; the only unpickling in the toolkit, restricted
+  to numpy arrays, of a file the user names);
+- ``bridge``: a TransformerLens ``TransformerBridge`` (``boot_native``) returned by
+  ``module:function``, for a registered task (``task=``); a model of a task the toolkit does not
+  ship is used directly, ``--model module:function`` on the commands.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from interp_rand.registry import Option, Registry
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What an importer read: ``spec`` (a :class:`~interp_rand.training.checkpoint.RunSpec`),
+    ``model`` and ``provenance`` (JSON-ready: importer, source, the source file's sha256 ...)."""
+
+    spec: Any
+    model: Any
+    provenance: dict[str, Any]
+
+
+IMPORTERS: Registry[Callable[..., Imported]] = Registry("importer", sort=True)
+
+
+def _spec(task_name: str, task_config: dict[str, Any], model_config, train: dict[str, Any]):
+    from interp_rand.tasks import make_task
+    from interp_rand.training import TrainConfig
+    from interp_rand.training.checkpoint import RunSpec
+
+    task = make_task(task_name, **task_config)  # validates the options
+    return RunSpec(task.name, task.config_dict(), model_config, TrainConfig(**train))
+
+
+@IMPORTERS.add("haiku-recall", description="the paper's public JAX/Haiku port: a recall checkpoint "
+               "associative_recall_<id>_<variant>_q<q>_c<N>.npy", options=(
+                   Option("r0", "str", "", "the fixed seed's bits for a deterministic model ('': recomputed "
+                          "from the port's seed with JAX's PRNG; 'unknown': refuse evaluating it)"),))
+def import_haiku_recall(source: str, r0: str = "") -> Imported:
+    import torch
+
+    from interp_rand.importers import haiku_recall as port
+    from interp_rand.importers.run import provenance
+    from interp_rand.model.transformer import HookedTransformer
+    from interp_rand.tasks import make_task
+
+    config, params = port.read_port_checkpoint(source)
+    port.check_config(config)
+    task_config = port.task_config(config)
+    if r0:
+        task_config["r0"] = r0
+    task = make_task("recall", **task_config)
+    model_config = task.model_config(**port.model_overrides(config))
+    model = HookedTransformer(model_config)
+    state = model.state_dict()
+    mapped = port.state_dict(config, params)
+    for key, value in mapped.items():
+        if key not in state or tuple(state[key].shape) != value.shape:
+            raise ValueError(f"haiku-recall: {source}: {key} {value.shape} does not fit the recall model "
+                             f"({tuple(state[key].shape) if key in state else 'no such parameter'})")
+        state[key] = torch.from_numpy(value.astype("float32"))
+    unset = sorted(name for name, _ in model.named_parameters() if name not in mapped)
+    if unset:
+        raise ValueError(f"haiku-recall: {source} leaves parameters {unset} unset")
+    model.load_state_dict(state)
+    n_params = sum(v.size for leaves in params.values() for v in leaves.values())
+    origin = provenance("haiku-recall", Path(source).resolve(), source, port_variant=config["probabilistic"],
+                        port_q=config.get("p"), port_seed=config.get("seed"), port_parameters=int(n_params),
+                        r0_from="given" if r0 else ("jax PRNGKey(seed)" if config["probabilistic"] == "deterministic"
+                                                    else "not used (fresh seeds)"))
+    return Imported(_spec("recall", task_config, model_config, port.train_config(config)), model.eval(), origin)
+
+
+@IMPORTERS.add("bridge", description="a TransformerLens TransformerBridge (boot_native) returned by module:function",
+               options=(Option("task", "str", "", "the registered task the model solves"),
+                        Option("task_config", "str", "{}", "the task's options as JSON")))
+def import_bridge(source: str, task: str = "", task_config: str = "{}") -> Imported:
+    from interp_rand.importers.run import provenance
+    from interp_rand.model.bridge import from_bridge
+    from interp_rand.tasks import task_names
+
+    if task not in task_names():
+        raise ValueError(f"bridge: a run folder needs a registered task (--task, one of {', '.join(task_names())}); "
+                         "a model of another task is used directly: --model module:function")
+    bridge = load_object(source)
+    model = from_bridge(bridge)
+    try:
+        options = json.loads(task_config)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"bridge: --task-config must be JSON, got {task_config!r}: {err}") from None
+    from interp_rand.evaluation import check_model_fits_task
+    from interp_rand.tasks import make_task
+
+    try:
+        check_model_fits_task(model, make_task(task, **options))
+    except ValueError as err:
+        raise ValueError(f"bridge: {err}") from None
+    origin = provenance("bridge", source, None, bridge_class=type(bridge).__name__)
+    return Imported(_spec(task, options, model.cfg, {"steps": 1}), model, origin)
+
+
+def load_object(target: str) -> Any:
+    """Call ``module:function`` (the user's code, named by the user) and return its result."""
+    import importlib
+    import os
+    import sys
+
+    module_name, sep, function = target.partition(":")
+    if not sep or not module_name or not function.isidentifier():
+        raise ValueError(f"{target!r} must be module:function (e.g. mypkg.models:build)")
+    if os.getcwd() not in sys.path:  # a module of the folder the command runs in, as `python -m` finds it
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"cannot import {module_name!r} (from {target!r}): {err}") from None
+    fn = getattr(module, function, None)
+    if not callable(fn):
+        raise ValueError(f"{module_name} has no function {function!r}")
+    return fn()
+
+
+def user_model(target: str) -> tuple[Any, Any, str]:
+    """``(model, task, seed_source)`` of ``module:function``, which returns ``(model, task)`` or
+    ``(model, task, seed_source)``: our model or a TransformerBridge (converted,
+    :func:`~interp_rand.model.bridge.from_bridge`), a task or a
+    :class:`~interp_rand.tasks.spec.TaskSpec`, ``"fresh"`` (default) or ``"fixed"`` (trained
+    on the task's r0 alone)."""
+    from interp_rand.model.transformer import HookedTransformer
+
+    got = load_object(target)
+    if not isinstance(got, tuple) or len(got) not in (2, 3):
+        raise ValueError(f"{target} must return (model, task) or (model, task, seed_source); got {type(got).__name__}")
+    model, task, seed_source = (*got, "fresh") if len(got) == 2 else got
+    if type(model).__name__ == "TransformerBridge":
+        from interp_rand.model.bridge import from_bridge
+
+        model = from_bridge(model)
+    if not isinstance(model, HookedTransformer):
+        raise ValueError(f"{target}: the model must be an interp_rand HookedTransformer or a TransformerBridge, "
+                         f"got {type(model).__name__}")
+    if task is None or not hasattr(task, "sample"):
+        raise ValueError(f"{target}: the task must be a task or an interp_rand.tasks.TaskSpec, got {task!r}")
+    if seed_source not in ("fresh", "fixed"):
+        raise ValueError(f"{target}: seed_source must be 'fresh' or 'fixed', got {seed_source!r}")
+    return model.eval(), task, seed_source
+
+
+def import_model(kind: str, source: str, out: str | Path, **options: Any) -> Path:
+    """Import ``source`` with the importer ``kind`` into the new weights-only run ``out``;
+    returns the checkpoint folder written."""
+    from interp_rand.importers.run import write_run
+
+    entry = IMPORTERS.entry(kind)
+    unknown = sorted(set(options) - {o.name for o in entry.options})
+    if unknown:
+        raise ValueError(f"importer {kind!r} has no option(s) {unknown}; its options: "
+                         f"{', '.join(o.name for o in entry.options) or '(none)'}")
+    imported = entry.value(source, **options)
+    return write_run(out, imported.spec, imported.model, imported.provenance)
+
+
+__all__ = ["IMPORTERS", "Imported", "import_model", "load_object", "user_model"]

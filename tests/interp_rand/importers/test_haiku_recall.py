@@ -1,0 +1,158 @@
+"""The ``haiku-recall`` importer against a float64 numpy forward of the port's model, on a
+small checkpoint this test writes in the port's own pickle format (jax arrays pickled through
+``jax._src.array._reconstruct_array``; JAX itself is not needed)."""
+
+import hashlib
+import json
+import pickle
+import sys
+import types
+
+import numpy as np
+import pytest
+import torch
+
+from interp_rand.importers import IMPORTERS, import_model
+from interp_rand.importers import haiku_recall as port
+from interp_rand.importers.jax_prng import port_fixed_seed, prng_key, split, threefry2x32
+from interp_rand.training.checkpoint import load_checkpoint
+
+N, S, V, D, E = 4, 3, 2, 8, 2  # pairs, seed bits, value bits, width, key size
+
+
+def _port_config(variant="random", p=100, seed=42):
+    return {"seed": seed, "num_steps": 10, "num_token": N, "target_size": V, "batch_size": 8, "probabilistic": variant,
+            "data_pooling": "lp", "p": p, "num_seed": 30, "loss": "bce", "hardcoded_randomness": False, "mlp": False,
+            "widening_factor": 1, "first_mlp": True, "seed_size": S, "reverse_block": True, "num_layers": 2,
+            "num_heads": 1, "kq_dim": E, "v_dim": E, "embed_dim": D, "softmax": "none", "positional_embedding": False,
+            "GD_PARAM": {"lr": 0.003, "betas": (0.9, 0.95), "eps": 1e-05, "grad_norm_clip": 1, "weight_decay": 0.0,
+                         "lr_alpha": 0.1, "warmup_steps": 3}}
+
+
+def _port_params(seed=0):
+    g = np.random.default_rng(seed)
+    w = lambda *shape: g.normal(0, 0.7, shape).astype(np.float32)  # noqa: E731
+    root = "custom_transformer"
+    params = {f"{root}/linear": {"w": w(N + S + V, D), "b": w(D)}, f"{root}/linear_1": {"w": w(D, D), "b": w(D)},
+              f"{root}/linear_2": {"w": w(D, V), "b": w(V)}}
+    for name in ("custom_multi_head_attention", "custom_multi_head_attention_1"):
+        params[f"{root}/{name}"] = {"w_q": w(1, D, E), "w_k": w(1, D, E), "w_v": w(1, D, E), "w_o": w(1, E, D)}
+    return params
+
+
+class _JaxArray:
+    """Pickles as a jax array does: ``jax._src.array._reconstruct_array(fun, args, state, aval)``."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __reduce__(self):
+        fun, args, state = self.array.__reduce__()
+        return _reconstruct_array, (fun, args, state, {"weak_type": False})
+
+
+def _reconstruct_array(*args):  # pickled by name as jax._src.array._reconstruct_array
+    raise AssertionError("never called")
+
+
+def write_port_checkpoint(path, config, params):
+    """``np.save(path, (cfg, params))`` as the port does, its arrays pickled as jax arrays."""
+    fake = types.ModuleType("jax._src.array")
+    fake._reconstruct_array = _reconstruct_array
+    _reconstruct_array.__module__, _reconstruct_array.__qualname__ = "jax._src.array", "_reconstruct_array"
+    wrapped = {m: {k: _JaxArray(v) for k, v in leaves.items()} for m, leaves in params.items()}
+    saved = {name: sys.modules.get(name) for name in ("jax", "jax._src", "jax._src.array")}
+    sys.modules.update({"jax": types.ModuleType("jax"), "jax._src": types.ModuleType("jax._src"), "jax._src.array": fake})
+    try:
+        np.save(path, np.array([config, wrapped], dtype=object), allow_pickle=True)
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
+@pytest.fixture(scope="module")
+def fixture_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("port") / f"associative_recall_test_random_q100_c{N}.npy"
+    write_port_checkpoint(path, _port_config(), _port_params())
+    assert b"jax._src.array" in path.read_bytes()  # the port's format, not plain numpy
+    return path
+
+
+def _logits_and_reference(run, path, n=64):
+    ckpt = load_checkpoint(run)
+    task = ckpt.spec.make_task()
+    batch = task.sample(n, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        ours = ckpt.model()(batch.inputs, batch.seeds).double().numpy()
+    config, params = port.read_port_checkpoint(path)
+    reference = port.numpy_forward(config, params, port.port_tokens(batch.inputs.numpy(), batch.seeds.numpy(), N))
+    return ckpt, ours, reference
+
+
+def test_import_matches_the_numpy_forward_to_the_rounding_floor(fixture_file, tmp_path):
+    folder = import_model("haiku-recall", str(fixture_file), tmp_path / "run")
+    ckpt, ours, reference = _logits_and_reference(tmp_path / "run", fixture_file)
+    scale = max(1.0, np.abs(reference).max())
+    assert np.abs(ours - reference).max() <= 2e-6 * scale  # float32 against float64
+    cfg = ckpt.spec.model_config
+    assert (cfg.input_mlp_act, cfg.d_model, cfg.d_head, cfg.attention) == ("gelu_new", D, E, "linear")
+    assert ckpt.spec.task_config["key_order"] == "identity"
+    assert ckpt.spec.train_config.q == 100 and ckpt.spec.train_config.m_seeds == 30
+    meta = json.loads((folder / "checkpoint.json").read_text())
+    assert meta["provenance"]["source_sha256"] == hashlib.sha256(fixture_file.read_bytes()).hexdigest()
+    assert meta["provenance"]["importer"] == "haiku-recall" and not (folder / "trainer.safetensors").exists()
+    # the convention is config, so it survives a save, a load and a random re-initialisation
+    from probes.controls import random_init_like
+
+    assert random_init_like(ckpt.model()).cfg.input_mlp_act == "gelu_new"
+    # control: the erf GELU (the default) misses the port's forward by far more than the floor
+    erf = ckpt.model()
+    erf.input_mlp.act = torch.nn.functional.gelu
+    batch = ckpt.spec.make_task().sample(64, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        off = np.abs(erf(batch.inputs, batch.seeds).double().numpy() - reference).max()
+    assert off > 20 * np.abs(ours - reference).max()
+
+
+def test_deterministic_variant_stores_the_ports_r0(tmp_path):
+    path = tmp_path / "associative_recall_x_deterministic_q1_c4.npy"
+    write_port_checkpoint(path, _port_config("deterministic", p=1, seed=7), _port_params(1))
+    folder = import_model("haiku-recall", str(path), tmp_path / "run")
+    ckpt = load_checkpoint(tmp_path / "run")
+    bits = port_fixed_seed(7, S)
+    assert ckpt.spec.make_task().fixed_seed().tolist() == bits.astype(float).tolist()
+    assert json.loads((folder / "checkpoint.json").read_text())["r0"] == bits.astype(float).tolist()
+    assert (ckpt.spec.train_config.seed_source, ckpt.spec.train_config.objective) == ("fixed", "erm")
+    import_model("haiku-recall", str(path), tmp_path / "unknown", r0="unknown")
+    from interp_rand.reports.evaluation import evaluation_report
+
+    with pytest.raises(ValueError, match="r0 that is not known.*never run at another seed"):
+        evaluation_report(tmp_path / "unknown", n=16, seeds=4)
+
+
+def test_unpickler_refuses_anything_but_arrays(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (print, ("ran code",))
+
+    path = tmp_path / "evil.npy"
+    np.save(path, np.array([{"a": 1}, {"m": {"w": Evil()}}], dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError, match="refusing to load builtins.print"):
+        port.read_port_checkpoint(path)
+    config = _port_config()
+    config["layer_norm"] = True
+    with pytest.raises(ValueError, match="layer_norm=True is not supported"):
+        port.check_config(config)
+    assert "haiku-recall" in IMPORTERS and "bridge" in IMPORTERS
+
+
+def test_jax_prng_known_answers():
+    # the Threefry-2x32 known-answer vector (Salmon et al. 2011, 20 rounds)
+    out = threefry2x32(np.array([0x13198A2E, 0x03707344], np.uint32), np.array([0x243F6A88], np.uint32),
+                       np.array([0x85A308D3], np.uint32))
+    assert (int(out[0][0]), int(out[1][0])) == (0xC4923A9C, 0x483DF7A0)
+    # jax 0.4's jax.random.split(jax.random.PRNGKey(0))
+    assert split(prng_key(0), partitionable=False).tolist() == [[4146024105, 967050713], [2718843009, 1272950319]]
