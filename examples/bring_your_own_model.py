@@ -48,9 +48,10 @@ def maximum(task, batch, model):  # a probe variable: the sequence's maximum; co
 TASK = TaskSpec("running-max", sample, [f"x{i}" for i in range(L)], corrupt, variables={"max": maximum})
 
 
-def train_bridge(steps=100, seed=0):
-    cfg = TransformerBridgeConfig(d_model=64, d_head=16, n_heads=4, n_layers=2, n_ctx=L, d_vocab=V, d_vocab_out=V,
-                                  act_fn="gelu", normalization_type="LN", positional_embedding_type="standard", seed=seed)
+def train_bridge(steps=100, seed=0, **shape):  # shape: other TransformerBridgeConfig sizes (n_layers=1 ...)
+    sizes = {"d_model": 64, "d_head": 16, "n_heads": 4, "n_layers": 2, **shape}
+    cfg = TransformerBridgeConfig(**sizes, n_ctx=L, d_vocab=V, d_vocab_out=V, act_fn="gelu", normalization_type="LN",
+                                  positional_embedding_type="standard", seed=seed)
     bridge = TransformerBridge.boot_native(cfg)
     optimiser, generator = torch.optim.AdamW(bridge.parameters(), lr=3e-3), torch.Generator().manual_seed(seed)
     for _ in range(steps):

@@ -176,7 +176,7 @@ def test_ground_truth_suite(tmp_path):
 
 def test_custom_mechanism(tmp_path):
     summary = written(tmp_path / "mechanism.json", run_example("custom_mechanism", ["--out", str(tmp_path)]))
-    # measured: one head alone FAILS (scrubbing 0.862, IIA 0.54-0.85); both heads HOLD every check
+    # measured: one head alone FAILS (scrubbing 0.869, IIA 0.56-0.86); both heads HOLD every check
     one, both = summary["one head"], summary["both heads"]
     assert one["verdict"] == "fails" and min(c["iia"] for c in one["interchange"]) < 0.9
     assert both["verdict"] == "holds" and both["scrubbing"]["share"]["logprob"] > 0.95
