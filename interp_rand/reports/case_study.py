@@ -166,7 +166,11 @@ def case_study_report(study: str, run: str | Path | None = None, *, seed: int = 
     except CheckpointError as err:
         raise CheckpointError(f"case study {study!r} needs a {STUDY_TASKS[study]} run: {err}") from None
     model, task = ckpt.model().eval(), ckpt.spec.make_task()
+    from interp_rand.progress import note
+
+    note(f"checking the {study} mechanism (interchange per variable, causal scrubbing, predictions)", progress)
     mechanism = mechanism_report(study, model=model, task=task, seed=seed, **({"n": n} if n else {}))
+    note(f"mechanism: {mechanism.card.verdict.upper()} ({mechanism.card.seconds:.0f} s)", progress)
     mechanism.run = run_label(run)
     mechanism.title = f"mechanism {mechanism.mechanism.name}: {run_label(run)}"
     title = f"{study} case study: {run_label(run)}"

@@ -55,14 +55,15 @@ def top_k_circuit(scores: Any, top_k: int | str | None, model: Any, pairs: Any, 
     return select(scores, top_k, selection)
 
 
-def check_circuit_fits(path: str | Path, settings: dict[str, Any], ckpt: Any, n_positions: int) -> None:
+def check_circuit_fits(path: str | Path, settings: dict[str, Any], task: Any, n_positions: int) -> None:
     """Refuse a saved circuit made for another task, or for another number of positions (the
     same architecture on another task configuration), saying which task and run it was made
     for; settings it does not record are not checked."""
     made = settings.get("task")
     where = f" (run {settings['run']})" if settings.get("run") else ""
-    here = ckpt.spec.task_name
-    options = ", ".join(f"{k}={v!r}" for k, v in ckpt.spec.task_config.items())
+    here = task.name
+    config = task.config_dict() if hasattr(task, "config_dict") else {}
+    options = ", ".join(f"{k}={v!r}" for k, v in config.items())
     if made is not None and made != here:
         raise ValueError(f"{path} is a circuit of the {made!r} task{where}; this run is of the {here!r} task "
                          f"({options}): find its own circuit with `interp-rand circuit`")
@@ -229,7 +230,7 @@ def circuit_report(run: str | Path | None = None, *, model: Any = None, task: An
     if circuit is not None:
         found, scores = Circuit.load(circuit, model), None
         by_position = bool(found.settings.get("by_position", True))
-        check_circuit_fits(circuit, found.settings, ckpt, data.clean.inputs.shape[1] + model.cfg.seed_offset)
+        check_circuit_fits(circuit, found.settings, task, data.clean.inputs.shape[1] + getattr(model.cfg, "seed_offset", 0))
     else:
         check_top_k(top_k, model, data, by_position=by_position)
         scores = discover(model, data.clean, data.corrupted, metric=metric, method=method,

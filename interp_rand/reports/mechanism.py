@@ -80,7 +80,7 @@ class MechanismReport:
 
 def mechanism_report(mechanism: str | Mechanism, run: str | Path | None = None, *, model: Any = None,
                      task: Any = None, n: int = 2000, seed: int = 0, n_pairs: int = 500,
-                     n_random: int = 10) -> MechanismReport:
+                     n_random: int = 10, das: Any = None) -> MechanismReport:
     """Check ``mechanism`` (a flagship's name, or a :class:`Mechanism`) on ``run`` (default: the
     flagship's zoo run) or on a given ``model`` and ``task``."""
     from interp_rand.training.checkpoint import load_checkpoint
@@ -106,7 +106,8 @@ def mechanism_report(mechanism: str | Mechanism, run: str | Path | None = None, 
     else:
         label = "(model given)"
     mech = module.mechanism(task) if module is not None else mechanism
-    card = check_mechanism(model, task, mech, n=n, seed=seed, n_pairs=n_pairs, n_random=n_random)
+    sizes = {} if das is None else {"das": das}  # das: the DAS training of subspace sites (DASConfig)
+    card = check_mechanism(model, task, mech, n=n, seed=seed, n_pairs=n_pairs, n_random=n_random, **sizes)
     return MechanismReport(mech, card, label, f"mechanism {mech.name}: {label}")
 
 

@@ -95,11 +95,15 @@ def test_library_is_quiet_by_default_and_reports_when_asked(capsys):
     assert "faithfulness: bootstrap resamples 2/2" in err
 
 
-def test_case_study_names_its_stages(tmp_path, capsys):
+def test_case_study_names_its_stages(tmp_path, capsys, monkeypatch):
+    from mechanism_sizes import small_mechanisms
+
+    small_mechanisms(monkeypatch)
     code = main(["case-study", "sort", "zoo:sort", "--out", str(tmp_path), "--n", "100", "--controls", "2"])
     err = capsys.readouterr().err
     assert code == 0
-    for stage in ("case-study sort: scoring heads", "case-study sort: ablating 2 random head sets 2/2",
+    for stage in ("case-study sort: checking the sort mechanism", "case-study sort: mechanism: HOLDS",
+                  "case-study sort: scoring heads", "case-study sort: ablating 2 random head sets 2/2",
                   "case-study sort: writing case_study.json"):
         assert stage in err, err
 
@@ -128,8 +132,9 @@ def test_top_k_larger_than_the_graph_is_refused_before_any_work(command, tmp_pat
 
 
 def test_circuit_refuses_a_target_outside_0_1(tmp_path, capsys):
-    code = main(["circuit", "zoo:sort", "--target", "1.5", "--out", str(tmp_path / "out")])
-    assert code == 2 and "--target=1.5 must lie in (0, 1]" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:  # refused while parsing
+        main(["circuit", "zoo:sort", "--target", "1.5", "--out", str(tmp_path / "out")])
+    assert refused.value.code == 2 and "--target: must be a finite number in (0, 1], got 1.5" in capsys.readouterr().err
 
 
 def test_randomness_checks_both_runs_before_analysing(tmp_path, capsys):

@@ -8,6 +8,8 @@ import json
 
 import pytest
 
+from mechanism_sizes import small_mechanisms
+
 from interp_rand import demo
 from interp_rand.cli.main import main
 from interp_rand.training import TrainConfig
@@ -49,6 +51,7 @@ def test_tour_runs_every_step_on_the_zoo(tmp_path, monkeypatch, capsys):
     tour = [(folder, what, smallest(argv)) for folder, what, argv in demo.TOUR]
     monkeypatch.setattr(demo, "TOUR", tour)
     monkeypatch.setattr(case_studies, "CarryConfig", functools.partial(case_studies.CarryConfig, **SMALL_CARRY))
+    small_mechanisms(monkeypatch)
     assert main(["demo", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     steps = json.loads((tmp_path / "tour.json").read_text())

@@ -151,4 +151,6 @@ def test_cli_train_eval_compare(tmp_path, capsys):
     assert rows[1]["paper"]["worst_5pct"] == -27.0
     html = (tmp_path / "cmp" / "first_visit.html").read_text()
     assert "plotly" in html.lower() and "A^q_R (m=1)" in html
-    assert main(["gridworld", "train", "--popsize", "1", "--out", str(tmp_path / "bad")]) == 2
+    with pytest.raises(SystemExit) as refused:  # refused while parsing: one line, exit 2
+        main(["gridworld", "train", "--popsize", "1", "--out", str(tmp_path / "bad")])
+    assert refused.value.code == 2 and not (tmp_path / "bad").exists()

@@ -180,9 +180,12 @@ def test_evaluation_report_is_what_the_command_writes_and_prints(runs, tmp_path,
         evaluation_report(runs["sort"], n=4, seeds=3)
 
 
-def test_case_study_report_is_what_the_command_writes_and_prints(runs, tmp_path, capsys):
+def test_case_study_report_is_what_the_command_writes_and_prints(runs, tmp_path, capsys, monkeypatch):
+    from mechanism_sizes import small_mechanisms
+
     from interp_rand.reports.case_study import EDGE_STUDIES, STUDIES, case_study_report, studies
 
+    small_mechanisms(monkeypatch)
     out = tmp_path / "cli"
     # an untrained model has no sorting heads to study: the zoo's trained sort model
     stdout = cli(["case-study", "sort", "zoo:sort", "--n", "100", "--controls", "2", "--out", str(out)], capsys)
