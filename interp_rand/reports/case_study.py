@@ -29,7 +29,8 @@ EDGE_STUDIES = ("carry", "sort")
 @dataclass(frozen=True)
 class Study:
     """What a case study needs: the task of the runs it reads, its config class, the study and
-    the functions turning its result into claims and detail lines."""
+    the functions turning its result into claims and detail lines; ``from_mechanism(card,
+    module)``: the config settings the study takes from its checked mechanism (or ``None``)."""
 
     task: str
     config: Any
@@ -38,6 +39,7 @@ class Study:
     details: Any
     metric: Any = "logprob"
     pairs: str = ""
+    from_mechanism: Any = None
 
 
 def studies() -> dict[str, Study]:
@@ -48,7 +50,8 @@ def studies() -> dict[str, Study]:
 
     return {"carry": Study(STUDY_TASKS["carry"], CarryConfig, carry_study, carry_claims, carry_details,
                            metric=carry_metric, pairs="carry-flip pairs (one operand digit edited; the answer "
-                           "digits whose carry-in flips)"),
+                           "digits whose carry-in flips)",
+                           from_mechanism=lambda card, module: {"probe_hook": carry_layer(card, module.CARRY_VARIABLES)}),
             "sort": Study(STUDY_TASKS["sort"], SortConfig, sort_study, sort_claims, sort_details,
                           pairs="the task's corruption (one list element changed)")}
 
@@ -181,8 +184,8 @@ def case_study_report(study: str, run: str | Path | None = None, *, seed: int = 
     spec = studies()[study]
     config = spec.config(seed=seed, n_controls=n_controls)
     config = dataclasses.replace(config, n_eval=n) if n else config
-    if study == "carry":
-        config = dataclasses.replace(config, probe_hook=carry_layer(mechanism.card, flagship(study).CARRY_VARIABLES))
+    if spec.from_mechanism is not None:
+        config = dataclasses.replace(config, **spec.from_mechanism(mechanism.card, flagship(study)))
     result = spec.run(model, task, config, progress=progress)
     claims, details = spec.claims(result), spec.details(result)
     lines = list(mechanism.lines) + ["edge-level study:"] + [c.line() for c in claims] + [summary_line(claims)] + details
