@@ -11,7 +11,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from circuits.analyses.claim_card import ClaimCard
-from circuits.draw.style import VERDICT_COLOURS
+from interp_rand.figures.style import VERDICT_COLOURS
 
 _COLOUR = VERDICT_COLOURS
 

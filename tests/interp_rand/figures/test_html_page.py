@@ -8,7 +8,9 @@ import re
 
 import plotly.graph_objects as go
 
-from interp_rand.figures.html_page import STYLE, page_html, write_figure, write_page
+from interp_rand.figures.html_page import (PLOTLY_FILE, STYLE, Headline, asset_folder, page_html, write_figure,
+                                          write_page)
+from interp_rand.figures.style import VERDICT_COLOURS
 
 PLOTLY_BANNER = re.compile(r"\* plotly\.js v\d")
 
@@ -39,10 +41,42 @@ def test_a_page_without_figures_carries_no_plotly_and_options_apply(tmp_path):
     assert page.index(STYLE) < page.index(".x { color: red; }")  # page rules come after the shared ones
 
 
-def test_one_figure_page_is_titled_by_its_figure(tmp_path):
+def test_one_figure_page_is_titled_by_its_figure_and_loads_the_folders_plotly(tmp_path):
     page = write_figure(bars("usage<br>per node"), tmp_path / "f.html").read_text(encoding="utf-8")
     assert "<title>usage per node</title>" in page and "<h1>" not in page
-    assert page.count("Plotly.newPlot") == 1 and len(PLOTLY_BANNER.findall(page)) == 1
+    assert page.count("Plotly.newPlot") == 1 and not PLOTLY_BANNER.search(page)  # not inlined
+    assert "src='plotly.min.js'" in page and PLOTLY_BANNER.search((tmp_path / PLOTLY_FILE).read_text())
+
+
+def test_pages_of_one_folder_share_one_plotly_file(tmp_path):
+    with asset_folder(tmp_path):
+        write_figure(bars("a"), tmp_path / "a.html")
+        before = (tmp_path / PLOTLY_FILE).stat().st_mtime_ns
+        deep = write_page(tmp_path / "step" / "inner" / "b.html", "b", [bars("b")]).read_text(encoding="utf-8")
+    assert "src='../../plotly.min.js'" in deep
+    assert (tmp_path / PLOTLY_FILE).stat().st_mtime_ns == before  # written once, not per page
+    assert sorted(p.name for p in tmp_path.rglob("*.js")) == [PLOTLY_FILE]
+    # outside the block a page in a sub-folder gets its own folder's copy
+    alone = write_figure(bars("c"), tmp_path / "other" / "c.html").read_text(encoding="utf-8")
+    assert "src='plotly.min.js'" in alone and (tmp_path / "other" / PLOTLY_FILE).is_file()
+
+
+def test_the_headline_comes_first_with_its_verdict_coloured():
+    page = page_html("card", [bars("x")], headline=Headline("edges recover the logit difference",
+                                                           "recovers 0.99 · 78 edges", "fails",
+                                                           failing="minimality: 12 edges not needed", link="card.html"))
+    body = page.split("<body>")[1]
+    assert body.index("class='headline'") < body.index('id="fig0"')
+    assert "FAILS" in body and VERDICT_COLOURS["fails"] in body and "minimality" in body and "href='card.html'" in body
+    bare = Headline("loss", "0.12 at step 500").html()
+    assert "class='verdict'" not in bare and "<br>" not in bare  # no verdict word, one line
+
+
+def test_a_headline_refuses_an_unknown_verdict():
+    import pytest
+
+    with pytest.raises(ValueError, match="allowed holds, fails, inconclusive"):
+        Headline("x", "1", "passes")
 
 
 def test_a_page_of_figures_and_a_wide_table_in_a_browser(tmp_path):
