@@ -93,3 +93,25 @@ def test_a_page_of_figures_and_a_wide_table_in_a_browser(tmp_path):
     assert set(result["figures"]) == {"fig0", "second", "fig2"}
     assert result["figures"]["second"]["xticks"] == ["a", "b", "c"]
     assert result["figures"]["fig2"]["width"] == 1600  # kept at its own width, not squeezed
+
+
+def test_the_first_look_check_passes_a_good_page_and_catches_each_fault(tmp_path):
+    import browser
+    import pytest
+
+    table = "<div class='scroll'><table><tr><td>1</td></tr></table></div>"
+    head = Headline("bars measured", "0.9", "holds")
+
+    def look(name, sections, **options):
+        page = write_page(tmp_path / f"{name}.html", name, sections, **options)
+        return browser.first_look(page, browser.screenshot_path(tmp_path, f"{name}.png"))
+
+    browser.assert_first_look(look("good", [bars("a"), table], headline=head))
+    faults = {"no headline": look("bare", [bars("a")]),
+              "scrolls sideways": look("wide", [bars("a").update_layout(width=1600)], headline=head),
+              "figures before tables": look("table-first", [table, bars("a")], headline=head)}
+    for fault, result in faults.items():
+        with pytest.raises(AssertionError):
+            browser.assert_first_look(result)
+    with pytest.raises(AssertionError, match="budget"):
+        browser.assert_first_look(look("heavy", [bars("a")], headline=head), budget=1000)
