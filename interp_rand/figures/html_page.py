@@ -112,10 +112,20 @@ def plotly_file(folder: str | Path) -> Path:
     return path
 
 
+def _final_folder(path: Path) -> Path:
+    """The folder the page at ``path`` will be in: its own, or for a page written into a staging
+    folder of :func:`interp_rand.output.replace_files`, the folder that stage replaces files of
+    (the page's relative link to plotly.js must hold after the move)."""
+    from interp_rand.output.folder import STAGE_PREFIX
+
+    here = path.parent.resolve()
+    return here.parent if here.name.startswith(STAGE_PREFIX) else here
+
+
 def _assets_for(path: Path) -> Path:
     """The folder whose plotly.js the page at ``path`` loads."""
     root = _ASSET_ROOT.get()
-    here = path.parent.resolve()
+    here = _final_folder(path)
     if root is not None and (here == root or root in here.parents):
         return root
     return here
@@ -131,7 +141,7 @@ def write_page(path: str | Path, title: str, sections: Iterable[Section], **opti
     sections = list(sections)
     if "plotly_src" not in options and any(not isinstance(s, str) for s in sections):
         js = plotly_file(_assets_for(path))
-        options["plotly_src"] = Path(os.path.relpath(js, path.parent.resolve())).as_posix()
+        options["plotly_src"] = Path(os.path.relpath(js, _final_folder(path))).as_posix()
     return write_text(path, page_html(title, sections, **options))
 
 
