@@ -154,7 +154,7 @@ def edge_colourscale() -> list[list]:
     stops = []
     for i in range(11):
         t = i / 10
-        u = 0.5 + (t - 0.5) / 0.5 * 0.36 + (0.14 if t > 0.5 else -0.14 if t < 0.5 else 0)
+        u = 0.5 + (t - 0.5) / 0.5 * 0.3 + (0.2 if t > 0.5 else -0.2 if t < 0.5 else 0)
         stops.append([t, sample_colorscale(DIVERGING, [min(1.0, max(0.0, u))])[0]])
     return stops
 
@@ -396,6 +396,13 @@ def _axes(layout: Layout, names: list[str] | None) -> tuple[dict, dict]:
     return x, y
 
 
+def figure_layout(circuit: Circuit, flows: list[FlowEdge], qk=()) -> Layout:
+    """The layout :func:`circuit_figure` draws ``flows`` (of ``circuit``) and the overlay ``qk`` on."""
+    by_position = any(n.position is not None for n in circuit.nodes)
+    return Layout.of(drawn_nodes(flows) | overlay_nodes(qk, by_position), circuit.arch,
+                     overlay_positions(qk) if by_position else ())
+
+
 ROW_PX = 21  # px per layout row: labels of neighbouring heads do not overlap
 
 
@@ -414,8 +421,7 @@ def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None
     by_position = any(n.position is not None for n in circuit.nodes)
     flows = attention_flow(circuit, attention, min_share)
     nodes = drawn_nodes(flows)
-    layout = Layout.of(nodes | overlay_nodes(qk, by_position), circuit.arch,
-                       overlay_positions(qk) if by_position else ())
+    layout = figure_layout(circuit, flows, qk)
     top = max((abs(s) for s in circuit.edges.values()), default=1.0) or 1.0
     height = max(380, 150 + int(ROW_PX * (layout.top() + 2)))
     side = components and by_position
@@ -434,7 +440,7 @@ def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None
         x2, y2 = _axes(comp_layout, None)
         fig.update_layout(xaxis2=x2, yaxis2={**y2, "domain": [low, 1.0]})
         legend = {"x": 0.7, "xanchor": "left", "y": low - 0.06, "yanchor": "top"}
-        bar = {"x": 0.7, "xanchor": "left", "y": low - 0.06 - 200 / height, "yanchor": "top",
+        bar = {"x": 0.7, "xanchor": "left", "y": low - 0.06 - 220 / height, "yanchor": "top",
                "orientation": "h", "len": 0.28, "thickness": 12}
         where = {"row": 1, "col": 1}
     else:
@@ -465,7 +471,7 @@ def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None
     settings = circuit.settings
     fig.update_layout(
         title={"text": title or f"{settings.get('method', 'circuit')}: {len(circuit)} of {circuit.total_edges} edges",
-               "x": 0, "xanchor": "left", "y": 0.995, "yanchor": "top"},
+               "x": 0, "xanchor": "left", "y": 1 - 14 / height, "yanchor": "top"},
         plot_bgcolor="white", hovermode="closest", font={"size": FONT}, height=height, autosize=True,
         margin={"l": 70, "r": 20 if side else 90, "t": 110, "b": 30 if side else 110},
         legend={"font": {"size": FONT}, **legend}, xaxis=xaxis, yaxis=yaxis,
@@ -506,5 +512,5 @@ def _named(node, names) -> str:
 
 
 __all__ = ["EDGE_SCALE", "Stroke", "add_edges", "add_legend", "add_nodes", "add_strokes", "circuit_figure", "column_axis",
-           "component_circuit", "drawn_nodes", "edge_crossings", "edge_strokes", "edge_width", "figure_bands",
+           "component_circuit", "drawn_nodes", "edge_crossings", "edge_strokes", "edge_width", "figure_bands", "figure_layout",
            "position_axis", "score_colour", "score_width", "write_circuit_html"]

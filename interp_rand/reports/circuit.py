@@ -183,7 +183,8 @@ class CircuitReport:
         from circuits.draw.claim_card import card_headline
 
         card = card_headline(self.card, link="card.html")
-        return Headline(f"claim card of the {measured}", number, self.card.verdict, card.failing, "card.html")
+        return Headline(measured, f"{number} · card {self.card.verdict.upper()}", self.card.verdict, card.failing,
+                        "card.html")
 
     def figure_title(self) -> str:
         """The drawing's title: the run and method, then what the circuit recovers and its card's
