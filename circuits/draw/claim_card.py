@@ -105,14 +105,16 @@ def claim_card_sections(card: ClaimCard) -> list:
     if card.methods is not None:
         numbers.append(("agreement with other methods: mean Jaccard", _fmt(card.methods.mean_jaccard)))
     rows = "".join(f"<tr><th>{html.escape(k)}</th><td class='l'>{v}</td></tr>" for k, v in numbers)
-    claims = "".join(f'<li><b style="color:{_COLOUR[c.verdict.outcome]}">{c.verdict.outcome.upper()}</b> '
-                     f'{html.escape(c.line().removeprefix("claim: "))}'
-                     f'<br><small>rule: {html.escape(c.verdict.rule)}</small></li>' for c in card.claims)
+    def line(c) -> str:  # the claim's line, its verdict word coloured
+        text, word = html.escape(c.line().removeprefix("claim: ")), c.verdict.outcome.upper()
+        return text.replace(f"— {word}", f"— <b style='color:{_COLOUR[c.verdict.outcome]}'>{word}</b>", 1)
+
+    claims = "".join(f"<li>{line(c)}<br><small>rule: {html.escape(c.verdict.rule)}</small></li>" for c in card.claims)
     scale = ("<p class='note'>Every share divides by the trained model's gap (in brackets: the same number in the "
              "metric's units); a gap below its floor, or a control whose interval covers both outcomes, makes a "
              "claim INCONCLUSIVE, not failed.</p>")
-    return [f'<h2>{html.escape(card.subject)} — <span style="color:{colour}">{card.verdict.upper()}</span></h2>'
-            f"<h3>claims</h3><ul>{claims}</ul>", curves_figure(card),
+    return [f"<h3>claims (card <span style='color:{colour}'>{card.verdict.upper()}</span>)</h3><ul>{claims}</ul>",
+            curves_figure(card),
             f"<h3>numbers and controls</h3>{scale}{_scroll(f'<table>{rows}</table>')}"
             f"<h3>found with</h3>{_scroll(f'<table>{found}</table>')}"]
 
@@ -131,12 +133,14 @@ def claim_card_title(card: ClaimCard) -> str:
 
 def claim_card_html(card: ClaimCard) -> str:
     """A self-contained HTML page of one card (plotly.js inlined): its headline first."""
-    return page_html(claim_card_title(card), claim_card_sections(card), headline=card_headline(card))
+    return page_html(claim_card_title(card), claim_card_sections(card), headline=card_headline(card),
+                      style=".claim-card th, table th { text-align: left; }")
 
 
 def write_claim_card(card: ClaimCard, path: str | Path) -> Path:
     """The card's page at ``path``, loading its folder's plotly.min.js."""
-    return write_page(path, claim_card_title(card), claim_card_sections(card), headline=card_headline(card))
+    return write_page(path, claim_card_title(card), claim_card_sections(card), headline=card_headline(card),
+                      style=".claim-card th, table th { text-align: left; }")
 
 
 __all__ = ["card_headline", "claim_card_html", "claim_card_section", "claim_card_sections", "claim_card_title",
