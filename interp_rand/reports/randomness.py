@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_rand import progress as _progress
+from interp_rand.figures.html_page import PLOTLY_FILE
 from interp_rand.output.files import json_text
 
 from interp_rand.defaults import DEFAULT_SEED
@@ -236,7 +237,8 @@ class RandomnessReport:
         drawing reads."""
         return {"runs": self.runs, "summary": self.summary, "claims": [c.to_dict() for c in self.claims]}
 
-    FILES = ("randomness.json", "randomness.html")  # what write() writes, together
+    # what write() writes, together (the page's plotly.js is the folder's one copy, staged with it)
+    FILES = ("randomness.json", "randomness.html", PLOTLY_FILE)
 
     def to_json(self) -> str:
         return json_text(self.to_dict(), indent=1)
