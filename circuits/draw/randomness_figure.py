@@ -29,6 +29,11 @@ RUN_COLOURS = ("#1f77b4", "#ff7f0e", "#9467bd", "#8c564b")
 CONTROL_COLOUR = "#9e9e9e"
 
 
+def _colour(k: int) -> str:
+    """The colour of the ``k``-th run on every figure of the page."""
+    return RUN_COLOURS[k % len(RUN_COLOURS)]
+
+
 def run_role(run: dict[str, Any]) -> str:
     """What a run is, for labels: ``A^q_R, q = 100`` (the q-norm objective, q > 1), ``ERM`` (mean
     loss, or q = 1), ``r0 only`` appended for a model trained on the fixed seed."""
@@ -76,7 +81,7 @@ def usage_figure(runs: list[dict[str, Any]]) -> go.Figure:
         values = list(score.values()) + [reference]
         fig.add_trace(go.Bar(x=labels, y=values, name=name, texttemplate="%{y:.2g}", textposition="outside",
                              textfont={"size": FONT}, cliponaxis=False,
-                             marker={"color": colour or RUN_COLOURS[k % len(RUN_COLOURS)],
+                             marker={"color": colour or _colour(k),
                                      "pattern": {"shape": "/" if colour else ""}},
                              hovertemplate="%{x}: %{y:.4f}<extra>" + html.escape(name) + "</extra>"))
     top = max((v for _, score, ref, _ in series for v in [*score.values(), ref]), default=0.0)
@@ -106,10 +111,10 @@ def usage_position_figure(run: dict[str, Any], zmax: float | None = None) -> go.
 def entry_figure(runs: list[dict[str, Any]]) -> go.Figure:
     """Seed fraction of the residual-stream variance per hook (log scale), one line per run."""
     fig = go.Figure()
-    for run in runs:
+    for k, run in enumerate(runs):
         entry = run["entry"]
         fig.add_trace(go.Scatter(x=entry["hooks"], y=[max(f, 1e-8) for f in entry["seed_fraction"]],
-                                 mode="lines+markers", name=run["name"]))
+                                 mode="lines+markers", name=run["name"], line={"color": _colour(k)}))
     fig.update_layout(title="Where seed information enters: seed / (seed + input) variance per hook",
                       yaxis_type="log", yaxis_dtick=1, yaxis_title="seed fraction", height=400, font={"size": FONT})
     return fig
@@ -136,9 +141,10 @@ def stored_map_figure(run: dict[str, Any], example: bool = False) -> go.Figure:
 def coverage_figure(runs: list[dict[str, Any]]) -> go.Figure:
     """Per-position coverage bars, one group per run."""
     fig = go.Figure()
-    for run in runs:
+    for k, run in enumerate(runs):
         cov = run["stored_set"]["coverage"]
-        fig.add_trace(go.Bar(x=[str(p) for p in range(len(cov))], y=cov, name=run["name"]))
+        fig.add_trace(go.Bar(x=[str(p) for p in range(len(cov))], y=cov, name=run["name"],
+                             marker={"color": _colour(k)}))
     fig.update_layout(title="Coverage: fraction of (input, seed) storing each key position", barmode="group",
                       xaxis_title="key position", yaxis_range=[0, 1], height=400, font={"size": FONT})
     return fig
@@ -147,9 +153,10 @@ def coverage_figure(runs: list[dict[str, Any]]) -> go.Figure:
 def resample_distance_figure(runs: list[dict[str, Any]]) -> go.Figure:
     """Colour-change rate of a vertex when the noise at ring distance d is redrawn."""
     fig = go.Figure()
-    for run in runs:
+    for k, run in enumerate(runs):
         effect = run["symmetry"]["resample"]
-        fig.add_trace(go.Bar(x=effect["distance"], y=effect["change_rate"], name=run["name"]))
+        fig.add_trace(go.Bar(x=effect["distance"], y=effect["change_rate"], name=run["name"],
+                             marker={"color": _colour(k)}))
     fig.update_layout(title="Colour change when one vertex's noise at ring distance d is redrawn",
                       xaxis_title="ring distance (0 = own noise)", yaxis_title="change rate", barmode="group",
                       height=400, font={"size": FONT})
