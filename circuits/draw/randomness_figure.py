@@ -249,7 +249,7 @@ def _claims_table(claims: list[dict[str, Any]]) -> str:
         f"<b>{c['verdict'].upper()}</b></td><td>{_cell(c['value'])}</td><td>{_cell(c['control'])}</td>"
         f"<td class='l'>{html.escape(c['control_label'])}</td><td class='l'>{html.escape(c['reason'])}</td></tr>"
         for c in claims)
-    return ("<h2>Claims</h2><div class='scroll'><table><tr><th>claim</th><th>verdict</th><th>value</th><th>control</th>"
+    return ("<h2>Claims</h2><div class='scroll'><table><tr><th style='text-align:left'>claim</th><th>verdict</th><th>value</th><th>control</th>"
             f"<th>control is</th><th>why not</th></tr>{rows}</table></div>")
 
 

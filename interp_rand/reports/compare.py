@@ -117,7 +117,7 @@ class ComparisonReport:
             f"<td style='color:{verdict_colour(c.verdict.outcome)}'><b>{c.verdict.outcome.upper()}</b></td>"
             f"<td>{cell(c.value)}</td><td>{cell(c.control)}</td><td class='l'>{html.escape(c.control_label)}</td>"
             f"<td class='l'>{html.escape(c.verdict.reason)}</td></tr>" for c in self.claims)
-        return ("<h2>Claims</h2><div class='scroll'><table><tr><th>claim</th><th>verdict</th><th>value</th>"
+        return ("<h2>Claims</h2><div class='scroll'><table><tr><th style='text-align:left'>claim</th><th>verdict</th><th>value</th>"
                 f"<th>control</th><th>control is</th><th>why not</th></tr>{rows}</table></div>"
                 f"<p class='note'>{html.escape(self.lines[-1])}</p>"
                 + "".join(f"<p class='note'>{html.escape(n)}</p>" for n in self.notes()))
