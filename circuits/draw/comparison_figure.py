@@ -5,7 +5,7 @@ faint).
 What the marks mean (issue 23): an edge's colour is its signed score on the shared diverging
 scale (:data:`interp_rand.figures.style.DIVERGING`, centred on 0, one scale for both panels: red
 helps the metric, blue hurts it; a colour bar says so), its width ``|score|``, its dash the
-head input it feeds (q dotted, k dashed), and the marker on its middle says whether the other
+head input it feeds (q dotted, k dashed), and the marker near its middle says whether the other
 circuit has it too (a filled circle: in both circuits; a cross: in this circuit only) and
 carries the hover (score, share, which circuit). Columns no node of either circuit uses (the
 MLP columns of an attention-only model) and positions no node sits at are dropped, so the
@@ -35,6 +35,8 @@ from interp_rand.figures.style import DIVERGING
 
 #: Marker on an edge's middle: in both circuits, or in this panel's circuit only.
 SHARED_SYMBOL, UNIQUE_SYMBOL = "circle", "x"
+#: Where along an edge (source 0, destination 1) its marker sits.
+MARK_AT = 0.55
 #: Pixels per drawn row and the room around the plot (title, panel titles, legend, ticks).
 ROW_PX, FRAME_PX = 34, 220
 # an edge's line colour never gets lighter than this fraction of the scale's end (the scale's
@@ -106,8 +108,10 @@ def _add_panel(fig: go.Figure, flows: list[FlowEdge], pairs: set, pos: dict, top
         if f.share is not None:
             text += f"<br>mean attention of the query on this key: {f.share:.2f}"
         m = marks.setdefault(shared, {"x": [], "y": [], "score": [], "text": []})
-        m["x"].append((x0 + x1) / 2)
-        m["y"].append((y0 + y1) / 2)
+        # the marker sits just past the middle: an edge skipping a column does not put it on
+        # that column's node and label (columns are whole numbers apart)
+        m["x"].append(x0 + MARK_AT * (x1 - x0))
+        m["y"].append(y0 + MARK_AT * (y1 - y0))
         m["score"].append(f.score)
         m["text"].append(text)
     for (colour, dash, width, alpha), (xs, ys) in sorted(groups.items()):

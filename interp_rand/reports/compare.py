@@ -91,18 +91,19 @@ class ComparisonReport:
         r, (la, lb) = self.result, self.labels
         dicts = [c.to_dict() for c in self.claims]
         verdict = step_verdict(dicts)
-        cross = ", ".join(f"{k.replace('_on_', ' on ')} {v:.2f}" for k, v in r.cross.items() if k[0] != k[-1])
+        cross = ", ".join(f"{k[0].upper()} on {k[-1].upper()} {v:.2f}" for k, v in r.cross.items() if k[0] != k[-1])
         random = "n/a" if r.random_jaccard is None else f"{r.random_jaccard:.3f}"
-        number = (f"{len(r.shared)} shared edges, Jaccard {r.jaccard:.3f} (random {random})"
-                  + (f" · cross-faithfulness {cross}" if cross else ""))
+        number = (f"{len(r.shared)} shared, Jaccard {r.jaccard:.3f} (random {random})"
+                  + (f" · recovered share {cross}" if cross else ""))
         failing = next((c for c in dicts if c["verdict"] == "fails"), None) or next(
             (c for c in dicts if c["verdict"] == "inconclusive"), None)
         why = None
         if failing is not None:
             n_bad = sum(c["verdict"] == failing["verdict"] for c in dicts)
-            why = (f"{failing['verdict']} ({n_bad} of {len(dicts)} claims): {failing['claim']}"
+            text = failing["claim"].replace(f" ({la})", "").replace(f" ({lb})", "")  # A and B are named above
+            why = (f"{n_bad} of {len(dicts)} claims {failing['verdict']}, e.g. {text}"
                    + (f" — {failing['reason']}" if failing["reason"] else ""))
-        return Headline(f"{self.summary['method']} circuits of A = {la} ({len(self.circuits[0])} edges) and "
+        return Headline(f"{self.summary['method']} circuits of A = {la} ({len(self.circuits[0])} edges), "
                         f"B = {lb} ({len(self.circuits[1])} edges)", number, verdict, failing=why)
 
     def claims_table(self) -> str:
