@@ -101,7 +101,8 @@ class ComparisonReport:
         if failing is not None:
             n_bad = sum(c["verdict"] == failing["verdict"] for c in dicts)
             text = failing["claim"].replace(f" ({la})", "").replace(f" ({lb})", "")  # A and B are named above
-            why = (f"{n_bad} of {len(dicts)} claims {failing['verdict']}, e.g. {text}"
+            word = "fail" if failing["verdict"] == "fails" else failing["verdict"]
+            why = (f"{n_bad} of {len(dicts)} claims {word}, e.g. {text}"
                    + (f" — {failing['reason']}" if failing["reason"] else ""))
         return Headline(f"{self.summary['method']} circuits of A = {la} ({len(self.circuits[0])} edges), "
                         f"B = {lb} ({len(self.circuits[1])} edges)", number, verdict, failing=why)
