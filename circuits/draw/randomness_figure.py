@@ -206,7 +206,9 @@ def _summary_table(summary: dict[str, dict[str, Any]]) -> str:
     return f"<div class='scroll'><table><tr><th></th>{head}</tr>{body}</table></div>"
 
 
-def _number(value: float) -> str:
+def _number(value: float | None) -> str:
+    if value is None:
+        return "n/a"
     return f"{value:.2g}" if abs(value) < 0.01 else f"{value:.3f}"
 
 
@@ -225,7 +227,8 @@ def randomness_headline(report: Any) -> Headline:
     number = " vs ".join(usage)
     mixes = [r.get("mechanism", {}).get("mixing") for r in runs]
     if mixes[0] is not None:
-        diversity = " vs ".join(f"{m['set_diversity']:.2f}" for m in mixes if m is not None)
+        diversity = " vs ".join("n/a" if m["set_diversity"] is None else f"{m['set_diversity']:.2f}"
+                                for m in mixes if m is not None)
         number += f" · {'mixes' if mixes[0]['mixes'] else 'does not mix'} strategies: set diversity {diversity}"
     rule = first.get("mechanism", {}).get("rule")
     if rule is not None:
@@ -234,8 +237,8 @@ def randomness_headline(report: Any) -> Headline:
         (c for c in claims if c["verdict"] == "inconclusive"), None)
     why = None
     if failing is not None:
-        why = f"{failing['verdict']}: {failing['claim']} ({_number(failing['value'])} vs {failing['control_label']} "
-        why += f"{_number(failing['control'])})" if failing.get("control") is not None else "-)"
+        why = (f"{failing['verdict']}: {failing['claim']} ({_number(failing['value'])} vs {failing['control_label']} "
+               f"{_number(failing['control'])})")
     return Headline(measured, number, step_verdict(claims), failing=why)
 
 

@@ -188,14 +188,19 @@ def randomness_claims(runs: list[dict[str, Any]]) -> list[Any]:
     if mix is not None:
         other = runs[1].get("mechanism", {}).get("mixing") if len(runs) > 1 else None
         rule = (f"size / capacity >= {mix['size_tolerance']:g} and set diversity >= {mix['diversity_bound']:g}")
-        why = "" if mix["mixes"] else (
-            f"size / capacity {mix['size_ratio']:.3g}" if mix["size_ratio"] < mix["size_tolerance"]
-            else f"set diversity {mix['set_diversity']:.3g}") + " below its bound"
+        ratio, diversity = mix["size_ratio"], mix["set_diversity"]
+        if mix["mixes"]:
+            outcome, why = "holds", ""
+        elif ratio is None or diversity is None:  # capacity 0, or fewer than two seeds
+            outcome, why = "inconclusive", ("no deterministic capacity to hold the sizes against" if ratio is None
+                                            else "no set diversity (fewer than two seeds)")
+        elif ratio < mix["size_tolerance"]:
+            outcome, why = "fails", f"size / capacity {ratio:.3g} below {mix['size_tolerance']:g}"
+        else:
+            outcome, why = "fails", f"set diversity {diversity:.3g} below {mix['diversity_bound']:g}"
         claims.append(Claim(f"{name} mixes strategies (per-seed stored sets near capacity, different across seeds; "
-                            "value: set diversity)", mix["set_diversity"],
-                            None if other is None else other["set_diversity"],
-                            runs[1]["name"] if other is not None else "no compared run",
-                            Verdict("holds" if mix["mixes"] else "fails", rule, "" if mix["mixes"] else why)))
+                            "value: set diversity)", diversity, None if other is None else other["set_diversity"],
+                            runs[1]["name"] if other is not None else "no compared run", Verdict(outcome, rule, why)))
     rule = first.get("mechanism", {}).get("rule")
     if rule is not None:
         claims.append(exceeds(f"{name}'s colouring agrees with the classical routine (relabelled) beyond shuffled noise",

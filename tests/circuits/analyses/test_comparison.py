@@ -134,11 +134,14 @@ def test_cli_compare_end_to_end_and_refusals(tmp_path, capsys):
     assert [c["n_edges"] for c in cards] == sizes and all((out / f"card_{x}.html").exists() for x in "ab")
     assert set(summary["cross_faithfulness"]) == {"a_on_a", "b_on_a", "b_on_b", "a_on_b"}
     printed = capsys.readouterr().out
-    assert "jaccard" in printed and (out / "comparison.html").stat().st_size > 1_000_000
-    # one line per claim with its verdict, in the JSON and at the top of the page too
+    page = (out / "comparison.html").read_text()
+    assert "jaccard" in printed and "src='plotly.min.js'" in page and (out / "plotly.min.js").is_file()
+    # one line per claim with its verdict, in the JSON; on the page the claims table after the figure
     assert len(summary["claims"]) == 6 and sum(summary["verdicts"].values()) == 6
     assert all(c["line"] in printed for c in summary["claims"]) and "verdicts: " in printed
-    assert summary["claims"][0]["line"].replace("'", "&#x27;") in (out / "comparison.html").read_text()
+    import html as html_lib
+    assert all(html_lib.escape(c["claim"]) in page for c in summary["claims"])
+    assert page.index("class='headline'") < page.index("Plotly.newPlot") < page.index("<table")
     # the same run twice: everything shared
     assert main(["compare", str(run_a), str(run_a), "--method", "eap", "--n", "16", "--top-k", "12",
                  "--out", str(tmp_path / "same")]) == 0
