@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from interp_rand import progress as _progress
-from interp_rand.figures.html_page import PLOTLY_FILE
 from interp_rand.output.files import json_text
 from interp_rand.reports.circuit import (
     DEFAULT_SEED,
@@ -60,7 +59,7 @@ class ComparisonReport:
     position_names: list[str]
     cards: tuple[Any, Any] | None = None
 
-    FILES = ("circuit_a.json", "circuit_b.json", "comparison.json", "comparison.html", PLOTLY_FILE, *card_files("card_a"),
+    FILES = ("circuit_a.json", "circuit_b.json", "comparison.json", "comparison.html", *card_files("card_a"),
              *card_files("card_b"))  # every file write() may write
 
     def to_json(self) -> str:

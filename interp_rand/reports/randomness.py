@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from interp_rand import progress as _progress
-from interp_rand.figures.html_page import PLOTLY_FILE
 from interp_rand.output.files import json_text
 
 from interp_rand.defaults import DEFAULT_SEED
@@ -242,8 +241,7 @@ class RandomnessReport:
         drawing reads."""
         return {"runs": self.runs, "summary": self.summary, "claims": [c.to_dict() for c in self.claims]}
 
-    # what write() writes, together (the page's plotly.js is the folder's one copy, staged with it)
-    FILES = ("randomness.json", "randomness.html", PLOTLY_FILE)
+    FILES = ("randomness.json", "randomness.html")  # what write() writes, together
 
     def to_json(self) -> str:
         return json_text(self.to_dict(), indent=1)
