@@ -57,6 +57,28 @@ def key_numbers(data: dict[str, Any]) -> list[tuple[str, Any]]:
     return (preferred + rest)[:MAX_NUMBERS]
 
 
+def side_by_side(data: Any) -> tuple[list[str], list[tuple[str, list[Any]]]] | None:
+    """A JSON output comparing models (a ``summary`` of two or more per-model dicts, as the
+    randomness report writes): ``(model names, [(key, one number per model)])`` for the first
+    :data:`MAX_NUMBERS` numbers every model has, so a model is never shown without its twin."""
+    summary = data.get("summary") if isinstance(data, dict) else None
+    if not (isinstance(summary, dict) and len(summary) >= 2 and all(isinstance(v, dict) for v in summary.values())):
+        return None
+    models = list(summary)
+    first = summary[models[0]]
+    keys = [k for k, v in first.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+            and all(isinstance(summary[m].get(k), (int, float)) for m in models)]
+    return (models, [(k, [summary[m][k] for m in models]) for k in keys[:MAX_NUMBERS]]) if keys else None
+
+
+def _twins_table(name: str, twins: tuple[list[str], list[tuple[str, list[Any]]]]) -> str:
+    models, rows = twins
+    head = "".join(f"<th>{html.escape(m)}</th>" for m in models)
+    body = "".join(f"<tr><td>{html.escape(k)}</td>" + "".join(f"<td class='v'>{_format(v)}</td>" for v in values)
+                   + "</tr>" for k, values in rows)
+    return f"<div class='scroll'><table><tr><th>{html.escape(name)}</th>{head}</tr>{body}</table></div>"
+
+
 def _format(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else str(v)
 
@@ -125,7 +147,7 @@ def _step(out: Path, step: dict[str, Any]) -> str:
     folder = out / step["folder"]
     files = sorted(p for p in folder.rglob("*") if p.suffix in (".html", ".json") and ".measured" not in p.name) \
         if folder.is_dir() else []
-    rows = []
+    rows, compared = [], []
     for path in files:
         if path.suffix != ".json":
             continue
@@ -135,12 +157,17 @@ def _step(out: Path, step: dict[str, Any]) -> str:
             continue
         if _claims(data):  # its claims speak for it (the verdict block), not its raw numbers
             continue
+        twins = side_by_side(data)
+        if twins:
+            compared.append(_twins_table(path.name, twins))
+            continue
         numbers = key_numbers(data) if isinstance(data, dict) else []
         rows += [f"<tr><td>{html.escape(path.name)}</td><td>{html.escape(k)}</td><td class='v'>{_format(v)}</td></tr>"
                  for k, v in numbers]
     links = " ".join(f'<a href="{html.escape(p.relative_to(out).as_posix())}">{html.escape(p.name)}</a>'
                      for p in sorted(files, key=lambda p: (p.suffix != ".html", p.name)))
     table = f"<div class='scroll'><table>{''.join(rows)}</table></div>" if rows else ""
+    table = "".join(compared) + table
     printed = folder / PRINTED
     if not files and printed.is_file():  # a step that only prints (zoo list): what it printed
         table = f"<pre class='printed'>{html.escape(printed.read_text(encoding='utf-8').strip())}</pre>"
@@ -176,4 +203,4 @@ def demo_index(out: str | Path, steps: list[dict[str, Any]], title: str = "inter
                      headline=tour_headline(out, steps))
 
 
-__all__ = ["PRINTED", "demo_index", "key_numbers", "step_verdict", "tour_headline", "verdict_lines"]
+__all__ = ["PRINTED", "demo_index", "key_numbers", "side_by_side", "step_verdict", "tour_headline", "verdict_lines"]

@@ -165,6 +165,20 @@ def test_index_gives_each_step_one_verdict_and_names_a_failing_claim(tmp_path):
     assert "carry (fails), coloring (inconclusive)" in head
 
 
+def test_a_comparison_shows_each_model_beside_its_twin(tmp_path):
+    from interp_rand.figures.demo_index import demo_index
+
+    (tmp_path / "randomness").mkdir()
+    summary = {"zoo:coloring-Aq_R": {"usage seed": 0.209, "seed enters at": "resid", "only here": 1.0},
+               "zoo:coloring-AE_R": {"usage seed": 0.0008}}
+    (tmp_path / "randomness" / "randomness.json").write_text(json.dumps({"runs": [], "summary": summary}))
+    page = demo_index(tmp_path, [{"folder": "randomness", "what": "r", "command": "interp-rand randomness",
+                                  "seconds": 1.0}])
+    row = re.search(r"<tr><td>usage seed</td>(.*?)</tr>", page).group(1)
+    assert "0.209" in row and "0.0008" in row  # one row, both models
+    assert "<th>zoo:coloring-AE_R</th>" in page and "only here" not in page  # only numbers both models have
+
+
 def test_a_step_that_only_prints_shows_what_it_printed(tmp_path):
     from interp_rand.figures.demo_index import PRINTED, demo_index
 
