@@ -33,6 +33,8 @@ h2 { font-size: 1.1em; margin: 0.2em 0; } code { background: #f4f4f4; padding: 1
 table { font-size: 0.9em; margin: 0.5em 0; }
 td { border: 1px solid #ddd; padding: 2px 8px; text-align: left; } td.v { text-align: right; font-variant-numeric: tabular-nums; }
 .muted { color: #666; font-size: 0.9em; }
+ol.overview { margin: 0.4em 0 1em 0; padding-left: 1.6em; line-height: 1.5; }
+ol.overview .muted { font-size: 0.85em; }
 pre.printed { background: #f7f7f7; padding: 0.5em; font-size: 0.85em; overflow-x: auto; white-space: pre; word-break: normal; }
 ul.failing { margin: 0.2em 0 0.5em 0; font-size: 0.9em; }
 """
@@ -171,9 +173,21 @@ def _step(out: Path, step: dict[str, Any]) -> str:
     printed = folder / PRINTED
     if not files and printed.is_file():  # a step that only prints (zoo list): what it printed
         table = f"<pre class='printed'>{html.escape(printed.read_text(encoding='utf-8').strip())}</pre>"
-    return (f"<section><h2>{html.escape(step['what'])}</h2>"
+    return (f"<section id='step-{html.escape(step['folder'], quote=True)}'><h2>{html.escape(step['what'])}</h2>"
             f"<p class='muted'>{step['seconds']} s &middot; <code>{html.escape(step['command'])}</code></p>"
             f"{_verdict_block(folder)}{table}" + (f"<p class='files'>{links}</p>" if links else "") + "</section>")
+
+
+def _overview(out: Path, steps: list[dict[str, Any]]) -> str:
+    """One line per step, its verdict word coloured, linking to its section."""
+    items = []
+    for step in steps:
+        word = step_verdict([c for _, _, cs in _judged(out / step["folder"]) for c in cs])
+        mark = (f"<b style='color:{verdict_colour(word)}'>{word.upper()}</b>" if word
+                else "<span class='muted'>no claims</span>")
+        items.append(f"<li>{mark} · <a href='#step-{html.escape(step['folder'], quote=True)}'>"
+                     f"{html.escape(step['folder'])}</a> <span class='muted'>{html.escape(step['what'])}</span></li>")
+    return f"<ol class='overview'>{''.join(items)}</ol>"
 
 
 def tour_headline(out: Path, steps: list[dict[str, Any]]) -> Headline:
@@ -199,7 +213,7 @@ def demo_index(out: str | Path, steps: list[dict[str, Any]], title: str = "inter
     intro = ("<p class='muted'>Each step's command, its verdict over the claims it states (FAILS when any claim "
              "fails, with one line per failing claim saying why; HOLDS when all hold; else INCONCLUSIVE), its key "
              "numbers (from the JSON it wrote) and every file it wrote; the figures are offline HTML.</p>")
-    return page_html(title, [intro, "".join(_step(out, step) for step in steps)], style=_STYLE,
+    return page_html(title, [_overview(out, steps), intro, "".join(_step(out, step) for step in steps)], style=_STYLE,
                      headline=tour_headline(out, steps))
 
 

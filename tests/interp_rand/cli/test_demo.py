@@ -68,7 +68,7 @@ def test_tour_runs_every_step_on_the_zoo(tmp_path, monkeypatch, capsys):
     assert "sort" in (tmp_path / "zoo" / "printed.txt").read_text()  # zoo list only prints: what it printed is kept
     # the index: one section per step, a link to every file the steps wrote, their key numbers
     index = (tmp_path / "index.html").read_text()
-    assert index.count("<section>") == len(steps)
+    assert index.count("<section id=") == len(steps)
     for folder, name in WRITES.items():
         assert (tmp_path / folder / name).is_file(), (folder, name)
     written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")
@@ -151,7 +151,7 @@ def test_index_gives_each_step_one_verdict_and_names_a_failing_claim(tmp_path):
     steps = [{"folder": f, "what": f, "command": f"interp-rand {f}", "seconds": 1.0}
              for f in ("carry", "sort", "coloring", "addition")]
     page = demo_index(tmp_path, steps)
-    sections = page.split("<section>")[1:]
+    sections = page.split("<section id=")[1:]
     assert [next(w for w in ("FAILS", "HOLDS", "INCONCLUSIVE", "no claims") if w in s) for s in sections] == \
         ["FAILS", "HOLDS", "INCONCLUSIVE", "no claims"]
     lines = verdict_lines(tmp_path / "carry")
@@ -160,9 +160,13 @@ def test_index_gives_each_step_one_verdict_and_names_a_failing_claim(tmp_path):
                                "below the floor 0.5")
     assert "the circuit is learned — FAILS: below the floor 0.5" in sections[0]
     assert "0.2614" not in page and "exact_match" in sections[3]   # a card's raw rows give way to its claims
-    head = page.split("<section>")[0]  # the headline: the tour's word, the failing steps named
+    head = page.split("<ol class=")[0]  # the headline: the tour's word, the failing steps named
     assert "data-verdict='fails'" in head and "3 of 4 steps state claims: 1 fails, 1 inconclusive, 1 holds" in head
     assert "carry (fails), coloring (inconclusive)" in head
+    overview = re.search(r"<ol class='overview'>(.*?)</ol>", page).group(1)  # one coloured word per step, in order
+    assert re.findall(r">(FAILS|HOLDS|INCONCLUSIVE|no claims)<", overview) == ["FAILS", "HOLDS", "INCONCLUSIVE",
+                                                                              "no claims"]
+    assert "href='#step-carry'" in overview and "id='step-carry'" in page
 
 
 def test_a_comparison_shows_each_model_beside_its_twin(tmp_path):
