@@ -307,3 +307,13 @@ def test_pages_cite_only_the_repository():
     for page in PAGES:
         text = page.read_text()
         assert "/work/" not in text and "../shared" not in text, f"{_rel(page)} cites a path outside the repository"
+
+
+def test_readme_python_runs(tmp_path, monkeypatch, capsys):
+    # the first 5 minutes' Python step, run as written (on the zoo: nothing trained)
+    monkeypatch.chdir(tmp_path)
+    blocks = [code for where, code in PYTHON if where.startswith("README.md")]
+    assert blocks, "the README has no Python step"
+    for code in blocks:
+        exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+    assert "torch.Size([" in capsys.readouterr().out
