@@ -129,6 +129,10 @@ def check_names(where: str, words: list[str]) -> None:
         if word.startswith("-") and not re.fullmatch(r"-[0-9.]+", word):
             name, _, value = word.partition("=")
             action = parser._option_string_actions.get(name)
+            below = _subparsers(parser)
+            if action is None and below is not None:  # `train --checkpoint-schedule`: an option of every `train TASK`
+                action = next((p._option_string_actions[name] for p in below.choices.values()
+                               if name in p._option_string_actions), None)
             options = sorted(o for o in parser._option_string_actions if o.startswith("--"))
             assert action is not None, f"{where}: `{' '.join(chain)}` has no option {name}; it has {options}"
             if value:
@@ -169,6 +173,12 @@ def _cli_commands() -> list[tuple[str, list[str], bool]]:
             found.append((where, words[1:], True))
     for where, span in _inline("interp-rand "):
         found.append((where, _words(span)[1:], False))
+    # a sub-command written without the program's name, with options (`eval --seeds`)
+    names = set(_subparsers(PARSER).choices)
+    for page in PAGES:
+        for span in re.findall(r"`([a-z][a-z-]*\s[^`]*--[^`]*)`", _prose(page)):
+            if span.split()[0] in names:
+                found.append((_rel(page), _words(span), False))
     return found
 
 
