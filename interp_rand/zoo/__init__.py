@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from interp_rand.zoo.location import (
+from interp_rand.run_names import (
     CARD_FILE,
     PREFIX,
     ZOO_DIR,
