@@ -33,6 +33,7 @@ level, inside a function (a lazy import that goes upward is still an upward arro
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import networkx as nx
@@ -70,19 +71,23 @@ def _module(path: Path) -> str:
     return ".".join(parts)
 
 
-def _imports(path: Path) -> set[str]:
-    out: set[str] = set()
+def _import_statements(path: Path) -> Iterator[tuple[str | None, list[str]]]:
+    """Every import of ``path`` as ``(base, names)``: ``from base import a, b`` (relative ones
+    resolved) gives ``(base, ["base.a", "base.b"])``, ``import a.b`` gives ``(None, ["a.b"])``."""
     package = _module(path) if path.name == "__init__.py" else _module(path).rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
+            yield None, [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
-            out.add(base)
-            out.update(f"{base}.{a.name}" for a in node.names)
-    return out
+            yield base, [f"{base}.{a.name}" for a in node.names]
+
+
+def _imports(path: Path) -> set[str]:
+    """Every name ``path`` imports, and the module of every ``from`` import."""
+    return {name for base, names in _import_statements(path) for name in names + ([base] if base is not None else [])}
 
 
 SOURCES = sorted(p for pkg in ("interp_rand", "circuits", "probes") for p in (ROOT / pkg).rglob("*.py"))
@@ -93,22 +98,13 @@ def _imported_modules(path: Path) -> set[str]:
     """The modules of the packages that ``path`` imports: ``from a import b`` is the module
     ``a.b`` where that is a module, else ``a`` (``b`` is a name in it); ``import a.b.c`` is the
     longest of ``a.b.c``, ``a.b``, ``a`` that is a module."""
-    package = _module(path) if path.name == "__init__.py" else _module(path).rpartition(".")[0]
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
-            names.update(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names)
     out: set[str] = set()
-    for name in names:
-        while name and name not in MODULES:
-            name = name.rpartition(".")[0]
-        if name:
-            out.add(name)
+    for base, names in _import_statements(path):
+        for name in names if base is None else [n if n in MODULES else base for n in names]:
+            while name and name not in MODULES:
+                name = name.rpartition(".")[0]
+            if name:
+                out.add(name)
     return out
 
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+# where the zoo lives and what ``zoo:NAME`` means: facts of the run names, below the checkpoint
+# loaders that read them (this package builds and describes the models, above the trainer)
 from interp_rand.run_names import (
     CARD_FILE,
     PREFIX,
