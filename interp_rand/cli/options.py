@@ -1,7 +1,8 @@
 """Frozen config dataclasses as argparse options, so the CLI parses into the library's configs.
 
 Each field becomes ``--field-name``; its help text is read from the class's ``Attributes:``
-docstring section (:func:`~interp_rand.cli.catalogue.field_docs`), its type from the annotation; ``bool`` fields get ``--x/--no-x``,
+docstring section (:func:`~interp_rand.cli.catalogue.field_docs`), its type from the
+annotation; ``bool`` fields get ``--x/--no-x``,
 ``Optional`` fields accept ``none``.
 """
 
