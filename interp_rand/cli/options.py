@@ -2,8 +2,7 @@
 
 Each field becomes ``--field-name``; its help text is read from the class's ``Attributes:``
 docstring section (:func:`~interp_rand.cli.catalogue.field_docs`), its type from the
-annotation; ``bool`` fields get ``--x/--no-x``,
-``Optional`` fields accept ``none``.
+annotation; ``bool`` fields get ``--x/--no-x``, ``Optional`` fields accept ``none``.
 """
 
 from __future__ import annotations
