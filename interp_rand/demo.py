@@ -61,7 +61,7 @@ def run_tour(out: str | Path, main: Callable[[list[str]], int]) -> list[dict[str
     """Run every :data:`TOUR` command on the zoo; write ``index.html`` and ``tour.json``.
 
     ``main``: the command line's entry point (``interp_rand.cli.main.main``, argv -> exit
-    code), which runs each step; the command line gives it (``interp-rand demo``), as the demo is
+    code), which runs each step; the command line gives it (``interp-rand demo``): the demo is
     the layer below the command line and never imports it."""
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)

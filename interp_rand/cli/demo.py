@@ -28,7 +28,6 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from interp_rand.cli.main import main
     from interp_rand.demo import DEMO_FILES, TOUR_FILES, run_demo, run_tour
     from interp_rand.output import claim
 
@@ -36,5 +35,5 @@ def run(args: argparse.Namespace) -> int:
     if args.train:
         run_demo(args.out, progress=not args.quiet)
     else:
-        run_tour(args.out, main)
+        run_tour(args.out, args.main)  # the command line's entry point, given by it
     return 0
