@@ -13,6 +13,7 @@ import io
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,10 +78,12 @@ class _Tee(io.StringIO):
 DEMO_FILES = ("summary.json", "training_curves.html")  # --train's
 
 
-def run_tour(out: str | Path) -> list[dict[str, Any]]:
-    """Run every :data:`TOUR` command on the zoo; write ``index.html`` and ``tour.json``."""
-    from interp_rand.cli.main import main
+def run_tour(out: str | Path, main: Callable[[list[str]], int]) -> list[dict[str, Any]]:
+    """Run every :data:`TOUR` command on the zoo; write ``index.html`` and ``tour.json``.
 
+    ``main``: the command line's entry point (``interp_rand.cli.main.main``, argv -> exit
+    code), which runs each step; the command line gives it (``interp-rand demo``): the demo is
+    the layer below the command line and never imports it."""
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     steps = []

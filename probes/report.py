@@ -192,7 +192,7 @@ def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), 
             seed_reads = tuple(reads_by_seed_bit(attr, part, task, seed=config.seed) for attr, _ in qk)
         seconds["qk attribution"] = time.perf_counter() - began
 
-    from interp_rand.zoo.location import run_label
+    from interp_rand.run_names import run_label
 
     info = dict(info or {})
     info.setdefault("task", task.name)

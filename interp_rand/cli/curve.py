@@ -30,7 +30,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from interp_rand.figures.html_page import write_figure
     from interp_rand.figures.training_curve import training_curve_figure
-    from interp_rand.zoo.location import output_folder, resolve_run, run_label
+    from interp_rand.run_names import output_folder, resolve_run, run_label
 
     from interp_rand.output import claim
 

@@ -104,3 +104,12 @@ class TrainConfig:
         if unknown:
             raise ValueError(f"TrainConfig has no field(s) {unknown}; allowed: {sorted(allowed)}")
         return cls(**data)
+
+    @classmethod
+    def from_scale(cls, scale: Any, **overrides: Any) -> "TrainConfig":
+        """A ``TrainConfig`` with every field of the dataclass ``scale`` (a randomized task's
+        :class:`~interp_rand.tasks.randomized.ExperimentScale`) that ``TrainConfig`` also has;
+        ``overrides`` win. The variant (``objective``, ``seed_source``) is the caller's choice."""
+        shared = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in dataclasses.asdict(scale).items() if k in shared}
+        return cls(**{**kwargs, **overrides})

@@ -128,7 +128,7 @@ def run_checkpoints(run: str | Path) -> tuple[Path, list[Path]]:
     """The run folder of ``run`` (a folder or ``zoo:NAME``) and its checkpoints, oldest first;
     ``ValueError`` for fewer than two, saying how to train a run with a schedule."""
     from interp_rand.training.checkpoint import list_checkpoints
-    from interp_rand.zoo.location import resolve_run
+    from interp_rand.run_names import resolve_run
 
     folder = resolve_run(run)
     if not folder.is_dir():
