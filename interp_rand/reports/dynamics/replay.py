@@ -99,12 +99,15 @@ class Replay:
         """``replay.json`` and ``replay.html`` (the figures) in ``out``, replaced together
         (:func:`interp_rand.output.replace_files`)."""
         from interp_rand.figures.dynamics_figure import write_replay_page
+        from interp_rand.figures.html_page import PLOTLY_FILE, plotly_file
         from interp_rand.output import replace_files, write_json
 
         out = Path(out)
         with replace_files(out, OUTPUT_FILES) as stage:
             write_json(stage / TABLE_FILE, self.to_dict(), what="the replay table")
-            write_replay_page(self.to_dict(), stage / FIGURE_FILE)
+            # the folder's one plotly.js sits beside the page, not in the staging folder
+            plotly_file(out)
+            write_replay_page(self.to_dict(), stage / FIGURE_FILE, plotly_src=PLOTLY_FILE)
         return {"table": out / TABLE_FILE, "figures": out / FIGURE_FILE}
 
 
@@ -212,8 +215,8 @@ def replay(run: str | Path, analyses: list[str] | None = None, *, n: int = 256, 
             rows.append(row)
             steps.append(view.step)
             cfg = view.model.cfg
-            model = (f"{view.task.name} model, {cfg.n_layers} layers x {cfg.n_heads} heads, "
-                     f"d_model {cfg.d_model}")
+            model = (f"{view.task.name} model, {cfg.n_layers} layer{'s' if cfg.n_layers != 1 else ''} x "
+                     f"{cfg.n_heads} heads, d_model {cfg.d_model}")
     if not names:
         raise ValueError(f"none of the analyses applies to {run}: " + "; ".join(notes))
     keys = list(dict.fromkeys(key for row in rows for key in row))
