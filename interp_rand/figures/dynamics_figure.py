@@ -234,9 +234,8 @@ def crossings_table(data: dict[str, Any]) -> str:
             "<th>stays crossed from</th></tr>" + "".join(rows) + "</table></div>")
 
 
-def write_replay_page(data: dict[str, Any], path: str | Path, plotly_src: str | None = None) -> Path:
-    """The replay's page: its headline, the figures, then what was run and the crossing table.
-    ``plotly_src``: where the page loads plotly.js from (default: its folder's, written there)."""
+def write_replay_page(data: dict[str, Any], path: str | Path) -> Path:
+    """The replay's page: its headline, the figures, then what was run and the crossing table."""
     seconds = ", ".join(f"{k} {v:.1f} s" for k, v in data.get("seconds", {}).items())
     intro = (f"<p class='note'>{len(data['steps'])} checkpoints (steps {data['steps'][0]} to {data['steps'][-1]}), "
              f"{data.get('n')} examples each (seed {data.get('seed')}). Analyses: "
@@ -251,8 +250,7 @@ def write_replay_page(data: dict[str, Any], path: str | Path, plotly_src: str | 
     sections: list[Any] = ["<h2>Over training</h2>", *replay_figures(data), "<h2>Run</h2>", intro, notes,
                            "<h2>First crossings</h2>", rule, crossings_table(data)]
     model = f" ({data['model']})" if data.get("model") else ""
-    options = {} if plotly_src is None else {"plotly_src": plotly_src}
-    return write_page(path, f"replay of {run_title(data)}{model}", sections, headline=headline(data), **options)
+    return write_page(path, f"replay of {run_title(data)}{model}", sections, headline=headline(data))
 
 
 __all__ = ["MAX_LINES", "crossings_table", "headline", "heatmap_figure", "lines_figure", "replay_figures", "run_title",

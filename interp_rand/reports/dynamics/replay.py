@@ -99,15 +99,12 @@ class Replay:
         """``replay.json`` and ``replay.html`` (the figures) in ``out``, replaced together
         (:func:`interp_rand.output.replace_files`)."""
         from interp_rand.figures.dynamics_figure import write_replay_page
-        from interp_rand.figures.html_page import PLOTLY_FILE, plotly_file
         from interp_rand.output import replace_files, write_json
 
         out = Path(out)
         with replace_files(out, OUTPUT_FILES) as stage:
             write_json(stage / TABLE_FILE, self.to_dict(), what="the replay table")
-            # the folder's one plotly.js sits beside the page, not in the staging folder
-            plotly_file(out)
-            write_replay_page(self.to_dict(), stage / FIGURE_FILE, plotly_src=PLOTLY_FILE)
+            write_replay_page(self.to_dict(), stage / FIGURE_FILE)
         return {"table": out / TABLE_FILE, "figures": out / FIGURE_FILE}
 
 

@@ -128,7 +128,7 @@ def test_an_interrupted_replay_leaves_no_json_without_its_html(tmp_path, capsys,
     out = tmp_path / "dyn"
     pages = iter(["<html>first</html>", KeyboardInterrupt])
 
-    def page(data, path, **options):
+    def page(data, path):
         text = next(pages)
         if text is KeyboardInterrupt:
             raise KeyboardInterrupt  # Ctrl-C while the figures are drawn, after the table was written
