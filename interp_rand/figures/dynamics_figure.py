@@ -196,7 +196,7 @@ def replay_figures(data: dict[str, Any]) -> list[tuple[str, go.Figure]]:
 
 def run_title(data: dict[str, Any]) -> str:
     """The run's short name (``zoo:NAME`` or the run folder's name, never a whole path)."""
-    from interp_rand.zoo.location import run_label
+    from interp_rand.run_names import run_label
 
     return run_label(data.get("run") or "run")
 

@@ -51,7 +51,7 @@ def test_a_curve_that_starts_after_the_learning_phase_says_so():
     """zoo:sort's stored curve begins at step 250 with exact match 0.996 (eval_every 250): the
     headline says the learning phase is not recorded; a curve that starts low does not."""
     from interp_rand.run_history import METRICS_FILE, read_metrics
-    from interp_rand.zoo.location import resolve_run
+    from interp_rand.run_names import resolve_run
 
     records = read_metrics(resolve_run("zoo:sort") / METRICS_FILE)
     assert records[0]["step"] == 250 and records[0]["exact_match"] > 0.99
