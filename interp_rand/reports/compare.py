@@ -176,7 +176,7 @@ def compare_report(run_a: str | Path | None = None, run_b: str | Path | None = N
     from circuits.analyses.faithfulness import TINY_GAP, behaviour_gap
     from circuits.analyses.flow import mean_attention
     from circuits.analyses.verdict import summary_line, verdict_counts
-    from interp_rand.zoo.location import run_label
+    from interp_rand.run_names import run_label
 
     a, b = (analysis_inputs(run, n, seed, pairs, model=given, task=task, what="compare_report",
                             check_architecture=True) for run, given in ((run_a, model_a), (run_b, model_b)))
