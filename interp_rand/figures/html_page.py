@@ -113,22 +113,20 @@ def plotly_file(folder: str | Path) -> Path:
 
 
 def _final_folder(path: Path) -> Path:
-    """The folder the page at ``path`` will be in: its own, or for a page written into a staging
-    folder of :func:`interp_rand.output.replace_files`, the folder that stage replaces files of
-    (the page's relative link to plotly.js must hold after the move)."""
+    """The folder the page at ``path`` will live in: a page written into a staging folder
+    (:func:`interp_rand.output.replace_files`) lives in the folder the stage is moved into."""
     from interp_rand.output.folder import STAGE_PREFIX
 
     here = path.parent.resolve()
     return here.parent if here.name.startswith(STAGE_PREFIX) else here
 
 
-def _assets_for(path: Path) -> Path:
-    """The folder whose plotly.js the page at ``path`` loads."""
+def _assets_for(folder: Path) -> Path:
+    """The folder whose plotly.js a page living in ``folder`` loads."""
     root = _ASSET_ROOT.get()
-    here = _final_folder(path)
-    if root is not None and (here == root or root in here.parents):
+    if root is not None and (folder == root or root in folder.parents):
         return root
-    return here
+    return folder
 
 
 def write_page(path: str | Path, title: str, sections: Iterable[Section], **options: Any) -> Path:
@@ -140,8 +138,9 @@ def write_page(path: str | Path, title: str, sections: Iterable[Section], **opti
     path.parent.mkdir(parents=True, exist_ok=True)
     sections = list(sections)
     if "plotly_src" not in options and any(not isinstance(s, str) for s in sections):
-        js = plotly_file(_assets_for(path))
-        options["plotly_src"] = Path(os.path.relpath(js, _final_folder(path))).as_posix()
+        final = _final_folder(path)  # plotly.min.js is shared, so it is written in place, not staged
+        js = plotly_file(_assets_for(final))
+        options["plotly_src"] = Path(os.path.relpath(js, final)).as_posix()
     return write_text(path, page_html(title, sections, **options))
 
 

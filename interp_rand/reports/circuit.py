@@ -235,7 +235,7 @@ def circuit_report(run: str | Path | None = None, *, model: Any = None, task: An
     in place of ``run``: a model of your own (``seed_source="fixed"``: trained on the task's r0)."""
     from circuits import Ablation, Circuit, discover, faithfulness
     from circuits.analyses.flow import mean_attention
-    from interp_rand.zoo.location import run_label
+    from interp_rand.run_names import run_label
 
     check_circuit_options(method, top_k, threshold, circuit)
     inputs = analysis_inputs(run, n, seed, pairs, model=model, task=task, seed_source=seed_source,

@@ -84,7 +84,7 @@ def mechanism_report(mechanism: str | Mechanism, run: str | Path | None = None, 
     """Check ``mechanism`` (a flagship's name, or a :class:`Mechanism`) on ``run`` (default: the
     flagship's zoo run) or on a given ``model`` and ``task``."""
     from interp_rand.training.checkpoint import load_checkpoint
-    from interp_rand.zoo.location import run_label
+    from interp_rand.run_names import run_label
 
     module = None
     if isinstance(mechanism, str):

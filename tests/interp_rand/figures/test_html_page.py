@@ -61,6 +61,17 @@ def test_pages_of_one_folder_share_one_plotly_file(tmp_path):
     assert "src='plotly.min.js'" in alone and (tmp_path / "other" / PLOTLY_FILE).is_file()
 
 
+def test_a_staged_page_loads_the_plotly_of_the_folder_it_is_moved_into(tmp_path):
+    from interp_rand.output import replace_files
+
+    with replace_files(tmp_path, ["report.html"]) as stage:
+        write_figure(bars("a"), stage / "report.html")
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "src='plotly.min.js'" in page and (tmp_path / PLOTLY_FILE).is_file()
+    assert {PLOTLY_FILE, "report.html"} <= {p.name for p in tmp_path.iterdir()}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]  # the stage moved in, nothing left
+
+
 def test_the_headline_comes_first_with_its_verdict_coloured():
     page = page_html("card", [bars("x")], headline=Headline("edges recover the logit difference",
                                                            "recovers 0.99 · 78 edges", "fails",
