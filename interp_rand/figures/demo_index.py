@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from interp_rand.figures.headline import Headline
+from interp_rand.figures.headline import Headline, overall_verdict
 from interp_rand.figures.html_page import page_html
 from interp_rand.figures.style import verdict_colour
 
@@ -92,12 +92,8 @@ def _claims(data: Any) -> list[dict[str, Any]]:
 
 
 def step_verdict(claims: list[dict[str, Any]]) -> str | None:
-    """One word over ``claims``: ``fails`` when any fails, ``holds`` when all hold, else
-    ``inconclusive``; ``None`` when there are none."""
-    if not claims:
-        return None
-    outcomes = {c["verdict"] for c in claims}
-    return "fails" if "fails" in outcomes else "holds" if outcomes == {"holds"} else "inconclusive"
+    """One word over a step's ``claims`` (:func:`~interp_rand.figures.headline.overall_verdict`)."""
+    return overall_verdict(claims)
 
 
 def _failing_line(name: str, data: dict[str, Any], claim: dict[str, Any]) -> str:

@@ -10,7 +10,9 @@ measurement and its number, ``verdict=None``."""
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from interp_rand.figures.style import verdict_colour
 
@@ -23,6 +25,16 @@ HEADLINE_STYLE = """
 .headline .measured { color: #333; } .headline .number { font-variant-numeric: tabular-nums; }
 .headline .failing { color: #555; font-size: 0.92em; }
 """
+
+
+def overall_verdict(claims: Iterable[Any]) -> str | None:
+    """One word over ``claims`` (verdict words, or dicts with a ``"verdict"``, as JSON outputs
+    store them): ``fails`` when any fails, ``holds`` when all hold, else ``inconclusive``;
+    ``None`` when there are none. The one rule every page's headline and the demo index use."""
+    outcomes = {str(c["verdict"] if isinstance(c, dict) else c).lower() for c in claims}
+    if not outcomes:
+        return None
+    return "fails" if "fails" in outcomes else "holds" if outcomes == {"holds"} else "inconclusive"
 
 
 @dataclass(frozen=True)
@@ -60,4 +72,4 @@ class Headline:
         return f"<div class='headline' data-verdict='{e(self.verdict or '')}' style='border-color:{colour}'>{body}</div>"
 
 
-__all__ = ["HEADLINE_STYLE", "Headline", "VERDICTS"]
+__all__ = ["HEADLINE_STYLE", "Headline", "VERDICTS", "overall_verdict"]

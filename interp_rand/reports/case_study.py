@@ -101,6 +101,24 @@ class CaseStudyReport:
                 line += f"; circuit card {self.card.verdict.upper()}"
         return line
 
+    def page_headline(self) -> Any:
+        """The page's headline: the mechanism's checks and, for an edge-level study, its claims
+        and circuit card; one verdict over all of them (FAILS when any fails), naming the first
+        that does not hold."""
+        from interp_rand.figures.headline import overall_verdict as step_verdict
+        from interp_rand.figures.headline import Headline
+
+        mech = self.mechanism.page_headline()
+        if self.result is None:
+            return mech
+        claims = [*self.mechanism.card.claims, *self.claims, *([] if self.card is None else self.card.claims)]
+        word = step_verdict([{"verdict": c.verdict.outcome} for c in claims])
+        bad = [c for c in claims if not c.verdict.holds]
+        number = (f"{mech.number} (mechanism); {sum(c.verdict.holds for c in self.claims)} of {len(self.claims)} "
+                  "edge-level claims hold" + ("" if self.card is None else f"; circuit card {self.card.verdict.upper()}"))
+        return Headline(f"the {self.study} case study on {self.run}", number, word,
+                        failing=f"{bad[0].text}: {bad[0].verdict.reason}" if bad else None)
+
     def write(self, out: str | Path) -> Path:
         """case_study.json, mechanism.json, case_study.html (the mechanism's headline, drawing,
         algorithm and checks, then the edge-level circuit and ablation figures) and, for an
@@ -130,7 +148,7 @@ class CaseStudyReport:
                 sections += ["<h2>The edge-level study</h2>", claims_html(self.claims), card,
                              *study_figures(self.result), "<details><summary>details</summary><pre>"
                              + html.escape("\n".join(details)) + "</pre></details>"]
-            write_page(stage / "case_study.html", self.title, sections)
+            write_page(stage / "case_study.html", self.title, sections, headline=self.page_headline())
         return out
 
 

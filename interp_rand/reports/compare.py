@@ -84,7 +84,7 @@ class ComparisonReport:
     def headline(self) -> Any:
         """The page's headline: the two circuits' overlap and cross-faithfulness, and one verdict
         over the claims (``fails`` when any fails, naming it; ``holds`` when all hold)."""
-        from interp_rand.figures.demo_index import step_verdict
+        from interp_rand.figures.headline import overall_verdict as step_verdict
         from interp_rand.figures.headline import Headline
 
         r, (la, lb) = self.result, self.labels

@@ -50,20 +50,24 @@ class MechanismReport:
 
         return json_text(self.to_dict(), indent=1)
 
-    def sections(self) -> list[Any]:
-        """The page's sections: the coloured headline, the drawing, the algorithm, the claims."""
-        from circuits.draw.mechanism_figure import mechanism_figure
-        from interp_rand.figures.style import VERDICT_COLOURS
+    def page_headline(self) -> Any:
+        """The page's :class:`~interp_rand.figures.headline.Headline`: the checks that hold, the
+        verdict, and the first check that does not hold with its reason."""
+        from interp_rand.figures.headline import Headline
 
-        colour = VERDICT_COLOURS[self.card.verdict]
         bad = self.card.failing()
-        why = (f"{bad[0].text}: {bad[0].verdict.reason}" if bad
-               else f"every one of its {len(self.card.claims)} checks holds")
-        head = (f"<p style='font-size:1.2em'><b style='color:{colour}'>{self.card.verdict.upper()}</b> "
-                f"{html.escape(why)}</p>")
+        held = sum(c.verdict.holds for c in self.card.claims)
+        return Headline(f"the {self.card.mechanism} mechanism on {self.run}",
+                        f"{held} of {len(self.card.claims)} checks hold", self.card.verdict,
+                        failing=f"{bad[0].text}: {bad[0].verdict.reason}" if bad else None)
+
+    def sections(self) -> list[Any]:
+        """The page's sections after its headline: the drawing, the algorithm, the claims."""
+        from circuits.draw.mechanism_figure import mechanism_figure
+
         claims = claims_html(self.card.claims)
         pseudo = f"<h2>The algorithm</h2><pre>{html.escape(self.card.pseudocode.strip())}</pre>"
-        return [head, mechanism_figure(self.mechanism, self.card, title=self.title), pseudo, "<h2>Checks</h2>", claims,
+        return [mechanism_figure(self.mechanism, self.card, title=self.title), pseudo, "<h2>Checks</h2>", claims,
                 "<pre>" + html.escape("\n".join(self.lines[-3:])) + "</pre>"]
 
     def write(self, out: str | Path) -> Path:
@@ -74,7 +78,7 @@ class MechanismReport:
         out = Path(out)
         with replace_files(out, ("mechanism.json", "mechanism.html")) as stage:
             write_text(stage / "mechanism.json", self.to_json())
-            write_page(stage / "mechanism.html", self.title, self.sections())
+            write_page(stage / "mechanism.html", self.title, self.sections(), headline=self.page_headline())
         return out
 
 

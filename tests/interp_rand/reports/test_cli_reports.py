@@ -237,6 +237,15 @@ def test_case_study_report_is_what_the_command_writes_and_prints(runs, tmp_path,
     card = json.loads((out / "card.json").read_text())   # the study circuit's claim card
     assert card["verdict"] == report.card.verdict and card["n_edges"] == len(report.result.circuit)
     assert card["found_with"]["selection"] == "connected" and "claim card" in stdout
+    # the page opens with one verdict over the mechanism's checks, the edge-level claims and the card
+    head = report.page_headline()
+    every = [*report.mechanism.card.claims, *report.claims, *report.card.claims]
+    assert head.verdict == ("fails" if any(c.verdict.outcome == "fails" for c in every) else
+                            "holds" if all(c.verdict.holds for c in every) else "inconclusive")
+    assert f"circuit card {report.card.verdict.upper()}" in head.number
+    assert (head.failing is None) == all(c.verdict.holds for c in every)
+    page = (out / "case_study.html").read_text()
+    assert page.index("class='headline'") < page.index("<h2>")
     assert {name: s.task for name, s in studies().items()} == {"carry": "addition", "sort": "sort"}
     assert tuple(studies()) == EDGE_STUDIES and set(EDGE_STUDIES) < set(STUDIES)
     with pytest.raises(ValueError, match="needs a addition run"):
