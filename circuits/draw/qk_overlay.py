@@ -14,35 +14,31 @@ with its :class:`~probes.qk_attribution.QKPatchCheck`) the drawing gets:
   removed against random ones).
 
 Positions are the residual stream's (a seed token, if any, is 0), as the circuit's nodes use.
-Only the attribution objects' attributes are read here (drawing never computes).
+Only the attribution objects' attributes are read here (drawing never computes); a
+contributor's node comes from its :class:`~probes.qk_attribution.Contributor`'s part (kind,
+layer, head), never from its name.
 """
 
 from __future__ import annotations
 
-import re
-
 import plotly.graph_objects as go
 
 from circuits.graph.architecture import Architecture
-from circuits.graph.nodes import Node
+from circuits.graph.nodes import WRITER_KINDS, Node
+from probes.qk_attribution import Part
 from circuits.draw.layout import band_height, node_column, node_row
 
 SIDE_COLOUR = {"q": "rgba(130,60,170,0.85)", "k": "rgba(30,140,80,0.85)"}
 SIDE_TEXT = {"q": "query side", "k": "key side"}
-_HEAD, _MLP = re.compile(r"a(\d+)\.(\d+)$"), re.compile(r"m(\d+)$")
 
 
-def contributor_node(name: str, position: int | None) -> Node | None:
-    """The drawing's node for a contributor's node name (``a0.1``, ``m0``, ``embed``, ``seed``,
-    ``input_mlp``) at ``position``; ``None`` for one that is no node of the graph (``pos``,
-    ``b_O``)."""
-    if m := _HEAD.match(name):
-        return Node("head", int(m[1]), int(m[2]), position)
-    if m := _MLP.match(name):
-        return Node("mlp", int(m[1]), None, position)
-    if name in ("embed", "seed", "input_mlp"):
-        return Node(name, None, None, position)
-    return None
+def contributor_node(part: Part, position: int | None) -> Node | None:
+    """The drawing's node for a contributor's part (:class:`~probes.qk_attribution.Part`: its
+    kind, layer and head, as the attribution made it) at ``position``; ``None`` for one that is
+    no node of the graph (``pos``, ``b_O``, ``bias``)."""
+    if part.kind not in WRITER_KINDS:
+        return None
+    return Node(part.kind, part.layer, part.head, position)
 
 
 def node_xy(node: Node, arch: Architecture, by_position: bool) -> tuple[float, float]:
@@ -67,7 +63,7 @@ def head_label(attr, check, key: int, names: list[str] | None, top: list[str],
     name = (lambda p: f"{p} {names[p]}" if names is not None and p < len(names) else str(p))
     lines = [f"<b>why a{attr.layer}.{attr.head} @ {name(attr.query)} attends {name(key)}</b> "
              f"(mean attention {float(attr.mean_pattern[key]):.2f})"]
-    lines += [f"{SIDE_TEXT[c[0]]}: {c[2:]} ({importance[c]:.2f})" for c in top]
+    lines += [f"{SIDE_TEXT[c.side]}: {c.part} ({importance[c]:.2f})" for c in top]
     if check is not None:
         lines.append(f"top {len(check.top)} removed: pattern moves {check.top_change:.2f} vs "
                      f"{check.random_mean:.2f} random: <b>{check.verdict}</b>")
@@ -92,8 +88,8 @@ def add_qk_overlay(fig: go.Figure, qk, arch: Architecture, by_position: bool,
         top = list(check.top) if check is not None else attr.top(k)
         largest = max((importance[c] for c in top), default=0.0) or 1.0
         for contributor in top:
-            side, node_name = contributor[0], contributor[2:]
-            source = contributor_node(node_name, attr.query if side == "q" else key)
+            side = contributor.side
+            source = contributor_node(contributor.part, attr.query if side == "q" else key)
             if source is None:
                 continue
             sx, sy = node_xy(source, arch, by_position)

@@ -94,7 +94,7 @@ class CaseStudyReport:
         """One line: the mechanism's verdict and, for an edge-level study, its claims' and card's."""
         line = self.mechanism.card.headline()
         if self.result is not None:
-            from circuits.analyses.verdict import summary_line
+            from interp_rand.verdicts import summary_line
 
             line += f"; edge-level study: {summary_line(self.claims).removeprefix('verdicts: ')}"
             if self.card is not None:
@@ -155,7 +155,7 @@ def case_study_report(study: str, run: str | Path | None = None, *, seed: int = 
     control sets, ``n`` evaluation examples (default: the study's own) and, with ``card``, the
     claim card of the study's circuit (``card_resamples`` resampled-data circuits). A bad option
     is refused before the run is read."""
-    from circuits.analyses.verdict import summary_line, verdict_counts
+    from interp_rand.verdicts import summary_line, verdict_counts
     from interp_rand.reports.mechanism import mechanism_report
     from interp_rand.reports.mechanisms import flagship
     from interp_rand.training.checkpoint import CheckpointError, load_checkpoint

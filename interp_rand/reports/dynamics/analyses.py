@@ -53,7 +53,7 @@ def accuracy(view: CheckpointView) -> Measures:
     return out
 
 
-THRESHOLDS["accuracy"] = (Threshold("accuracy/", 0.99),)
+THRESHOLDS.register("accuracy", (Threshold("accuracy/", 0.99),))
 
 
 def final_checkpoint(view: CheckpointView) -> Path:
@@ -144,7 +144,7 @@ def circuit(view: CheckpointView, method: str = "eap", metric: str = "logprob", 
     return out
 
 
-THRESHOLDS["circuit"] = (Threshold("edge_rel/", 0.5), Threshold("faithfulness/", 0.8))
+THRESHOLDS.register("circuit", (Threshold("edge_rel/", 0.5), Threshold("faithfulness/", 0.8)))
 
 
 _PROBE_OPTIONS = (
@@ -181,6 +181,6 @@ def probe(view: CheckpointView, control: bool = True, alpha: float = 1e-3) -> Me
     return out
 
 
-THRESHOLDS["probe"] = (Threshold("probe/", 0.5),)
+THRESHOLDS.register("probe", (Threshold("probe/", 0.5),))
 
 __all__ = ["accuracy", "circuit", "final_checkpoint", "probe"]

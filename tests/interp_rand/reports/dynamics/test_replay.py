@@ -196,7 +196,7 @@ def test_unknown_analyses_and_options_list_what_exists(run):
 
 def test_every_registered_analysis_has_thresholds_of_its_own_quantities():
     for name in ("accuracy", "circuit", "probe"):
-        assert name in DYNAMICS_ANALYSES and THRESHOLDS[name]
+        assert name in DYNAMICS_ANALYSES and THRESHOLDS.get(name)
 
 
 def test_the_final_circuits_faithfulness_is_the_circuit_reports(run, replayed):
