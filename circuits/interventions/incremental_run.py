@@ -52,8 +52,10 @@ class IncrementalRun:
     (:meth:`~interp_rand.model.attention.Attention.mask_scores`, ``pattern_of``: softmax or
     linear, a query with no allowed key reading nothing). ``tests/circuits/interventions/test_batched_patching.py``
     pins the results against :func:`~circuits.interventions.edge_patching.run_with_edges`.
-    Readers of the input MLP are not decomposed (``stage_of`` is -1): callers use
-    :func:`~circuits.interventions.batched_patching.run_with_edge_sets` for them.
+    Readers of the input MLP are not decomposed (``stage_of`` is -1):
+    :class:`~circuits.interventions.batched_patching.PatchRun`, which drives this run, takes the
+    block path for them. A candidate's input changes follow the one rule of
+    :mod:`circuits.interventions.edge_patching` (:func:`~circuits.interventions.edge_patching.add_edge_deltas`).
     """
 
     @staticmethod

@@ -35,7 +35,9 @@ current kept set node by node, and a test recomputes only the tested node at the
 removals touch and what that reaches through the *kept* edges (late in the search, little);
 an accepted removal's recomputed values become the run's state (``commit``). Everything else
 is read from that state. A TransformerBridge, the input MLP's inputs and ``incremental=False``
-take the block path above. Both are pinned to :func:`acdc_scores_sequential` (same kept edges,
+take the block path above. Both paths are one engine,
+:class:`~circuits.interventions.batched_patching.PatchRun`, which the search hands each batch
+of tests as edge lists. Both are pinned to :func:`acdc_scores_sequential` (same kept edges,
 scores within 1e-5) in ``tests/circuits/interventions/test_batched_patching.py``, including the
 zoo's sort, addition, colouring and recall models.
 
