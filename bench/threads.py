@@ -1,4 +1,4 @@
-"""Training steps/s of the README's Python example (3-digit addition, d_model 64, batch 256)
+"""Training steps/s of docs/python.md's example (3-digit addition, d_model 64, batch 256)
 with 1 and 2 torch intra-op threads, on an otherwise idle machine and with one core kept busy
 by a spinning process (what a shared 2-core machine looks like), alternating in rounds.
 

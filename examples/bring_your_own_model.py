@@ -5,7 +5,7 @@ card, the attention report and a probe with its control, through a small TaskSpe
     python examples/bring_your_own_model.py --out /tmp/byom        # about 10 s of CPU, imports included
     interp-rand circuit --model examples.bring_your_own_model:build --out /tmp/byom-circuit
 
-The README's "Bring your own model" section is this file's first half.
+docs/bring-your-own-model.md shows this file's first half.
 """
 
 import argparse

@@ -9,8 +9,11 @@ addition models first (a few minutes) and evaluates those.
 
 from __future__ import annotations
 
+import io
 import shlex
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +21,8 @@ import torch
 
 from interp_rand.evaluation import evaluate
 from interp_rand.figures import training_curves
-from interp_rand.figures.demo_index import demo_index, verdict_lines
-from interp_rand.figures.html_page import write_figure
+from interp_rand.figures.demo_index import PRINTED, demo_index, verdict_lines
+from interp_rand.figures.html_page import asset_folder, write_figure
 from interp_rand.output import replace_files, write_json, write_text
 from interp_rand.tasks import make_task
 from interp_rand.training import TrainConfig, train
@@ -53,13 +56,34 @@ TOUR: list[tuple[str, str, list[str]]] = [
 
 
 TOUR_FILES = ("tour.json", "index.html")  # the tour's own files in its folder, written together
+
+
+class _Tee(io.StringIO):
+    """Within the block, what is printed goes to the terminal and is kept (``getvalue()``)."""
+
+    def __enter__(self) -> "_Tee":
+        self._real = sys.stdout
+        sys.stdout = self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.stdout = self._real
+
+    def write(self, text: str) -> int:
+        self._real.write(text)
+        return super().write(text)
+
+    def flush(self) -> None:
+        self._real.flush()
 DEMO_FILES = ("summary.json", "training_curves.html")  # --train's
 
 
-def run_tour(out: str | Path) -> list[dict[str, Any]]:
-    """Run every :data:`TOUR` command on the zoo; write ``index.html`` and ``tour.json``."""
-    from interp_rand.cli.main import main
+def run_tour(out: str | Path, main: Callable[[list[str]], int]) -> list[dict[str, Any]]:
+    """Run every :data:`TOUR` command on the zoo; write ``index.html`` and ``tour.json``.
 
+    ``main``: the command line's entry point (``interp_rand.cli.main.main``, argv -> exit
+    code), which runs each step; the command line gives it (``interp-rand demo``): the demo is
+    the layer below the command line and never imports it."""
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     steps = []
@@ -68,7 +92,10 @@ def run_tour(out: str | Path) -> list[dict[str, Any]]:
         line = "interp-rand --threads 1 " + shlex.join(argv)
         print(f"\n## {what}\n$ {line}", flush=True)
         began = time.perf_counter()
-        code = main(["--threads", "1", *argv])
+        with asset_folder(out), _Tee() as printed:  # every page shares out/plotly.min.js
+            code = main(["--threads", "1", *argv])
+        (out / folder).mkdir(exist_ok=True)
+        write_text(out / folder / PRINTED, printed.getvalue())
         if code != 0:
             raise RuntimeError(f"demo step failed ({code}): {line}")
         verdict = verdict_lines(out / folder)

@@ -9,7 +9,8 @@ In process, the jobs run one after the other in list order (a job's ``after`` mu
 earlier in the list). On Ray (``ray_address``), every job is one task of 1 CPU running with one
 torch thread; a job's ``after`` is passed as that job's object ref, so Ray starts it only once
 the other has finished; results are gathered as they finish. Ray is imported only here, and
-only when asked.
+only when asked; :func:`connect_ray` joins a cluster (a bad address fails within seconds), for
+the jobs here and for the grid world's PGPE actors alike.
 
 Progress: with ``log``, one line when a job starts (``run 3 of 14: TITLE``) and one when it
 finishes (``run 3 of 14: TITLE: done in 12.3 s, HEADLINE``). On Ray the start line is printed
@@ -20,13 +21,16 @@ the finish line by this process.
 from __future__ import annotations
 
 import os
+import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 LOCAL = "local"
 START_PATTERN = r"^run \d+ of \d+: "
+RAY_CONNECT_TIMEOUT_S = 5.0
 
 
 class Job(Protocol):
@@ -143,9 +147,53 @@ def _connect(address: str, workers: int | None) -> None:
                                   f"{type(err).__name__}: {err}") from err
         return
     # joining a cluster: probe the address first, so a wrong one fails within seconds
-    from interp_rand.gridworld.pgpe import connect_ray
-
     connect_ray(address)
 
 
-__all__ = ["LOCAL", "Job", "print_line", "run_jobs"]
+def connect_ray(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """Join the Ray cluster at ``address`` (``host:port`` of the head node's GCS,
+    ``ray://host:port`` or ``auto``).
+
+    ``ray.init`` retries an unreachable or foreign address for a long time; here a
+    ``host:port`` is first probed (TCP connect, then one GCS request, together bounded by
+    ``timeout_s``), and a failure raises ``ConnectionError`` naming the address."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    if address != "auto" and not address.startswith("ray://"):
+        _probe_gcs(address, timeout_s)
+    try:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    except (ConnectionError, RuntimeError) as err:
+        raise ConnectionError(f"cannot join the Ray cluster at {address!r}: {err}") from None
+
+
+def _probe_gcs(address: str, timeout_s: float) -> None:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"ray address {address!r} must be host:port, ray://host:port or auto")
+    failure: list[str] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection((host, int(port)), timeout=timeout_s).close()
+            from ray._raylet import GcsClient
+
+            GcsClient(address=address).internal_kv_get(b"interp-rand-probe", None, timeout=timeout_s)
+        except Exception as err:  # noqa: BLE001 -- any failure means "not a reachable Ray GCS"
+            failure.append(f"{type(err).__name__}: {err}")
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        failure.append(f"no answer within {timeout_s:g} s")
+    if failure:
+        raise ConnectionError(
+            f"cannot reach a Ray cluster at {address!r} ({failure[0]}); give the head node's "
+            "host:port (e.g. 10.0.0.1:6379), or leave out --ray-address to run locally"
+        )
+
+
+__all__ = ["LOCAL", "Job", "connect_ray", "print_line", "run_jobs"]

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from interp_rand.registry import Registry
-from interp_rand.tasks.base import Batch
+from interp_rand.batch import Batch
 
 
 # ---------------------------------------------------------------------- the one bit order

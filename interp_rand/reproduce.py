@@ -43,6 +43,7 @@ from interp_rand.seeded_evaluation import evaluate_seeded, save_summary
 from interp_rand.tasks import make_task
 from interp_rand.tasks.randomized import Experiment, ExperimentScale, experiments
 from interp_rand.training import TrainConfig, train
+from interp_rand.variant_names import file_label
 
 # Every randomized task's experiment (its scales, sweep, evaluation size and the paper's
 # values), each held by its task (``RecallTask.experiment``): adding one is an entry there.
@@ -95,11 +96,6 @@ class VariantRun:
     erm_twin: str | None
 
 
-def file_label(variant: str) -> str:
-    """The paper's variant name as a file name: ``"A^q_R (m=1)"`` -> ``"Aq_R_m1"``."""
-    return variant.replace("^", "").replace(" ", "").replace("(", "_").replace(")", "").replace("=", "")
-
-
 def variant_runs(task_name: str, scale, train_seed: int = 0) -> list[VariantRun]:
     """Every variant's run at ``scale`` for one training seed, ERM twins (q = 1) before the
     q-norm variants they start."""
@@ -111,8 +107,8 @@ def variant_runs(task_name: str, scale, train_seed: int = 0) -> list[VariantRun]
             if scale.qnorm_from_erm:
                 twin = next(r.label for r in runs if r.config.q == 1
                             and r.config.seed_source == overrides["seed_source"])
-        config = scale.train_config(seed=train_seed, steps=steps, eval_size=512, eval_every=max(1, steps // 10),
-                                    checkpoint_every=steps, **overrides)
+        config = TrainConfig.from_scale(scale, seed=train_seed, steps=steps, eval_size=512,
+                                        eval_every=max(1, steps // 10), checkpoint_every=steps, **overrides)
         runs.append(VariantRun(variant, file_label(variant), config, twin))
     return runs
 

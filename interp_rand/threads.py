@@ -2,7 +2,7 @@
 
 The models here are small (a few hundred thousand parameters, batches of a few hundred), so an
 op has too little work to split: on a shared 2-core machine a second thread mostly waits for the
-other core: training the README's example ran at 11.3 steps/s with 1 thread and 1.0 with 2, and
+other core: training docs/python.md's example ran at 11.3 steps/s with 1 thread and 1.0 with 2, and
 with one core kept busy at 4.4 against 0.4 (``bench/threads.py``, 2026-12-01, a shared 2-core
 machine). torch's own default is one thread per core. The library never changes
 the setting by itself; the CLI applies ``--threads`` (default :data:`DEFAULT_THREADS`) for the

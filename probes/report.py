@@ -75,6 +75,10 @@ class ReportData:
     qk: tuple[tuple[Any, Any], ...] = ()
     # per qk head on a key/value recall task: which keys it reads under which seed bits
     qk_seed_reads: tuple[Any, ...] = ()
+    # per role: the score of a head that attends uniformly over the keys it may see (the chance
+    # baseline a role score is read against); None where no such baseline exists (seed_reader as
+    # a total variation between patterns)
+    role_chance: dict[str, float | None] = field(default_factory=dict)
 
 
 def position_labels(task, n_pos: int) -> list[str]:
@@ -102,6 +106,19 @@ def _examples(model, task, batch, patterns, config) -> list[ExamplePattern]:
                 labels = ["seed"] + labels
             out.append(ExamplePattern(f"{name} (example {row})", tuple(labels), patterns[row]))
     return out
+
+
+def chance_scores(model: nn.Module, task, batch: Batch, roles: RoleScores) -> dict[str, float | None]:
+    """Per role of ``roles``: the score of uniform causal attention (every query spreads its mass
+    evenly over the keys at or before it), i.e. what a head that ignores the input gets. None for
+    ``seed_reader`` when the seed enters every token (its score is a total variation between two
+    patterns, which uniform attention does not have)."""
+    n = seed_offset(model) + batch.inputs.shape[1]
+    uniform = torch.tril(torch.ones(n, n))
+    uniform = (uniform / uniform.sum(-1, keepdim=True)).expand(len(batch), 1, 1, n, n)
+    names = [r for r in roles.scores if r != "seed_reader" or seed_offset(model)]
+    chance = score_roles(model, task, batch, roles=names, patterns=uniform).scores if names else {}
+    return {r: (float(chance[r][0, 0]) if r in chance else None) for r in roles.scores}
 
 
 def _probe_layers(results) -> dict[str, dict[str, Any]]:
@@ -153,6 +170,7 @@ def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), 
     note(f"attention patterns and head roles ({len(batch)} examples)", progress)
     patterns = attention_patterns(model, batch)
     roles = score_roles(model, task, batch, patterns=patterns, generator=generator)
+    chance = chance_scores(model, task, batch, roles)
     means = conditional_patterns(task, batch, task_slice(model, patterns))
     examples = _examples(model, task, batch, patterns, config)
     seconds["attention"] = time.perf_counter() - began
@@ -192,7 +210,7 @@ def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), 
             seed_reads = tuple(reads_by_seed_bit(attr, part, task, seed=config.seed) for attr, _ in qk)
         seconds["qk attribution"] = time.perf_counter() - began
 
-    from interp_rand.zoo.location import run_label
+    from interp_rand.run_names import run_label
 
     info = dict(info or {})
     info.setdefault("task", task.name)
@@ -210,6 +228,7 @@ def build_report(model: nn.Module, task, config: ReportConfig = ReportConfig(), 
         seconds=seconds,
         qk=qk,
         qk_seed_reads=seed_reads,
+        role_chance=chance,
     )
 
 
@@ -230,5 +249,5 @@ def report_from_run(run_dir: str | Path, config: ReportConfig = ReportConfig(), 
                         progress=progress, qk_heads=qk_heads)
 
 
-__all__ = ["ExamplePattern", "ReportConfig", "ReportData", "build_report", "position_labels",
+__all__ = ["ExamplePattern", "ReportConfig", "ReportData", "build_report", "chance_scores", "position_labels",
            "report_from_run", "token_labels"]

@@ -1,6 +1,11 @@
-"""Draw a :class:`~probes.report.ReportData` as one self-contained HTML file, written by the
-toolkit's one page writer (:mod:`interp_rand.figures.html_page`: plotly.js inlined once in the
-page head, every figure a ``div`` that uses it, so the file works offline and stays small).
+"""Draw a :class:`~probes.report.ReportData` as one HTML page, written by the toolkit's one
+page writer (:mod:`interp_rand.figures.html_page`: the output folder's one plotly.js, every
+figure a ``div`` that uses it, so the page works offline and stays small).
+
+The page opens with its headline (what was measured, the strongest role against its chance
+baseline, the query/key verdict when heads were asked for), figures before their tables, heads
+named ``a0.3`` (:func:`interp_rand.figures.style.head_name`), example patterns ticked with the
+example's own tokens on both axes, and the run's details last.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from torch import Tensor
 
+from interp_rand.figures.headline import Headline
 from interp_rand.figures.html_page import page_html, write_page
+from interp_rand.figures.style import DIVERGING, SEQUENTIAL, head_name
 from probes.report import ReportData
 
 
@@ -28,8 +35,8 @@ def pattern_scale(*patterns: Tensor) -> dict:
     low = min(float(p.min()) for p in patterns)
     top = max(float(p.abs().max()) for p in patterns) or 1.0
     if low < -1e-6 * top:
-        return {"zmin": -top, "zmax": top, "zmid": 0.0, "colorscale": "RdBu"}
-    return {"zmin": 0.0, "zmax": top, "colorscale": "Blues"}
+        return {"zmin": -top, "zmax": top, "zmid": 0.0, "colorscale": DIVERGING}
+    return {"zmin": 0.0, "zmax": top, "colorscale": SEQUENTIAL}
 
 
 def pattern_figure(patterns: Tensor, labels: list[str], title: str, *, ticks: list[str] | None = None,
@@ -41,7 +48,7 @@ def pattern_figure(patterns: Tensor, labels: list[str], title: str, *, ticks: li
     ticks = list(labels if ticks is None else ticks)
     scale = scale or pattern_scale(patterns)
     fig = make_subplots(rows=n_layers, cols=n_heads, horizontal_spacing=0.05, vertical_spacing=0.16 / n_layers + 0.04,
-                        subplot_titles=[f"L{l}H{h}" for l in range(n_layers) for h in range(n_heads)])
+                        subplot_titles=[head_name(l, h) for l in range(n_layers) for h in range(n_heads)])
     hover = [[f"query {labels[q]}<br>key {labels[k]}" for k in range(n_pos)] for q in range(n_pos)]
     for layer in range(n_layers):
         for head in range(n_heads):
@@ -49,7 +56,7 @@ def pattern_figure(patterns: Tensor, labels: list[str], title: str, *, ticks: li
                 z=_round(patterns[layer, head]), x=list(range(n_pos)), y=list(range(n_pos)), text=hover,
                 showscale=(layer == 0 and head == 0), colorbar={"title": {"text": "attention"}, "len": 0.6, "y": 1,
                                                                 "yanchor": "top"},
-                hovertemplate=f"L{layer}H{head}<br>%{{text}}<br>attention %{{z:.3f}}<extra></extra>", **scale,
+                hovertemplate=f"{head_name(layer, head)}<br>%{{text}}<br>attention %{{z:.3f}}<extra></extra>", **scale,
             ), row=layer + 1, col=head + 1)
     axis = {"tickmode": "array", "tickvals": list(range(n_pos)), "ticktext": ticks, "tickfont": {"size": 11},
             "automargin": True, "showgrid": False}
@@ -65,37 +72,61 @@ def pattern_figure(patterns: Tensor, labels: list[str], title: str, *, ticks: li
 
 
 def roles_figure(data: ReportData) -> go.Figure:
-    """Role x head heatmap of the scores."""
+    """Role x head heatmap of the scores (sequential scale: they lie in [0, 1]), each role's
+    chance baseline (uniform attention) in its row label."""
     roles = list(data.roles.scores)
     first = next(iter(data.roles.scores.values()))
-    heads = [f"L{l}H{h}" for l in range(first.shape[0]) for h in range(first.shape[1])]
+    heads = [head_name(l, h) for l in range(first.shape[0]) for h in range(first.shape[1])]
     z = [_round(data.roles.scores[r].flatten()) for r in roles]
-    fig = go.Figure(go.Heatmap(z=z, x=heads, y=roles, zmin=0, zmax=1, colorscale="Viridis",
+    chance = data.role_chance
+    rows = [r if chance.get(r) is None else f"{r} (chance {chance[r]:.2f})" for r in roles]
+    fig = go.Figure(go.Heatmap(z=z, x=heads, y=rows, zmin=0, zmax=1, colorscale=SEQUENTIAL,
+                               colorbar={"title": {"text": "score"}},
                                hovertemplate="%{y}<br>%{x}<br>score %{z:.3f}<extra></extra>"))
-    fig.update_layout(title="head-role scores (0..1)", height=120 + 40 * len(roles), margin=dict(l=20, r=20, t=60, b=20))
+    fig.update_layout(title="head-role scores (0..1; chance = a head attending uniformly)",
+                      height=160 + 40 * len(roles), font={"size": 12}, margin=dict(l=20, r=20, t=60, b=40))
     return fig
 
 
 def probe_layers_figure(data: ReportData) -> go.Figure:
     """Selectivity per hook at each instance's output position: trained (solid) vs random
-    init (dotted), one panel per variable."""
+    init (dotted, the same colour, named "random init" in the legend and the hover), one panel
+    per variable. The legend sits under the panels, in rows across the figure's width, and the
+    figure grows with it so that no entry is cut off."""
     names = list(data.probe_layers)
     fig = make_subplots(rows=1, cols=len(names), subplot_titles=names)
+    palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+               "#bcbd22", "#17becf")
+    n_entries, any_random = 0, False
     for i, name in enumerate(names):
         block = data.probe_layers[name]
         hooks = [h.replace("blocks.", "").replace("hook_", "") for h in block["hooks"]]
-        for inst, entry in block["instances"].items():
+        for j, (inst, entry) in enumerate(block["instances"].items()):
+            colour = palette[j % len(palette)]
             fig.add_trace(go.Scatter(x=hooks, y=[round(v, 3) for v in entry["trained"]], mode="lines+markers",
-                                     name=f"{name} {inst}", legendgroup=name), row=1, col=i + 1)
+                                     name=f"{name} {inst}", legendgroup=f"{name} {inst}", line={"color": colour},
+                                     hovertemplate=f"{name} {inst} (trained)<br>%{{x}}<br>selectivity %{{y:.3f}}"
+                                                   "<extra></extra>"), row=1, col=i + 1)
+            n_entries += 1
             if entry["random"] is not None:
+                any_random = True
                 fig.add_trace(go.Scatter(x=hooks, y=[round(v, 3) for v in entry["random"]], mode="lines",
-                                         line=dict(dash="dot"), name=f"{name} {inst} (random init)",
-                                         legendgroup=name, showlegend=False), row=1, col=i + 1)
-    n_entries = sum(len(data.probe_layers[name]["instances"]) for name in names)
-    # the legend lists every instance: the figure grows with it so that none is cut off
-    fig.update_layout(title="probe selectivity by layer (dotted: random-init model)",
-                      height=max(420, 140 + 21 * n_entries), width=max(760, 380 * len(names) + 220),
-                      font={"size": 12})
+                                         line={"dash": "dot", "color": colour}, name=f"{name} {inst} random init",
+                                         legendgroup=f"{name} {inst}", showlegend=False,
+                                         hovertemplate=f"{name} {inst} (random-init model)<br>%{{x}}<br>"
+                                                       "selectivity %{y:.3f}<extra></extra>"), row=1, col=i + 1)
+    if any_random:  # one legend entry says what the dotted lines are
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line={"dash": "dot", "color": "#555"},
+                                 name="dotted: the same probe on a random-init model"), row=1, col=1)
+        n_entries += 1
+    width = 1150
+    per_row = max(1, width // 230)
+    legend_rows = -(-n_entries // per_row)
+    fig.update_yaxes(title_text="selectivity", col=1)
+    fig.update_layout(title="probe selectivity by layer (solid: trained; dotted: random-init model)",
+                      height=380 + 26 * legend_rows, width=width, font={"size": 12},
+                      legend={"orientation": "h", "x": 0, "y": -0.18, "yanchor": "top", "entrywidth": 220},
+                      margin={"l": 70, "r": 30, "t": 90, "b": 60 + 26 * legend_rows})
     return fig
 
 
@@ -125,7 +156,7 @@ def qk_attribution_figure(attr, labels: list[str] | None = None, key: int | None
     fig.update_xaxes(title_text="key-side node", tickangle=-45)
     side = 36 * len(nodes) + 160
     fig.update_layout(
-        title=(f"a{attr.layer}.{attr.head}: query {name(attr.query)} attends key {name(key)} "
+        title=(f"{head_name(attr.layer, attr.head)}: query {name(attr.query)} attends key {name(key)} "
                f"(mean attention {float(mean_row[key]):.2f})<br>score split by query node x key node"),
         height=side + 80, width=max(640, 2 * side + 200), font={"size": 12}, margin=dict(l=60, r=40, t=100, b=60))
     return fig
@@ -147,7 +178,7 @@ def seed_reads_figure(reads, labels: list[str] | None = None) -> go.Figure:
     fig.update_yaxes(autorange="reversed", title_text="seed bit")
     fig.update_xaxes(title_text="key identity (wherever its pair sits)")
     noise = float(reads.control.nan_to_num().abs().max())
-    fig.update_layout(title=(f"a{reads.layer}.{reads.head} at {name}: attention on each key with the seed bit set "
+    fig.update_layout(title=(f"{head_name(reads.layer, reads.head)} at {name}: attention on each key with the seed bit set "
                              f"minus unset<br>largest |set - unset| {top:.2f}; with the seeds shuffled across "
                              f"examples (control) {noise:.2f}"), height=150 + 26 * n_bits, width=max(640, 160 + 48 * n_keys),
                       font={"size": 12}, margin=dict(l=70, r=40, t=90, b=60))
@@ -160,7 +191,7 @@ def qk_table_rows(data: ReportData) -> list[dict]:
     rows = []
     for attr, check in data.qk:
         d = check.to_dict()
-        rows.append({"head": f"a{attr.layer}.{attr.head}", "query": attr.query, "top 3": ", ".join(check.top),
+        rows.append({"head": head_name(attr.layer, attr.head), "query": attr.query, "top 3": ", ".join(check.top),
                      "top change": d["top_change"], "random mean": d["random_mean"], "random max": d["random_max"],
                      "draws": d["n_draws"], "verdict": d["verdict"], "sum error": f"{attr.max_error:.1e}"})
     return rows
@@ -184,27 +215,75 @@ _PROBE_COLUMNS = ["variable", "instance", "hook", "position", "accuracy", "contr
                   "causal_changed", "causal_placebo", "causal_counterfactual"]
 
 
+def token_ticks(labels: list[str]) -> list[str]:
+    """An example's axis ticks: each position's name and the token it holds (``x3: 7``), the
+    labels without their leading index (``"3 x3: 7"`` -> ``"x3: 7"``, ``"2 +: +"`` -> ``"+"``)."""
+    ticks = []
+    for label in labels:
+        first, _, rest = label.partition(" ")
+        label = rest if first.isdigit() and rest else label
+        name, sep, token = label.partition(": ")
+        ticks.append(name if sep and token == name else label)  # "+: +" -> "+"
+    return ticks
+
+
+def _role_rows(data: ReportData) -> list[dict]:
+    """One row per role: its best head and score, the chance baseline (uniform attention) and
+    how far the best head is above it."""
+    rows = []
+    for role in data.roles.scores:
+        layer, head, score = data.roles.best(role)
+        chance = data.role_chance.get(role)
+        rows.append({"role": role, "template": data.roles.templates[role], "best head": head_name(layer, head),
+                     "score": score, "chance (uniform attention)": chance,
+                     "above chance": None if chance is None else score - chance})
+    return rows
+
+
+def headline(data: ReportData) -> Headline:
+    """What the page measured and its number: the role whose best head is furthest above its
+    chance baseline; a verdict only when the report tested something (the query/key patching
+    check of the heads asked for: HOLDS when every head's holds, else FAILS naming the heads)."""
+    first = next(iter(data.roles.scores.values()))
+    run = data.title.split(": ", 1)[-1]
+    measured = f"attention of {run}'s {first.shape[0] * first.shape[1]} heads ({first.shape[0]} layers)"
+    rows = [r for r in _role_rows(data) if r["above chance"] is not None]
+    if rows:
+        top = max(rows, key=lambda r: r["above chance"])
+        number = (f"strongest role {top['role']}: {top['best head']} scores {top['score']:.2f} "
+                  f"(uniform attention {top['chance (uniform attention)']:.2f})")
+    else:
+        role = next(iter(data.roles.scores))
+        layer, head, score = data.roles.best(role)
+        number = f"{role}: {head_name(layer, head)} scores {score:.2f}"
+    if not data.qk:
+        return Headline(measured, number)
+    failing = [head_name(attr.layer, attr.head) for attr, check in data.qk if check.to_dict()["verdict"] != "holds"]
+    if failing:
+        return Headline(measured, number, "fails", failing=f"query/key patching check fails for {', '.join(failing)}")
+    return Headline(measured, number, "holds")
+
+
 def _sections(data: ReportData) -> list:
-    """The page's sections (HTML strings and ``(div id, figure)``), after its title."""
-    parts: list = ["<pre>" + html.escape(json.dumps(data.info, indent=1, default=str)) + "</pre>"]
-    parts.append("<h2>Head roles</h2>")
-    parts.append(_table([{"role": r, "template": data.roles.templates[r],
-                          "best head": "L{}H{}".format(*data.roles.best(r)[:2]), "score": data.roles.best(r)[2]}
-                         for r in data.roles.scores], ["role", "template", "best head", "score"]))
-    parts.append(("roles", roles_figure(data)))
+    """The page's sections (HTML strings and ``(div id, figure)``), after its headline."""
+    parts: list = ["<h2>Head roles</h2>", ("roles", roles_figure(data))]
+    parts.append("<p class='note'>chance: the score of a head that spreads its attention evenly over every key "
+                 "it may see; a role score means something only well above it.</p>")
+    parts.append(_table(_role_rows(data), ["role", "template", "best head", "score", "chance (uniform attention)",
+                                           "above chance"]))
     parts.append("<h2>Average attention per head</h2>")
     labels, names = list(data.position_labels), list(data.position_names)
     shared = pattern_scale(*data.mean_patterns.values())
     for i, (name, pattern) in enumerate(data.mean_patterns.items()):
         parts.append((f"mean-{i}", pattern_figure(pattern, labels, f"mean pattern: {name}", ticks=names,
                                                   scale=shared)))
-    parts.append("<h2>Example patterns (chosen by metadata)</h2>")
+    parts.append("<h2>Example patterns (chosen by metadata)</h2><p class='note'>Each example's own tokens on both "
+                 "axes (position: token).</p>")
     if data.examples:
         shared = pattern_scale(*(ex.pattern for ex in data.examples))
     for i, ex in enumerate(data.examples):
-        ticks = (["seed"] if len(ex.labels) > len(names) else []) + names
-        parts.append((f"example-{i}", pattern_figure(ex.pattern, list(ex.labels), ex.title, ticks=ticks,
-                                                     scale=shared)))
+        parts.append((f"example-{i}", pattern_figure(ex.pattern, list(ex.labels), ex.title,
+                                                     ticks=token_ticks(list(ex.labels)), scale=shared)))
     if data.probe_rows:
         parts.append("<h2>Probes</h2><p class='note'>Held-out accuracy on unseen input groups at the most "
                      "selective hook/position; control = the same probe on random-but-fixed labels per input "
@@ -212,8 +291,8 @@ def _sections(data: ReportData) -> list:
                      "probe on a randomly initialised model; causal = share of held-out outputs changed by "
                      "steering along the probe's pattern (placebo: a random direction of equal norm) and "
                      "share that became the answer the new value implies.</p>")
-        parts.append(_table(list(data.probe_rows), _PROBE_COLUMNS))
         parts.append(("probe-layers", probe_layers_figure(data)))
+        parts.append(_table(list(data.probe_rows), _PROBE_COLUMNS))
     if data.seed_share is not None:
         parts.append("<h2>Seed channel</h2><p class='note'>Share of integrated-gradients attribution "
                      "(captum) that goes to the seed rather than the task input, per output.</p>")
@@ -227,8 +306,6 @@ def _sections(data: ReportData) -> list:
                      "side) removed from the head's q/k input only, against random sets of 3 other "
                      "contributors; change = total variation of the head's pattern row, mean over examples. "
                      "Holds when the top change is >= random + 0.05 and >= twice it.</p>")
-        parts.append(_table(qk_table_rows(data), ["head", "query", "top 3", "top change", "random mean",
-                                                  "random max", "draws", "verdict", "sum error"]))
         offset = len(data.examples[0].labels) - len(names) if data.examples else 0
         stream = (["seed"] * offset) + names
         for i, (attr, _) in enumerate(data.qk):
@@ -239,6 +316,10 @@ def _sections(data: ReportData) -> list:
                          "identity, among examples with the seed bit set minus those with it unset.</p>")
         for i, reads in enumerate(data.qk_seed_reads):
             parts.append((f"qk-seed-{i}", seed_reads_figure(reads, stream)))
+        parts.append(_table(qk_table_rows(data), ["head", "query", "top 3", "top change", "random mean",
+                                                  "random max", "draws", "verdict", "sum error"]))
+    parts.append("<h2>Run</h2><details><summary>what was analysed (run, checkpoint, task config)</summary><pre>"
+                 + html.escape(json.dumps(data.info, indent=1, default=str)) + "</pre></details>")
     parts.append("<p class='note'>computed in " + html.escape(
         ", ".join(f"{k} {v:.1f} s" for k, v in data.seconds.items())) + "</p>")
     return parts
@@ -246,13 +327,13 @@ def _sections(data: ReportData) -> list:
 
 def render_html(data: ReportData) -> str:
     """The whole page as one string."""
-    return page_html(data.title, _sections(data))
+    return page_html(data.title, _sections(data), headline=headline(data))
 
 
 def write_report(data: ReportData, path: str | Path) -> Path:
     """Write the page to ``path`` (folders created); return the path."""
-    return write_page(path, data.title, _sections(data))
+    return write_page(path, data.title, _sections(data), headline=headline(data))
 
 
-__all__ = ["pattern_figure", "pattern_scale", "probe_layers_figure", "qk_attribution_figure", "qk_table_rows",
-           "render_html", "roles_figure", "seed_reads_figure", "write_report"]
+__all__ = ["headline", "pattern_figure", "pattern_scale", "probe_layers_figure", "qk_attribution_figure", "qk_table_rows",
+           "render_html", "roles_figure", "seed_reads_figure", "token_ticks", "write_report"]

@@ -1,7 +1,9 @@
 """Render a page in headless chromium (Debian's; ``.ci/run`` installs it) and measure its figures
-in the real browser: per plotly figure, the tick labels drawn and every text (titles,
-annotations, legend, tick and node labels) that falls outside the figure; for the page, whether
-it is wider than the window. Tests skip, saying why, when chromium is missing."""
+in the real browser: per plotly figure, the tick labels drawn, every text (titles, annotations,
+legend, tick and node labels) that falls outside the figure, and whether it scrolls sideways in
+its box; for the page, whether it is wider than the window, its headline (text, verdict, lines)
+and the order of headline, figures and tables. :func:`assert_first_look` checks what a reader
+sees first in a 1280 × 800 window (issue 23). Tests skip, saying why, when chromium is missing."""
 
 from __future__ import annotations
 
@@ -38,7 +40,10 @@ window.addEventListener('load', function () { setTimeout(function () {
       function (t) { return (t.textContent || '').trim() !== ''; }).map(function (t) { return t.textContent; }); };
     var sizes = Array.prototype.map.call(div.querySelectorAll('svg text'), function (t) {
       return parseFloat(window.getComputedStyle(t).fontSize); });
+    var wrap = div.closest('.figure') || div.parentElement;
     out.figures[div.id] = {width: box.width, height: box.height, texts: n, outside: outside,
+                           scrolls: wrap ? wrap.scrollWidth > wrap.clientWidth + 1 : false,
+                           right: box.right,
                            xticks: ticks('.xaxislayer-above'), yticks: ticks('.yaxislayer-above'),
                            min_font: sizes.length ? Math.min.apply(null, sizes) : null};
   });
@@ -47,6 +52,16 @@ window.addEventListener('load', function () { setTimeout(function () {
     out.tables.push({scrolls: style.overflowX === 'auto' || style.overflowX === 'scroll',
                      right: t.getBoundingClientRect().right, parentRight: p.getBoundingClientRect().right});
   });
+  var head = document.querySelector('.headline');
+  var lineOf = function (e) { var cs = window.getComputedStyle(e), lh = parseFloat(cs.lineHeight);
+    return isNaN(lh) ? 1.2 * parseFloat(cs.fontSize) : lh; };
+  out.headline = head ? {text: (head.innerText || '').trim(), verdict: head.getAttribute('data-verdict') || '',
+                         top: head.getBoundingClientRect().top,
+                         lines: Math.round((head.clientHeight - parseFloat(window.getComputedStyle(head).paddingTop)
+                                            - parseFloat(window.getComputedStyle(head).paddingBottom)) / lineOf(head))}
+                      : null;
+  out.order = Array.prototype.map.call(document.querySelectorAll('.headline, .js-plotly-plot, table'),
+    function (e) { return e.classList.contains('headline') ? 'headline' : e.tagName === 'TABLE' ? 'table' : 'figure'; });
   var pre = document.createElement('pre'); pre.id = 'layout-check';
   pre.textContent = JSON.stringify(out); document.body.appendChild(pre);
 }, 500); });
@@ -82,6 +97,59 @@ def render(page: Path, shot: Path, size: str = "1400,1800") -> dict:
     result["errors"] = [line for line in proc.stderr.splitlines()
                         if ":CONSOLE" in line and ("PAGE_ERROR" in line or "Uncaught" in line)]
     return result
+
+
+#: The window a first look is taken in (issue 23): a laptop screen.
+FIRST_LOOK = "1280,800"
+#: A page's own bytes (its HTML, without the folder's shared plotly.min.js) may not exceed this.
+PAGE_BUDGET = 2_000_000
+
+
+def page_weight(page: Path) -> tuple[int, int]:
+    """``(own bytes, shared bytes)``: the page's HTML, and the local scripts it loads (the
+    output folder's one plotly.min.js)."""
+    text = page.read_text(encoding="utf-8")
+    shared = 0
+    for src in re.findall(r"<script[^>]*\bsrc=['\"]([^'\"]+)['\"]", text):
+        assert "://" not in src, f"{page.name} fetches {src}: pages must open offline"
+        target = (page.parent / src)
+        assert target.is_file(), f"{page.name} loads {src}, which is not there"
+        shared += target.stat().st_size
+    return page.stat().st_size, shared
+
+
+def first_look(page: Path, shot: Path) -> dict:
+    """:func:`render` at :data:`FIRST_LOOK`, plus the page's weight."""
+    result = render(page, shot, FIRST_LOOK)
+    result["weight"] = page_weight(page)
+    return result
+
+
+def assert_first_look(result: dict, *, verdict: bool = True, budget: int = PAGE_BUDGET,
+                      tables_after_figures: bool = True) -> None:
+    """What a reader sees first, at :data:`FIRST_LOOK`: the page readable
+    (:func:`assert_readable`); a headline on top, of at most three lines, with a verdict word
+    when ``verdict``; the main (first) figure not scrolling sideways and not wider than the
+    window; figures before tables (when the page has both and ``tables_after_figures``); and the
+    page's own bytes within ``budget``."""
+    assert_readable(result)
+    head = result.get("headline")
+    assert head is not None, "the page has no headline"
+    assert head["lines"] <= 3, head
+    assert result["order"][0] == "headline", result["order"]
+    if verdict:
+        assert head["verdict"] in ("holds", "fails", "inconclusive"), head
+        assert head["verdict"].upper() in head["text"], head
+    figures = list(result["figures"].values())
+    if figures:
+        main = figures[0]
+        assert not main["scrolls"], ("the main figure scrolls sideways", main["width"])
+        assert main["right"] <= result["page"]["innerWidth"] + 1, main
+    order = [o for o in result["order"] if o != "headline"]
+    if tables_after_figures and "figure" in order and "table" in order:
+        assert order.index("figure") < order.index("table"), order
+    own, _ = result["weight"]
+    assert own <= budget, f"the page's own HTML is {own:,} bytes (budget {budget:,})"
 
 
 def screenshot_path(tmp_path: Path, name: str) -> Path:

@@ -12,7 +12,7 @@ import re
 import networkx as nx
 import plotly.graph_objects as go
 
-from circuits.draw.style import NOT_TESTED, VERDICT_COLOURS
+from interp_rand.figures.style import NOT_TESTED, VERDICT_COLOURS
 from circuits.mechanisms.card import MechanismCard, variable_claim
 from circuits.mechanisms.hypothesis import Mechanism
 

@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from circuits.graph.architecture import Architecture
 from circuits.graph.nodes import WRITER_KINDS, Node
+from circuits.draw.layout import Layout
 from probes.qk_attribution import Part
-from circuits.draw.layout import band_height, node_column, node_row
 
 SIDE_COLOUR = {"q": "rgba(130,60,170,0.85)", "k": "rgba(30,140,80,0.85)"}
 SIDE_TEXT = {"q": "query side", "k": "key side"}
@@ -41,12 +40,10 @@ def contributor_node(part: Part, position: int | None) -> Node | None:
     return Node(part.kind, part.layer, part.head, position)
 
 
-def node_xy(node: Node, arch: Architecture, by_position: bool) -> tuple[float, float]:
-    """Where :func:`~circuits.draw.layout.layered_layout` puts ``node`` (whether or not it is in
-    the circuit), ``by_position``: the circuit's nodes carry positions."""
-    position = node.position if by_position else None
-    y = node_row(node, arch.n_heads) + (position or 0) * band_height(arch.n_heads)
-    return float(node_column(node, arch)), y
+def node_xy(node: Node, layout: Layout) -> tuple[float, float]:
+    """Where ``layout`` puts ``node`` (whether or not it is in the circuit); on the layout of a
+    circuit summed over positions, without its position."""
+    return layout.xy(node.at(None) if layout.positions == (None,) else node)
 
 
 def attended_key(attr) -> int:
@@ -75,24 +72,41 @@ def overlay_positions(qk) -> set[int]:
     return {p for attr, _ in qk for p in (attr.query, attended_key(attr))}
 
 
-def add_qk_overlay(fig: go.Figure, qk, arch: Architecture, by_position: bool,
-                   names: list[str] | None = None, k: int = 3) -> None:
+def _drawn(attr, check, k: int) -> list[tuple[str, Node | None]]:
+    """The contributors drawn for one head (the check's top, else the attribution's top ``k``),
+    each with its node (``None``: no node of the graph)."""
+    key = attended_key(attr)
+    top = list(check.top) if check is not None else attr.top(k)
+    return [(c, contributor_node(c.part, attr.query if c.side == "q" else key)) for c in top]
+
+
+def overlay_nodes(qk, by_position: bool = True, k: int = 3) -> set[Node]:
+    """The nodes the overlay draws at (each explained head at its query, its contributors), so
+    the drawing's layout keeps their columns and positions."""
+    out = set()
+    for attr, check in qk:
+        out.add(Node("head", attr.layer, attr.head, attr.query))
+        out |= {n for _, n in _drawn(attr, check, k) if n is not None}
+    return out if by_position else {n.at(None) for n in out}
+
+
+def add_qk_overlay(fig: go.Figure, qk, layout: Layout, names: list[str] | None = None, k: int = 3) -> None:
     """Draw ``qk`` (pairs ``(attribution, patching check or None)``) on ``fig``, a circuit figure
-    of a model with architecture ``arch`` (module docstring); the figure's position axis should
-    name :func:`overlay_positions` too."""
+    drawn on ``layout`` (module docstring); the layout should hold :func:`overlay_nodes` and
+    :func:`overlay_positions` too."""
     for attr, check in qk:
         key = attended_key(attr)
         head = Node("head", attr.layer, attr.head, attr.query)
-        hx, hy = node_xy(head, arch, by_position)
+        hx, hy = node_xy(head, layout)
         importance = attr.importance()
-        top = list(check.top) if check is not None else attr.top(k)
+        drawn = _drawn(attr, check, k)
+        top = [c for c, _ in drawn]
         largest = max((importance[c] for c in top), default=0.0) or 1.0
-        for contributor in top:
+        for contributor, source in drawn:
             side = contributor.side
-            source = contributor_node(contributor.part, attr.query if side == "q" else key)
             if source is None:
                 continue
-            sx, sy = node_xy(source, arch, by_position)
+            sx, sy = node_xy(source, layout)
             fig.add_trace(go.Scatter(x=[sx], y=[sy], mode="markers+text", text=[source.at(None).name],
                                      textposition="bottom center", textfont={"size": 11, "color": SIDE_COLOUR[side]},
                                      showlegend=False, hoverinfo="skip", cliponaxis=False,
@@ -114,4 +128,4 @@ def add_qk_overlay(fig: go.Figure, qk, arch: Architecture, by_position: bool,
 
 
 __all__ = ["SIDE_COLOUR", "add_qk_overlay", "attended_key", "contributor_node", "head_label", "node_xy",
-           "overlay_positions"]
+           "overlay_nodes", "overlay_positions"]

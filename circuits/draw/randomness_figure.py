@@ -1,9 +1,11 @@
 """Figures of the randomness report (:class:`interp_rand.reports.randomness.RandomnessReport`,
-or its JSON ``{"runs": [...], "summary": {...}}``), drawn from its results (so this module
-computes nothing): usage score per node, seed fraction of the residual stream per
-layer, the recall stored-set map and coverage, the colouring noise-resample effect by ring
-distance. :func:`write_randomness_html` writes one self-contained, offline HTML page
-(:func:`interp_rand.figures.html_page.write_page`: plotly.js inlined once).
+or its JSON ``{"runs": [...], "summary": {...}, "claims": [...]}``), drawn from its results (so
+this module computes nothing): usage score per node of every run beside the random-init
+control, seed fraction of the residual stream per layer, the recall stored-set map and
+coverage, the colouring noise-resample effect by ring distance. :func:`write_randomness_html`
+writes the page (:func:`interp_rand.figures.html_page.write_page`): the headline first (the
+first run's seed usage against the compared run's and the random-init control, the task's key
+number, one verdict over the claims), the figures, then the claims and the key numbers.
 
     >>> write_randomness_html(randomness_report("zoo:recall-Aq_R"), "randomness.html")
     >>> write_randomness_html(json.loads(Path("randomness.json").read_text()), "randomness.html")
@@ -17,21 +19,79 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from interp_rand.figures.headline import Headline
 from interp_rand.figures.html_page import write_page
+from interp_rand.figures.style import SEQUENTIAL
+
+FONT = 12
+#: The trained runs' bars (A^q_R first), and the random-init control's (grey, hatched).
+RUN_COLOURS = ("#1f77b4", "#ff7f0e", "#9467bd", "#8c564b")
+CONTROL_COLOUR = "#9e9e9e"
+
+
+def _colour(k: int) -> str:
+    """The colour of the ``k``-th run on every figure of the page."""
+    return RUN_COLOURS[k % len(RUN_COLOURS)]
+
+
+def run_role(run: dict[str, Any]) -> str:
+    """What a run is, for labels: ``A^q_R, q = 100`` (the q-norm objective, q > 1), ``ERM`` (mean
+    loss, or q = 1), ``r0 only`` appended for a model trained on the fixed seed."""
+    objective, q = run.get("objective"), run.get("q")
+    if objective == "erm" or (objective == "qnorm" and q is not None and float(q) == 1.0):
+        role = "ERM"
+    elif objective == "qnorm" and q is not None:
+        role = f"A^q_R, q = {float(q):g}"
+    else:
+        role = objective or ""
+    if run.get("seed_source") == "fixed":
+        role = f"{role}, r0 only" if role else "r0 only"
+    return role
+
+
+def run_label(run: dict[str, Any]) -> str:
+    """``zoo:recall-Aq_R (A^q_R, q = 100, step 6000)``: the run's name and what it is."""
+    parts = [x for x in (run_role(run), None if run.get("step") is None else f"step {run['step']}") if x]
+    return f"{run['name']} ({', '.join(parts)})" if parts else run["name"]
+
+
+def _controls(runs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """The random-init controls to draw: one per distinct control (the compared runs of one
+    architecture share theirs)."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for run in runs:
+        control = run.get("random_init")
+        if control is not None and all(control["score"] != c["score"] or control["reference"] != c["reference"]
+                                       for _, c in out):
+            out.append((run["name"], control))
+    return out
 
 
 def usage_figure(runs: list[dict[str, Any]]) -> go.Figure:
-    """Grouped bars: usage score (mean TV) per node, one group per run, the whole-model seed
-    resample as the last bar."""
+    """Grouped bars: usage score (mean TV) per node, the whole-model seed resample as the last
+    group; one bar per run (A^q_R, ERM, ...) and the random-init control beside them, each bar
+    labelled with its value (so an ERM bar of 0.0008 is readable)."""
     fig = go.Figure()
-    for run in runs:
-        usage = run["usage"]
-        labels = list(usage["score"]) + ["whole model"]
-        values = list(usage["score"].values()) + [usage["reference"]]
-        fig.add_trace(go.Bar(x=labels, y=values, name=run["name"],
-                             hovertemplate="%{x}: %{y:.4f}<extra>" + html.escape(run["name"]) + "</extra>"))
-    fig.update_layout(title="Randomness-usage score per node (mean TV, seed-resample patching)",
-                      barmode="group", yaxis_title="mean total variation", height=420)
+    controls = _controls(runs)
+    series = [(run_label(run), run["usage"]["score"], run["usage"]["reference"], None) for run in runs]
+    series += [(("random init" if len(controls) == 1 else f"random init of {name}"), c["score"], c["reference"],
+                CONTROL_COLOUR) for name, c in controls]
+    for k, (name, score, reference, colour) in enumerate(series):
+        labels = list(score) + ["whole model"]
+        values = list(score.values()) + [reference]
+        fig.add_trace(go.Bar(x=labels, y=values, name=name, texttemplate="%{y:.2g}", textposition="outside",
+                             textfont={"size": FONT}, cliponaxis=False,
+                             marker={"color": colour or _colour(k),
+                                     "pattern": {"shape": "/" if colour else ""}},
+                             hovertemplate="%{x}: %{y:.4f}<extra>" + html.escape(name) + "</extra>"))
+    top = max((v for _, score, ref, _ in series for v in [*score.values(), ref]), default=0.0)
+    names = " vs ".join([run_label(r) for r in runs] + ["random init"])
+    fig.update_layout(title={"text": f"Seed usage per node (hatched: random-init control)<br>{html.escape(names)}",
+                             "font": {"size": 14}},
+                      barmode="group", yaxis_title="mean total variation", height=440, font={"size": FONT},
+                      yaxis_range=[0, 1.15 * top if top > 0 else 1], uniformtext={"minsize": FONT, "mode": "show"},
+                      legend={"orientation": "h", "x": 0, "y": -0.18, "yanchor": "top", "font": {"size": FONT}},
+                      margin={"t": 80, "b": 110})
     return fig
 
 
@@ -41,22 +101,22 @@ def usage_position_figure(run: dict[str, Any], zmax: float | None = None) -> go.
     per = run["usage"]["per_position"]
     nodes = list(per)
     z = [per[n] for n in nodes]
-    fig = go.Figure(go.Heatmap(z=z, y=nodes, x=[str(p) for p in range(len(z[0]))], colorscale="Viridis",
+    fig = go.Figure(go.Heatmap(z=z, y=nodes, x=[str(p) for p in range(len(z[0]))], colorscale=SEQUENTIAL,
                                zmin=0, zmax=zmax, hovertemplate="%{y} @ %{x}: %{z:.4f}<extra></extra>"))
     fig.update_layout(title=f"{run['name']}: usage score by node and position", xaxis_title="position",
-                      height=120 + 40 * len(nodes))
+                      height=120 + 40 * len(nodes), font={"size": FONT})
     return fig
 
 
 def entry_figure(runs: list[dict[str, Any]]) -> go.Figure:
     """Seed fraction of the residual-stream variance per hook (log scale), one line per run."""
     fig = go.Figure()
-    for run in runs:
+    for k, run in enumerate(runs):
         entry = run["entry"]
         fig.add_trace(go.Scatter(x=entry["hooks"], y=[max(f, 1e-8) for f in entry["seed_fraction"]],
-                                 mode="lines+markers", name=run["name"]))
+                                 mode="lines+markers", name=run["name"], line={"color": _colour(k)}))
     fig.update_layout(title="Where seed information enters: seed / (seed + input) variance per hook",
-                      yaxis_type="log", yaxis_title="seed fraction", height=400)
+                      yaxis_type="log", yaxis_dtick=1, yaxis_title="seed fraction", height=400, font={"size": FONT})
     return fig
 
 
@@ -74,30 +134,32 @@ def stored_map_figure(run: dict[str, Any], example: bool = False) -> go.Figure:
                                hovertemplate="seed %{customdata}<br>position %{x}<br>stored %{z:.3f}<extra></extra>"))
     what = f"input {stored['example_input']} (the most seed-dependent)" if example else "mean over inputs"
     fig.update_layout(title=f"{run['name']}: stored-set map, {what} (rows: seeds, sorted)", xaxis_title="key position",
-                      yaxis_title="seed (sorted)", height=600)
+                      yaxis_title="seed (sorted)", height=600, font={"size": FONT})
     return fig
 
 
 def coverage_figure(runs: list[dict[str, Any]]) -> go.Figure:
     """Per-position coverage bars, one group per run."""
     fig = go.Figure()
-    for run in runs:
+    for k, run in enumerate(runs):
         cov = run["stored_set"]["coverage"]
-        fig.add_trace(go.Bar(x=[str(p) for p in range(len(cov))], y=cov, name=run["name"]))
+        fig.add_trace(go.Bar(x=[str(p) for p in range(len(cov))], y=cov, name=run["name"],
+                             marker={"color": _colour(k)}))
     fig.update_layout(title="Coverage: fraction of (input, seed) storing each key position", barmode="group",
-                      xaxis_title="key position", yaxis_range=[0, 1], height=400)
+                      xaxis_title="key position", yaxis_range=[0, 1], height=400, font={"size": FONT})
     return fig
 
 
 def resample_distance_figure(runs: list[dict[str, Any]]) -> go.Figure:
     """Colour-change rate of a vertex when the noise at ring distance d is redrawn."""
     fig = go.Figure()
-    for run in runs:
+    for k, run in enumerate(runs):
         effect = run["symmetry"]["resample"]
-        fig.add_trace(go.Bar(x=effect["distance"], y=effect["change_rate"], name=run["name"]))
+        fig.add_trace(go.Bar(x=effect["distance"], y=effect["change_rate"], name=run["name"],
+                             marker={"color": _colour(k)}))
     fig.update_layout(title="Colour change when one vertex's noise at ring distance d is redrawn",
                       xaxis_title="ring distance (0 = own noise)", yaxis_title="change rate", barmode="group",
-                      height=400)
+                      height=400, font={"size": FONT})
     return fig
 
 
@@ -144,22 +206,80 @@ def _summary_table(summary: dict[str, dict[str, Any]]) -> str:
     return f"<div class='scroll'><table><tr><th></th>{head}</tr>{body}</table></div>"
 
 
-def write_randomness_html(report: Any, path: str | Path) -> Path:
-    """One self-contained HTML page with the figures and the report's key numbers (``report``: a
-    ``RandomnessReport`` or its JSON dict)."""
+def _number(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.2g}" if abs(value) < 0.01 else f"{value:.3f}"
+
+
+def randomness_headline(report: Any) -> Headline:
+    """What the page opens with: the first run's whole-model seed usage against the compared
+    run's (ERM) and the random-init control, the task's key number (recall: set diversity),
+    and one verdict over the report's claims naming the first that fails."""
+    from interp_rand.figures.demo_index import step_verdict
+
     report = _as_dict(report)
-    intro = ("<h1>The randomness channel</h1><p class='note'>Usage score: mean total variation between "
-             "the clean output distribution and the one with a single node's activation taken from the "
-             "same input under another seed (0 = the node carries no seed information to the output).</p>")
-    sections = [intro, _summary_table(report.get("summary", {})), *randomness_figures(report)]
-    return write_page(path, "randomness channel", sections, heading=False)
+    runs, claims = report["runs"], report.get("claims", [])
+    first = runs[0]
+    names = [f"{r['name']} ({run_role(r)})" if run_role(r) else r["name"] for r in runs]
+    measured = "seed usage (whole model, mean TV) of " + " vs ".join(names + ["random init"])
+    usage = [_number(r["usage"]["reference"]) for r in runs] + [_number(first["random_init"]["reference"])]
+    number = " vs ".join(usage)
+    mixes = [r.get("mechanism", {}).get("mixing") for r in runs]
+    if mixes[0] is not None:
+        diversity = " vs ".join("n/a" if m["set_diversity"] is None else f"{m['set_diversity']:.2f}"
+                                for m in mixes if m is not None)
+        number += f" · {'mixes' if mixes[0]['mixes'] else 'does not mix'} strategies: set diversity {diversity}"
+    rule = first.get("mechanism", {}).get("rule")
+    if rule is not None:
+        number += f" · agreement with the classical rule {rule['agreement']:.2f} vs {rule['agreement_shuffled']:.2f} shuffled"
+    failing = next((c for c in claims if c["verdict"] == "fails"), None) or next(
+        (c for c in claims if c["verdict"] == "inconclusive"), None)
+    why = None
+    if failing is not None:
+        why = (f"{failing['verdict']}: {failing['claim']} ({_number(failing['value'])} vs {failing['control_label']} "
+               f"{_number(failing['control'])})")
+    return Headline(measured, number, step_verdict(claims), failing=why)
+
+
+def _claims_table(claims: list[dict[str, Any]]) -> str:
+    from interp_rand.figures.style import verdict_colour
+
+    if not claims:
+        return ""
+    rows = "".join(
+        f"<tr><td class='l'>{html.escape(c['claim'])}</td><td style='color:{verdict_colour(c['verdict'])}'>"
+        f"<b>{c['verdict'].upper()}</b></td><td>{_cell(c['value'])}</td><td>{_cell(c['control'])}</td>"
+        f"<td class='l'>{html.escape(c['control_label'])}</td><td class='l'>{html.escape(c['reason'])}</td></tr>"
+        for c in claims)
+    return ("<h2>Claims</h2><div class='scroll'><table><tr><th style='text-align:left'>claim</th><th>verdict</th><th>value</th><th>control</th>"
+            f"<th>control is</th><th>why not</th></tr>{rows}</table></div>")
+
+
+def write_randomness_html(report: Any, path: str | Path) -> Path:
+    """The page (``report``: a ``RandomnessReport`` or its JSON dict): the headline, the
+    figures (seed usage of every run beside the random-init control first), then the claims
+    and the key numbers."""
+    report = _as_dict(report)
+    runs = report["runs"]
+    note = ("<p class='note'>Usage score: mean total variation between the clean output distribution and the one "
+            "with a single node's activation taken from the same input under another seed (0 = the node carries "
+            "no seed information to the output). Random init: the first run's architecture with fresh random "
+            "weights, its seed use by accident.</p>")
+    title = "randomness channel: " + " vs ".join(run_label(r) for r in runs)
+    sections = [*randomness_figures(report), note, _claims_table(report.get("claims", [])),
+                "<h2>Key numbers</h2>" + _summary_table(report.get("summary", {}))]
+    return write_page(path, title, sections, heading=False, headline=randomness_headline(report))
 
 
 __all__ = [
     "coverage_figure",
     "entry_figure",
     "randomness_figures",
+    "randomness_headline",
     "resample_distance_figure",
+    "run_label",
+    "run_role",
     "stored_map_figure",
     "usage_figure",
     "usage_position_figure",

@@ -42,7 +42,7 @@ scores within 1e-5) in ``tests/circuits/interventions/test_batched_patching.py``
 zoo's sort, addition, colouring and recall models.
 
 What this buys: ``bench/patching.py`` prints the reference, the block path and the incremental
-path side by side (the figures are in the README's benchmark table).
+path side by side (the figures are in docs/benchmarks.md).
 """
 
 from __future__ import annotations

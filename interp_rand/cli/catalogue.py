@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import re
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,10 +60,31 @@ class OptionSpec:
         return Bounds(**(self.bounds or {}))
 
 
+def field_docs(cls: type) -> dict[str, str]:
+    """``{field: description}`` parsed from a Google-style ``Attributes:`` docstring section;
+    a line ``a, b: text`` documents several fields at once."""
+    doc = cls.__doc__ or ""
+    if "Attributes:" not in doc:
+        return {}
+    body = doc.split("Attributes:", 1)[1]
+    docs: dict[str, str] = {}
+    current: list[str] = []
+    for line in body.splitlines():
+        match = re.match(r"^\s{4,8}([a-z_][a-z0-9_, ]*):\s*(.*)$", line)
+        if match:
+            current = [name.strip() for name in match.group(1).split(",")]
+            for name in current:
+                docs[name] = match.group(2).strip()
+        elif line.strip() and current:
+            for name in current:
+                docs[name] += " " + line.strip()
+        elif not line.strip() and current and docs.get(current[0]):
+            current = []
+    return docs
+
+
 def option_specs(cls: type) -> list[OptionSpec]:
     """The init fields of the dataclass ``cls`` as :class:`OptionSpec` s."""
-    from interp_rand.cli.options import field_docs
-
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
     limits = field_bounds(cls)

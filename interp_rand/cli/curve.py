@@ -29,8 +29,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from interp_rand.figures.html_page import write_figure
-    from interp_rand.figures.training_curve import training_curve_figure
-    from interp_rand.zoo.location import output_folder, resolve_run, run_label
+    from interp_rand.figures.training_curve import curve_headline, training_curve_figure
+    from interp_rand.run_names import output_folder, resolve_run, run_label
 
     from interp_rand.output import claim
 
@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     records = read_metrics(folder / METRICS_FILE)
     last = records[-1] if records else {}
     title = f"training curve: {run_label(args.run_dir)} ({len(records)} evaluations, last step {last.get('step', '-')})"
-    write_figure(training_curve_figure(records, title), out, title)
+    write_figure(training_curve_figure(records, title), out, title,
+                 headline=curve_headline(records, run_label(args.run_dir)))
     print(f"wrote {out}")
     return 0

@@ -35,5 +35,5 @@ def run(args: argparse.Namespace) -> int:
     if args.train:
         run_demo(args.out, progress=not args.quiet)
     else:
-        run_tour(args.out)
+        run_tour(args.out, args.main)  # the command line's entry point, given by it
     return 0

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from interp_rand.output import claim
     from interp_rand.reports.evaluation import EVAL_FILE, SEEDED_FILE, evaluation_report
     from interp_rand.training.checkpoint import META_FILE
-    from interp_rand.zoo.location import output_folder, resolve_run
+    from interp_rand.run_names import output_folder, resolve_run
 
     exactly_one(args.run_dir, args.model)
     files = (EVAL_FILE,) + ((SEEDED_FILE,) if args.seeds else ())

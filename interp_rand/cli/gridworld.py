@@ -76,7 +76,7 @@ def _scale(args: argparse.Namespace, **changes):
 
 
 def _num_actors(args: argparse.Namespace):
-    from interp_rand.gridworld.pgpe import connect_ray
+    from interp_rand.job_runner import connect_ray
 
     if args.ray_address is not None:
         connect_ray(args.ray_address)
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         from interp_rand.figures.html_page import write_figure
         from interp_rand.gridworld.checkpoint import load_agent
         from interp_rand.output import claim
-        from interp_rand.zoo.location import output_folder
+        from interp_rand.run_names import output_folder
 
         where = load_agent(args.path).path.parent.parent  # the metadata only: cheap
         claim(output_folder(args.path, where, args.out), (experiment.EVALUATION_FILE, "first_visit.html"))

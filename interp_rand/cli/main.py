@@ -98,6 +98,7 @@ def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> arg
               f"using {clamp(args.threads)}", file=sys.stderr)
         args.threads = clamp(args.threads)
     args.argv = argv  # for messages that repeat the command (how to resume)
+    args.main = main  # for a command that runs commands (the demo's tour), which never imports this module
     return args
 
 

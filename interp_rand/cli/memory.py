@@ -128,7 +128,7 @@ def model_of(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
 
 
 def _run_model(run: Any) -> dict[str, Any] | None:
-    from interp_rand.zoo.location import resolve_run
+    from interp_rand.run_names import resolve_run
 
     try:
         folder = resolve_run(run)

@@ -1,8 +1,8 @@
 """Frozen config dataclasses as argparse options, so the CLI parses into the library's configs.
 
 Each field becomes ``--field-name``; its help text is read from the class's ``Attributes:``
-docstring section, its type from the annotation; ``bool`` fields get ``--x/--no-x``,
-``Optional`` fields accept ``none``.
+docstring section (:func:`~interp_rand.cli.catalogue.field_docs`), its type from the
+annotation; ``bool`` fields get ``--x/--no-x``, ``Optional`` fields accept ``none``.
 """
 
 from __future__ import annotations
@@ -14,29 +14,6 @@ from typing import Any
 
 from interp_rand.validation import MAX_SEED, Bounds
 from interp_rand.output.paths import OutputError, check_output, package_folders  # noqa: F401 (package_folders: re-exported)
-
-
-def field_docs(cls: type) -> dict[str, str]:
-    """``{field: description}`` parsed from a Google-style ``Attributes:`` docstring section;
-    a line ``a, b: text`` documents several fields at once."""
-    doc = cls.__doc__ or ""
-    if "Attributes:" not in doc:
-        return {}
-    body = doc.split("Attributes:", 1)[1]
-    docs: dict[str, str] = {}
-    current: list[str] = []
-    for line in body.splitlines():
-        match = re.match(r"^\s{4,8}([a-z_][a-z0-9_, ]*):\s*(.*)$", line)
-        if match:
-            current = [name.strip() for name in match.group(1).split(",")]
-            for name in current:
-                docs[name] = match.group(2).strip()
-        elif line.strip() and current:
-            for name in current:
-                docs[name] += " " + line.strip()
-        elif not line.strip() and current and docs.get(current[0]):
-            current = []
-    return docs
 
 
 def _parser_for(spec):

@@ -92,7 +92,7 @@ def _setting(text: str) -> tuple[str, str, Any]:
 def run(args: argparse.Namespace) -> int:
     from interp_rand.output import claim
     from interp_rand.reports.dynamics.replay import OUTPUT_FILES, replay
-    from interp_rand.zoo.location import output_folder, resolve_run
+    from interp_rand.run_names import output_folder, resolve_run
 
     options: dict[str, dict[str, Any]] = {}
     for name, option, value in args.settings:

@@ -39,7 +39,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from probes.report import ReportConfig, report_from_run
     from interp_rand.output import claim
-    from interp_rand.zoo.location import output_folder
+    from interp_rand.run_names import output_folder
     from probes.report_html import write_report
 
     began = time.perf_counter()

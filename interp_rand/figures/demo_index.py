@@ -14,7 +14,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from interp_rand.figures.headline import Headline
 from interp_rand.figures.html_page import page_html
+from interp_rand.figures.style import verdict_colour
+
+PRINTED = "printed.txt"  # a step's printed output (interp_rand.demo writes it), shown when it wrote nothing else
 
 # Shown first when a step's JSON has them (top level or one level down); then other numbers.
 KEY_NUMBERS = ("exact_match", "average", "worst_5pct", "recovered", "n_edges", "jaccard", "n_shared", "n_only_a",
@@ -29,7 +33,9 @@ h2 { font-size: 1.1em; margin: 0.2em 0; } code { background: #f4f4f4; padding: 1
 table { font-size: 0.9em; margin: 0.5em 0; }
 td { border: 1px solid #ddd; padding: 2px 8px; text-align: left; } td.v { text-align: right; font-variant-numeric: tabular-nums; }
 .muted { color: #666; font-size: 0.9em; }
-.verdict b.holds { color: #2ca02c; } .verdict b.fails { color: #d62728; } .verdict b.inconclusive { color: #e07000; }
+ol.overview { margin: 0.4em 0 1em 0; padding-left: 1.6em; line-height: 1.5; }
+ol.overview .muted { font-size: 0.85em; }
+pre.printed { background: #f7f7f7; padding: 0.5em; font-size: 0.85em; overflow-x: auto; white-space: pre; word-break: normal; }
 ul.failing { margin: 0.2em 0 0.5em 0; font-size: 0.9em; }
 """
 VERDICT_ORDER = ("fails", "inconclusive", "holds")
@@ -51,6 +57,28 @@ def key_numbers(data: dict[str, Any]) -> list[tuple[str, Any]]:
     preferred = [item for key in KEY_NUMBERS if key in data for item in _flatten(data[key], key)]
     rest = [item for key, v in data.items() if key not in KEY_NUMBERS for item in _flatten(v, key, depth=1)]
     return (preferred + rest)[:MAX_NUMBERS]
+
+
+def side_by_side(data: Any) -> tuple[list[str], list[tuple[str, list[Any]]]] | None:
+    """A JSON output comparing models (a ``summary`` of two or more per-model dicts, as the
+    randomness report writes): ``(model names, [(key, one number per model)])`` for the first
+    :data:`MAX_NUMBERS` numbers every model has, so a model is never shown without its twin."""
+    summary = data.get("summary") if isinstance(data, dict) else None
+    if not (isinstance(summary, dict) and len(summary) >= 2 and all(isinstance(v, dict) for v in summary.values())):
+        return None
+    models = list(summary)
+    first = summary[models[0]]
+    keys = [k for k, v in first.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+            and all(isinstance(summary[m].get(k), (int, float)) for m in models)]
+    return (models, [(k, [summary[m][k] for m in models]) for k in keys[:MAX_NUMBERS]]) if keys else None
+
+
+def _twins_table(name: str, twins: tuple[list[str], list[tuple[str, list[Any]]]]) -> str:
+    models, rows = twins
+    head = "".join(f"<th>{html.escape(m)}</th>" for m in models)
+    body = "".join(f"<tr><td>{html.escape(k)}</td>" + "".join(f"<td class='v'>{_format(v)}</td>" for v in values)
+                   + "</tr>" for k, values in rows)
+    return f"<div class='scroll'><table><tr><th>{html.escape(name)}</th>{head}</tr>{body}</table></div>"
 
 
 def _format(v: Any) -> str:
@@ -112,7 +140,8 @@ def _verdict_block(folder: Path) -> str:
         return "<p class='verdict muted'>no claims to judge</p>"
     word, _, tally = lines[0].partition(" ")
     items = "".join(f"<li>{html.escape(line)}</li>" for line in lines[1:])
-    return (f"<p class='verdict'><b class='{word.lower()}'>{word}</b> <span class='muted'>{html.escape(tally)}</span>"
+    return (f"<p class='verdict'><b class='{word.lower()}' style='color:{verdict_colour(word)}'>{word}</b> "
+            f"<span class='muted'>{html.escape(tally)}</span>"
             "</p>" + (f"<ul class='failing'>{items}</ul>" if items else ""))
 
 
@@ -120,7 +149,7 @@ def _step(out: Path, step: dict[str, Any]) -> str:
     folder = out / step["folder"]
     files = sorted(p for p in folder.rglob("*") if p.suffix in (".html", ".json") and ".measured" not in p.name) \
         if folder.is_dir() else []
-    rows = []
+    rows, compared = [], []
     for path in files:
         if path.suffix != ".json":
             continue
@@ -130,15 +159,51 @@ def _step(out: Path, step: dict[str, Any]) -> str:
             continue
         if _claims(data):  # its claims speak for it (the verdict block), not its raw numbers
             continue
+        twins = side_by_side(data)
+        if twins:
+            compared.append(_twins_table(path.name, twins))
+            continue
         numbers = key_numbers(data) if isinstance(data, dict) else []
         rows += [f"<tr><td>{html.escape(path.name)}</td><td>{html.escape(k)}</td><td class='v'>{_format(v)}</td></tr>"
                  for k, v in numbers]
     links = " ".join(f'<a href="{html.escape(p.relative_to(out).as_posix())}">{html.escape(p.name)}</a>'
                      for p in sorted(files, key=lambda p: (p.suffix != ".html", p.name)))
     table = f"<div class='scroll'><table>{''.join(rows)}</table></div>" if rows else ""
-    return (f"<section><h2>{html.escape(step['what'])}</h2>"
+    table = "".join(compared) + table
+    printed = folder / PRINTED
+    if not files and printed.is_file():  # a step that only prints (zoo list): what it printed
+        table = f"<pre class='printed'>{html.escape(printed.read_text(encoding='utf-8').strip())}</pre>"
+    return (f"<section id='step-{html.escape(step['folder'], quote=True)}'><h2>{html.escape(step['what'])}</h2>"
             f"<p class='muted'>{step['seconds']} s &middot; <code>{html.escape(step['command'])}</code></p>"
             f"{_verdict_block(folder)}{table}" + (f"<p class='files'>{links}</p>" if links else "") + "</section>")
+
+
+def _overview(out: Path, steps: list[dict[str, Any]]) -> str:
+    """One line per step, its verdict word coloured, linking to its section."""
+    items = []
+    for step in steps:
+        word = step_verdict([c for _, _, cs in _judged(out / step["folder"]) for c in cs])
+        mark = (f"<b style='color:{verdict_colour(word)}'>{word.upper()}</b>" if word
+                else "<span class='muted'>no claims</span>")
+        items.append(f"<li>{mark} · <a href='#step-{html.escape(step['folder'], quote=True)}'>"
+                     f"{html.escape(step['folder'])}</a> <span class='muted'>{html.escape(step['what'])}</span></li>")
+    return f"<ol class='overview'>{''.join(items)}</ol>"
+
+
+def tour_headline(out: Path, steps: list[dict[str, Any]]) -> Headline:
+    """The index's headline: how many steps state claims, how many fail, and which (by name)."""
+    words = {step["folder"]: step_verdict([c for _, _, cs in _judged(out / step["folder"]) for c in cs])
+             for step in steps}
+    judged = {f: w for f, w in words.items() if w is not None}
+    if not judged:
+        return Headline(f"the tour's {len(steps)} steps", "no step states a claim")
+    counts = {v: sum(w == v for w in judged.values()) for v in VERDICT_ORDER}
+    word = step_verdict([{"verdict": w} for w in judged.values()])
+    number = (f"{len(judged)} of {len(steps)} steps state claims: "
+              + ", ".join(f"{counts[v]} {v}" for v in VERDICT_ORDER if counts[v]))
+    failing = [f for f, w in judged.items() if w != "holds"]
+    return Headline("the tour's verdicts", number, word,
+                    failing=("not holding: " + ", ".join(f"{f} ({judged[f]})" for f in failing)) if failing else None)
 
 
 def demo_index(out: str | Path, steps: list[dict[str, Any]], title: str = "interp-rand demo: the zoo's trained models") -> str:
@@ -148,7 +213,8 @@ def demo_index(out: str | Path, steps: list[dict[str, Any]], title: str = "inter
     intro = ("<p class='muted'>Each step's command, its verdict over the claims it states (FAILS when any claim "
              "fails, with one line per failing claim saying why; HOLDS when all hold; else INCONCLUSIVE), its key "
              "numbers (from the JSON it wrote) and every file it wrote; the figures are offline HTML.</p>")
-    return page_html(title, [intro, "".join(_step(out, step) for step in steps)], style=_STYLE)
+    return page_html(title, [_overview(out, steps), intro, "".join(_step(out, step) for step in steps)], style=_STYLE,
+                     headline=tour_headline(out, steps))
 
 
-__all__ = ["demo_index", "key_numbers", "step_verdict", "verdict_lines"]
+__all__ = ["PRINTED", "demo_index", "key_numbers", "side_by_side", "step_verdict", "tour_headline", "verdict_lines"]

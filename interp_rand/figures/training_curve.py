@@ -1,5 +1,8 @@
 """The training curve of one run: loss, held-out exact match and learning rate against step
-(drawing only; the records are read from the run's ``metrics.jsonl`` by ``interp-rand curve``)."""
+(drawing only; the records are read from the run's ``metrics.jsonl`` by ``interp-rand curve``),
+and the headline its page opens with, which says plainly when the recorded curve starts late
+(:func:`starts_late`: the model had learned the task before its first evaluation, so the
+learning phase is not on the curve)."""
 
 from __future__ import annotations
 
@@ -7,6 +10,14 @@ from typing import Any
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+
+from interp_rand.figures.headline import Headline
+
+#: The recorded curve starts late when its first evaluation's exact match is already at least
+#: this share of the best recorded one (and at least :data:`LATE_FLOOR`): the task was learned
+#: before the first record.
+LATE_SHARE = 0.9
+LATE_FLOOR = 0.5
 
 # (record key, trace name, panel) in the order drawn; a key no record has is left out
 _SERIES = (("train_loss", "training loss", 1), ("loss", "held-out loss", 1),
@@ -38,10 +49,41 @@ def training_curve_figure(records: list[dict[str, Any]], title: str) -> go.Figur
     fig.update_yaxes(range=[0, 1.02], title_text="exact match", row=1, col=2)
     fig.update_yaxes(title_text="lr", exponentformat="e", row=1, col=3)
     fig.update_xaxes(title_text="step")
-    fig.update_layout(template="plotly_white", title=title, font={"size": 12}, height=440, width=1250,
+    # no fixed width: the figure follows the window (PLOTLY_CONFIG's responsive), never scrolls sideways
+    fig.update_layout(template="plotly_white", title=title, font={"size": 12}, height=440,
                       legend={"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top"},
                       margin={"l": 70, "r": 30, "t": 90, "b": 110})
     return fig
 
 
-__all__ = ["training_curve_figure"]
+def starts_late(records: list[dict[str, Any]]) -> str | None:
+    """Why the recorded curve starts late (a sentence), or None: its first evaluation's held-out
+    exact match is already >= :data:`LATE_SHARE` of the best recorded one and >=
+    :data:`LATE_FLOOR`, so the model learned the task before anything was recorded."""
+    scored = [r for r in records if isinstance(r.get("exact_match"), (int, float))]
+    if len(scored) < 1:
+        return None
+    first, best = scored[0], max(r["exact_match"] for r in scored)
+    if first["exact_match"] >= max(LATE_FLOOR, LATE_SHARE * best):
+        return (f"the recorded curve starts late: its first evaluation (step {first['step']}) is already at exact "
+                f"match {first['exact_match']:.3f}, so the learning phase before it is not recorded")
+    return None
+
+
+def curve_headline(records: list[dict[str, Any]], label: str) -> Headline:
+    """The curve page's headline: the run's last held-out exact match (or loss), how many
+    evaluations from which step, and :func:`starts_late`'s sentence when it does. No verdict."""
+    if not records:
+        raise ValueError("no records to draw: the run's metrics.jsonl is empty")
+    last = records[-1]
+    if isinstance(last.get("exact_match"), (int, float)):
+        number = f"held-out exact match {last['exact_match']:.4f} at step {last['step']}"
+    elif isinstance(last.get("loss"), (int, float)):
+        number = f"held-out loss {last['loss']:.3g} at step {last['step']}"
+    else:
+        number = f"last step {last['step']}"
+    number += f" · {len(records)} evaluations from step {records[0]['step']}"
+    return Headline(f"training curve of {label}", number, failing=starts_late(records))
+
+
+__all__ = ["LATE_FLOOR", "LATE_SHARE", "curve_headline", "starts_late", "training_curve_figure"]

@@ -25,7 +25,6 @@ from interp_rand.gridworld.evaluation import AgentEvaluation, evaluate_agent
 from interp_rand.gridworld.pgpe import (
     GridworldProblem,
     TrainedAgent,
-    connect_ray,
     train_agent,
 )
 from interp_rand.gridworld.population import (
@@ -47,7 +46,6 @@ __all__ = [
     "Rollout",
     "TrainedAgent",
     "agent_model_config",
-    "connect_ray",
     "evaluate_agent",
     "fitness",
     "load_agent",

@@ -199,7 +199,7 @@ GRIDWORLD_PAPER = GridworldScale(
 # - population 20 instead of 300;
 # - 60 generations (the paper trains far longer; not stated).
 # The fourth is for the objective, a consequence of the other three: tie_break_q=4. With the
-# exact worst cell (tie_break_q=None, measured: README, grid-world section) the worst-cell
+# exact worst cell (tie_break_q=None, measured: docs/gridworld.md) the worst-cell
 # agent trains only if its initial 10 routes already cover all 24 cells (training seed 1:
 # worst-5% -44.5 vs ERM -50); otherwise every member scores the floor -50, the raw-fitness
 # gradient is exactly 0 and the weights never move (training seed 0: -50 vs ERM -42.6). The
@@ -218,7 +218,7 @@ GRIDWORLD_PAPER = GridworldScale(
 #   ...), the natural refinement of max-min, in one term.
 # - with Adam as the centre optimizer the small scale of the tie-break does not slow the steps
 #   (Adam divides by the gradient's running size).
-# Measured with it (README, grid-world section; 100 evaluation seeds): worst-5% -41.4 vs ERM
+# Measured with it (docs/gridworld.md; 100 evaluation seeds): worst-5% -41.4 vs ERM
 # -42.6 in training seed 0 (with 1,000 evaluation seeds -41.0 vs -40.2: ERM ahead, a tie within
 # noise), -42.0 vs -50.0 in seed 1; averages -34.9 and -34.8 vs ERM's -26.5 and -30.0. The
 # mean as the tie-break (q = 1), seed 0 only: -42.35 (no measured reason against it either).

@@ -11,9 +11,9 @@ from interp_rand.gridworld.checkpoint import load_agent, save_agent
 from interp_rand.gridworld.config import GridworldScale
 from interp_rand.gridworld.evaluation import evaluate_agent, save_json
 from interp_rand.gridworld.pgpe import train_agent
-from interp_rand.reproduce import file_label
 from interp_rand.output.lock import run_lock
-from interp_rand.zoo.location import output_folder
+from interp_rand.run_names import output_folder
+from interp_rand.variant_names import file_label
 
 # Evaluation seeds come from their own generator seed, apart from the training seeds.
 EVAL_SEED = 12_345
@@ -40,7 +40,7 @@ def evaluate_run(path: str | Path, n_seeds: int | None = None, seed: int = EVAL_
                  out: str | Path | None = None) -> dict[str, Any]:
     """Evaluate a saved agent (run directory, checkpoint folder or ``zoo:NAME``) and write
     ``evaluation.json`` into ``out`` (default: the run directory; ``zoo-output/NAME`` for a zoo
-    agent, see :func:`~interp_rand.zoo.location.output_folder`); returns the summary, whose
+    agent, see :func:`~interp_rand.run_names.output_folder`); returns the summary, whose
     ``folder`` is where it was written."""
     ckpt = load_agent(path)
     n = n_seeds or ckpt.scale.pgpe.eval_seeds

@@ -12,8 +12,6 @@ are pushed to every actor, so the remote fitness equals the local one.
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -33,9 +31,6 @@ from interp_rand.gridworld.population import (
 )
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer
-
-RAY_CONNECT_TIMEOUT_S = 5.0
-
 
 class GridworldProblem(Problem):
     """Maximise the grid-world fitness of flat agent weight vectors (vectorised evaluation).
@@ -96,52 +91,6 @@ class GridworldProblem(Problem):
         batch.set_evals(evals.to(batch.values.dtype))
 
 
-def connect_ray(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
-    """Join the Ray cluster at ``address`` (``host:port`` of the head node's GCS,
-    ``ray://host:port`` or ``auto``).
-
-    ``ray.init`` retries an unreachable or foreign address for a long time; here a
-    ``host:port`` is first probed (TCP connect, then one GCS request, together bounded by
-    ``timeout_s``), and a failure raises ``ConnectionError`` naming the address."""
-    import ray
-
-    if ray.is_initialized():
-        return
-    if address != "auto" and not address.startswith("ray://"):
-        _probe_gcs(address, timeout_s)
-    try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    except (ConnectionError, RuntimeError) as err:
-        raise ConnectionError(f"cannot join the Ray cluster at {address!r}: {err}") from None
-
-
-def _probe_gcs(address: str, timeout_s: float) -> None:
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"ray address {address!r} must be host:port, ray://host:port or auto")
-    failure: list[str] = []
-
-    def probe() -> None:
-        try:
-            socket.create_connection((host, int(port)), timeout=timeout_s).close()
-            from ray._raylet import GcsClient
-
-            GcsClient(address=address).internal_kv_get(b"interp-rand-probe", None, timeout=timeout_s)
-        except Exception as err:  # noqa: BLE001 -- any failure means "not a reachable Ray GCS"
-            failure.append(f"{type(err).__name__}: {err}")
-
-    thread = threading.Thread(target=probe, daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if thread.is_alive():
-        failure.append(f"no answer within {timeout_s:g} s")
-    if failure:
-        raise ConnectionError(
-            f"cannot reach a Ray cluster at {address!r} ({failure[0]}); give the head node's "
-            "host:port (e.g. 10.0.0.1:6379), or leave out --ray-address to run locally"
-        )
-
-
 @dataclass(frozen=True)
 class TrainedAgent:
     """The result of :func:`train_agent`.
@@ -169,8 +118,8 @@ def train_agent(
     """Train one agent with PGPE at ``scale`` (variant, m, ... in ``scale.pgpe``).
 
     ``num_actors`` spreads each generation over Ray actors (connect first with
-    :func:`connect_ray`, or evotorch starts a local Ray instance). Deterministic for a given
-    ``scale.pgpe.seed`` when run locally. ``device`` places the population and the rollouts
+    :func:`interp_rand.job_runner.connect_ray`, or evotorch starts a local Ray instance).
+    Deterministic for a given ``scale.pgpe.seed`` when run locally. ``device`` places the population and the rollouts
     (e.g. ``"cuda"`` for the paper scale); the returned agent is on the CPU.
     """
     grid, cfg = scale.grid, scale.pgpe
@@ -209,4 +158,4 @@ def train_agent(
     return TrainedAgent(model=model, stdev=searcher.status["stdev"].detach().cpu().clone(), history=history)
 
 
-__all__ = ["GridworldProblem", "TrainedAgent", "connect_ray", "train_agent"]
+__all__ = ["GridworldProblem", "TrainedAgent", "train_agent"]

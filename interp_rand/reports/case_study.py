@@ -165,7 +165,7 @@ def case_study_report(study: str, run: str | Path | None = None, *, seed: int = 
     from interp_rand.reports.mechanism import mechanism_report
     from interp_rand.reports.mechanisms import flagship
     from interp_rand.training.checkpoint import CheckpointError, load_checkpoint
-    from interp_rand.zoo.location import run_label
+    from interp_rand.run_names import run_label
 
     if study not in STUDY_TASKS:
         raise ValueError(f"unknown case study {study!r}; choose from {sorted(STUDY_TASKS)}")

@@ -113,11 +113,11 @@ def card_lines(card: Any) -> list[str]:
 def write_card(card: Any, out: Path, stem: str = "card") -> None:
     """``{stem}.json`` and ``{stem}.html`` of ``card`` in ``out`` (a staging folder of
     :func:`interp_rand.output.replace_files`)."""
-    from circuits.draw.claim_card import claim_card_html
-    from interp_rand.output import write_json, write_text
+    from circuits.draw.claim_card import write_claim_card
+    from interp_rand.output import write_json
 
     write_json(out / f"{stem}.json", card.to_dict(), indent=1)
-    write_text(out / f"{stem}.html", claim_card_html(card))
+    write_claim_card(card, out / f"{stem}.html")
 
 
 def card_files(stem: str = "card") -> tuple[str, str]:
@@ -131,7 +131,7 @@ class CircuitReport:
     circuit: the discovered (or given) :class:`~circuits.Circuit`, its settings naming the run.
     faithfulness: its :class:`~circuits.Faithfulness`.
     summary: what faithfulness.json holds (method, discovery seconds, the faithfulness figures).
-    title: the drawing's title; attention: mean attention per layer for the drawing (None
+    title: the drawing's title (run, method, size); label: the run's name; attention: mean attention per layer for the drawing (None
     over all positions); position_names: the model's position names.
     card: the circuit's :class:`~circuits.analyses.claim_card.ClaimCard` (``None`` for a given
     ``--circuit``, which has no scores to integrate, or when not asked for).
@@ -147,6 +147,7 @@ class CircuitReport:
     position_names: list[str]
     card: Any = None
     qk: tuple = ()
+    label: str = "the model"
 
     # every file write() may write; those a write does not produce (a card) are removed with it
     FILES = ("circuit.json", "circuit.graphml", "circuit.dot", "faithfulness.json", "circuit.html", *card_files())
@@ -169,8 +170,32 @@ class CircuitReport:
         """The claim card's verdict and its claims, one line each (nothing without a card)."""
         return [] if self.card is None else card_lines(self.card)
 
+    def headline(self) -> Any:
+        """The drawing page's :class:`~interp_rand.figures.headline.Headline`: the circuit, the
+        share it recovers and its card's verdict (linked to the card), naming the claim that
+        fails; without a card, no verdict."""
+        from interp_rand.figures.headline import Headline
+
+        measured = f"circuit of {self.label} ({self.summary['method']}, {len(self.circuit)} of {self.circuit.total_edges} edges)"
+        number = f"recovers {self.summary['recovered']:.2f}"
+        if self.card is None:
+            return Headline(measured, number + " (no claim card)")
+        from circuits.draw.claim_card import card_headline
+
+        card = card_headline(self.card, link="card.html")
+        return Headline(measured, f"{number} · card {self.card.verdict.upper()}", self.card.verdict, card.failing,
+                        "card.html")
+
+    def figure_title(self) -> str:
+        """The drawing's title: the run and method, then what the circuit recovers and its card's
+        verdict, linked to the card page."""
+        card = "" if self.card is None else (
+            f" · <a href='card.html'>card {self.card.verdict.upper()}</a>")
+        return f"{self.title} — recovers {self.summary['recovered']:.2f}{card}"
+
     def write(self, out: str | Path) -> Path:
-        """circuit.json, circuit.graphml, circuit.dot, faithfulness.json and circuit.html in ``out``."""
+        """circuit.json, circuit.graphml, circuit.dot, faithfulness.json and circuit.html (the
+        headline, then the drawing) in ``out``."""
         from circuits.draw.circuit_figure import write_circuit_html
         from interp_rand.output import replace_files, write_text
 
@@ -182,8 +207,8 @@ class CircuitReport:
             write_text(stage / "faithfulness.json", self.to_json())
             if self.card is not None:
                 write_card(self.card, stage)
-            write_circuit_html(self.circuit, stage / "circuit.html", self.title, attention=self.attention,
-                               position_names=self.position_names, qk=self.qk)
+            write_circuit_html(self.circuit, stage / "circuit.html", self.figure_title(), headline=self.headline(),
+                               attention=self.attention, position_names=self.position_names, qk=self.qk)
         return out
 
 
@@ -210,7 +235,7 @@ def circuit_report(run: str | Path | None = None, *, model: Any = None, task: An
     in place of ``run``: a model of your own (``seed_source="fixed"``: trained on the task's r0)."""
     from circuits import Ablation, Circuit, discover, faithfulness
     from circuits.analyses.flow import mean_attention
-    from interp_rand.zoo.location import run_label
+    from interp_rand.run_names import run_label
 
     check_circuit_options(method, top_k, threshold, circuit)
     inputs = analysis_inputs(run, n, seed, pairs, model=model, task=task, seed_source=seed_source,
@@ -268,7 +293,7 @@ def circuit_report(run: str | Path | None = None, *, model: Any = None, task: An
         circuit=found, faithfulness=result, summary=summary,
         title=f"{label}: {name}, {len(found)} of {found.total_edges} edges",
         attention=mean_attention(model, data.clean) if by_position else None,
-        position_names=position_names(model, task), card=claim, qk=qk)
+        position_names=position_names(model, task), card=claim, qk=qk, label=label)
 
 
 __all__ = ["CircuitReport", "DEFAULT_SEED", "card_lines", "circuit_card", "write_card", "check_circuit_options", "check_top_k", "circuit_report",

@@ -81,9 +81,51 @@ class ComparisonReport:
         cards = [line for card in (self.cards or ()) if card is not None for line in card_lines(card)]
         return "\n".join([json.dumps(self.key_numbers(), indent=2), "\n".join(self.lines), *cards, *self.notes()])
 
+    def headline(self) -> Any:
+        """The page's headline: the two circuits' overlap and cross-faithfulness, and one verdict
+        over the claims (``fails`` when any fails, naming it; ``holds`` when all hold)."""
+        from interp_rand.figures.demo_index import step_verdict
+        from interp_rand.figures.headline import Headline
+
+        r, (la, lb) = self.result, self.labels
+        dicts = [c.to_dict() for c in self.claims]
+        verdict = step_verdict(dicts)
+        cross = ", ".join(f"{k[0].upper()} on {k[-1].upper()} {v:.2f}" for k, v in r.cross.items() if k[0] != k[-1])
+        random = "n/a" if r.random_jaccard is None else f"{r.random_jaccard:.3f}"
+        number = (f"{len(r.shared)} shared, Jaccard {r.jaccard:.3f} (random {random})"
+                  + (f" · recovered share {cross}" if cross else ""))
+        failing = next((c for c in dicts if c["verdict"] == "fails"), None) or next(
+            (c for c in dicts if c["verdict"] == "inconclusive"), None)
+        why = None
+        if failing is not None:
+            n_bad = sum(c["verdict"] == failing["verdict"] for c in dicts)
+            text = failing["claim"].replace(f" ({la})", "").replace(f" ({lb})", "")  # A and B are named above
+            word = "fail" if failing["verdict"] == "fails" else failing["verdict"]
+            why = (f"{n_bad} of {len(dicts)} claims {word}, e.g. {text}"
+                   + (f" — {failing['reason']}" if failing["reason"] else ""))
+        return Headline(f"{self.summary['method']} circuits of A = {la} ({len(self.circuits[0])} edges), "
+                        f"B = {lb} ({len(self.circuits[1])} edges)", number, verdict, failing=why)
+
+    def claims_table(self) -> str:
+        """The claims with their verdicts (coloured), numbers and controls, as an HTML table."""
+        from interp_rand.figures.style import verdict_colour
+
+        def cell(x: Any) -> str:
+            return "-" if x is None else f"{x:.3f}" if isinstance(x, float) else html.escape(str(x))
+
+        rows = "".join(
+            f"<tr><td class='l'>{html.escape(c.text)}</td>"
+            f"<td style='color:{verdict_colour(c.verdict.outcome)}'><b>{c.verdict.outcome.upper()}</b></td>"
+            f"<td>{cell(c.value)}</td><td>{cell(c.control)}</td><td class='l'>{html.escape(c.control_label)}</td>"
+            f"<td class='l'>{html.escape(c.verdict.reason)}</td></tr>" for c in self.claims)
+        return ("<h2>Claims</h2><div class='scroll'><table><tr><th style='text-align:left'>claim</th><th>verdict</th><th>value</th>"
+                f"<th>control</th><th>control is</th><th>why not</th></tr>{rows}</table></div>"
+                f"<p class='note'>{html.escape(self.lines[-1])}</p>"
+                + "".join(f"<p class='note'>{html.escape(n)}</p>" for n in self.notes()))
+
     def write(self, out: str | Path) -> Path:
-        """circuit_a.json, circuit_b.json, comparison.json and comparison.html (the claim lines at
-        the top of its body) in ``out``."""
+        """circuit_a.json, circuit_b.json, comparison.json and comparison.html (its headline, the
+        figure, then the claims) in ``out``."""
         from circuits.draw.comparison_figure import write_comparison_html
         from interp_rand.output import replace_files, write_text
 
@@ -92,10 +134,9 @@ class ComparisonReport:
             self.circuits[0].save(stage / "circuit_a.json")
             self.circuits[1].save(stage / "circuit_b.json")
             write_text(stage / "comparison.json", self.to_json())
-            page = write_comparison_html(*self.circuits, self.result, stage / "comparison.html",
-                                         attention=self.attention, position_names=self.position_names)
-            block = "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in self.lines) + "</ul>"
-            write_text(page, page.read_text().replace("<body>", "<body>\n" + block, 1))
+            write_comparison_html(*self.circuits, self.result, stage / "comparison.html",
+                                  headline=self.headline(), after=[self.claims_table()],
+                                  attention=self.attention, position_names=self.position_names)
             for card, stem in zip(self.cards or (), ("card_a", "card_b")):
                 if card is not None:
                     write_card(card, stage, stem)
@@ -135,7 +176,7 @@ def compare_report(run_a: str | Path | None = None, run_b: str | Path | None = N
     from circuits.analyses.faithfulness import TINY_GAP, behaviour_gap
     from circuits.analyses.flow import mean_attention
     from interp_rand.verdicts import summary_line, verdict_counts
-    from interp_rand.zoo.location import run_label
+    from interp_rand.run_names import run_label
 
     a, b = (analysis_inputs(run, n, seed, pairs, model=given, task=task, what="compare_report",
                             check_architecture=True) for run, given in ((run_a, model_a), (run_b, model_b)))

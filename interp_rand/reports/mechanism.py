@@ -18,7 +18,7 @@ from circuits.mechanisms import Mechanism, MechanismCard, check_mechanism
 
 def claims_html(claims: list[Any]) -> str:
     """Claims as a list, each led by its coloured verdict word."""
-    from circuits.draw.style import VERDICT_COLOURS
+    from interp_rand.figures.style import VERDICT_COLOURS
 
     return "<ul>" + "".join(
         f"<li><b style='color:{VERDICT_COLOURS[c.verdict.outcome]}'>{c.verdict.outcome.upper()}</b> "
@@ -53,7 +53,7 @@ class MechanismReport:
     def sections(self) -> list[Any]:
         """The page's sections: the coloured headline, the drawing, the algorithm, the claims."""
         from circuits.draw.mechanism_figure import mechanism_figure
-        from circuits.draw.style import VERDICT_COLOURS
+        from interp_rand.figures.style import VERDICT_COLOURS
 
         colour = VERDICT_COLOURS[self.card.verdict]
         bad = self.card.failing()
@@ -84,7 +84,7 @@ def mechanism_report(mechanism: str | Mechanism, run: str | Path | None = None, 
     """Check ``mechanism`` (a flagship's name, or a :class:`Mechanism`) on ``run`` (default: the
     flagship's zoo run) or on a given ``model`` and ``task``."""
     from interp_rand.training.checkpoint import load_checkpoint
-    from interp_rand.zoo.location import run_label
+    from interp_rand.run_names import run_label
 
     module = None
     if isinstance(mechanism, str):

@@ -164,6 +164,47 @@ def key_numbers(run: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def randomness_claims(runs: list[dict[str, Any]]) -> list[Any]:
+    """The claims the report makes about its first run, each judged by the one verdict rule
+    (:func:`interp_rand.verdicts.exceeds`, its default margin and ratio): its output
+    depends on its seed beyond its random-init control (the same architecture, random weights:
+    seed use by accident); beyond the compared run (e.g. its ERM twin); recall: it mixes
+    strategies (:class:`interp_rand.seeded_evaluation.mixing.MixingStrategies`' own rule);
+    colouring: its learned rule agrees with the classical routine beyond shuffled noise."""
+    from interp_rand.verdicts import Claim, Verdict, exceeds
+
+    first = runs[0]
+    name = first["name"]
+    usage = first["usage"]["reference"]
+    claims = [exceeds(f"{name} uses its seed beyond its random-init control (whole-model usage, mean TV)", usage,
+                      first["random_init"]["reference"], control_label="the random-init control")]
+    if len(runs) > 1:
+        claims.append(exceeds(f"{name} uses its seed beyond {runs[1]['name']} (whole-model usage, mean TV)", usage,
+                              runs[1]["usage"]["reference"], control_label=runs[1]["name"]))
+    mix = first.get("mechanism", {}).get("mixing")
+    if mix is not None:
+        other = runs[1].get("mechanism", {}).get("mixing") if len(runs) > 1 else None
+        rule = (f"size / capacity >= {mix['size_tolerance']:g} and set diversity >= {mix['diversity_bound']:g}")
+        ratio, diversity = mix["size_ratio"], mix["set_diversity"]
+        if mix["mixes"]:
+            outcome, why = "holds", ""
+        elif ratio is None or diversity is None:  # capacity 0, or fewer than two seeds
+            outcome, why = "inconclusive", ("no deterministic capacity to hold the sizes against" if ratio is None
+                                            else "no set diversity (fewer than two seeds)")
+        elif ratio < mix["size_tolerance"]:
+            outcome, why = "fails", f"size / capacity {ratio:.3g} below {mix['size_tolerance']:g}"
+        else:
+            outcome, why = "fails", f"set diversity {diversity:.3g} below {mix['diversity_bound']:g}"
+        claims.append(Claim(f"{name} mixes strategies (per-seed stored sets near capacity, different across seeds; "
+                            "value: set diversity)", diversity, None if other is None else other["set_diversity"],
+                            runs[1]["name"] if other is not None else "no compared run", Verdict(outcome, rule, why)))
+    rule = first.get("mechanism", {}).get("rule")
+    if rule is not None:
+        claims.append(exceeds(f"{name}'s colouring agrees with the classical routine (relabelled) beyond shuffled noise",
+                              rule["agreement"], rule["agreement_shuffled"], control_label="shuffled-noise control"))
+    return claims
+
+
 # ------------------------------------------------------------------ the report
 
 
@@ -188,9 +229,15 @@ class RandomnessReport:
     def summary(self) -> dict[str, dict[str, Any]]:
         return {r["name"]: row for r, row in zip(self.runs, self.rows)}
 
+    @property
+    def claims(self) -> list[Any]:
+        """:func:`randomness_claims` of the runs."""
+        return randomness_claims(self.runs)
+
     def to_dict(self) -> dict[str, Any]:
-        """``{"runs": [...], "summary": {...}}``: randomness.json, and what the drawing reads."""
-        return {"runs": self.runs, "summary": self.summary}
+        """``{"runs": [...], "summary": {...}, "claims": [...]}``: randomness.json, and what the
+        drawing reads."""
+        return {"runs": self.runs, "summary": self.summary, "claims": [c.to_dict() for c in self.claims]}
 
     FILES = ("randomness.json", "randomness.html")  # what write() writes, together
 
@@ -204,7 +251,10 @@ class RandomnessReport:
         width = max(len(k) for k in rows[0])
         lines = [f"{'':{width}}  " + "  ".join(f"{n[:28]:>28}" for n in names)]
         lines += [f"{key:{width}}  " + "  ".join(f"{_fmt(row.get(key)):>28}" for row in rows) for key in rows[0]]
-        return "\n".join(lines)
+        from interp_rand.verdicts import summary_line
+
+        claims = self.claims
+        return "\n".join(lines + [c.line() for c in claims] + [summary_line(claims)])
 
     def write(self, out: str | Path) -> tuple[Path, Path]:
         """randomness.json and randomness.html in ``out``; returns their paths."""
@@ -278,4 +328,4 @@ def _check_seeded(model: Any, task: Any, what: str) -> None:
 
 
 __all__ = ["DEFAULT_SEED", "RandomnessReport", "analyse_model", "analyse_run", "key_numbers", "load_seeded",
-           "randomness_report", "register_randomness_analysis", "RANDOMNESS_ANALYSES"]
+           "randomness_claims", "randomness_report", "register_randomness_analysis", "RANDOMNESS_ANALYSES"]

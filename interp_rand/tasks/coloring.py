@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from interp_rand.losses import answers_every_position, argmax_class, register_loss_kind
 from interp_rand.tasks.base import CYCLE_NEIGHBOURS, Batch, PairBatch, model_config_from, register_task
 from interp_rand.tasks.randomized import Experiment, ExperimentScale, first_seed, replace_seeds
 
@@ -81,8 +82,6 @@ def _answer_mask(batch: Batch) -> Tensor:
     """``[batch, n_answer, n_answer]`` bool: the adjacency among the answer positions."""
     if batch.attention_mask is None:
         raise ValueError("the coloring loss needs the batch's attention_mask (the graph's edges)")
-    from interp_rand.losses import answers_every_position  # losses imports this package
-
     positions = batch.answer_positions
     if answers_every_position(positions, batch.attention_mask.shape[1]):
         return batch.attention_mask  # every position answers (as built here): no copy
@@ -102,8 +101,6 @@ def coloring_loss(picked: Tensor, batch: Batch) -> Tensor:
 
 def coloring_correct(picked: Tensor, batch: Batch) -> Tensor:
     """``[batch, N]`` bool: the argmax colour of each vertex differs from all its neighbours'."""
-    from interp_rand.losses import argmax_class  # losses imports this package
-
     colour = argmax_class(picked)
     if picked.shape[-1] <= 256:
         colour = colour.to(torch.uint8)  # the [batch, N, N] comparison on bytes
@@ -138,27 +135,10 @@ def cycle_adjacency(order: Tensor) -> Tensor:
     return ring[ring_position[:, :, None], ring_position[:, None, :]]
 
 
-def register_coloring_loss() -> None:
-    """Register the ``"coloring"`` loss kind (idempotent).
-
-    ``interp_rand.losses`` imports ``interp_rand.tasks.base``, which runs this package's
-    ``__init__``; so when ``losses`` is imported first, this module loads while ``losses`` is
-    half-initialised. Then the module-level call below fails quietly and
-    :class:`ColoringTask`'s construction registers the kind instead (nothing can use the kind
-    before a ``ColoringTask`` exists).
-    """
-    from interp_rand.losses import register_loss_kind
-
-    # a colouring is checked without a target (edge by edge), so besides the whole-output
-    # majority, votes per vertex and verify-and-retry (Las Vegas) are real algorithms
-    register_loss_kind(LOSS_KIND, coloring_loss, coloring_correct, coloring_judge,
-                       vote_rules=VOTE_RULES)
-
-
-try:
-    register_coloring_loss()
-except ImportError:  # interp_rand.losses is mid-import; see register_coloring_loss
-    pass
+# The task's own loss kind, registered next to its code. A colouring is checked without a target
+# (edge by edge), so besides the whole-output majority, votes per vertex and verify-and-retry
+# (Las Vegas) are real algorithms.
+register_loss_kind(LOSS_KIND, coloring_loss, coloring_correct, coloring_judge, vote_rules=VOTE_RULES)
 
 
 # ---------------------------------------------------------------------- scales
@@ -263,7 +243,6 @@ class ColoringTask:
 
     def __post_init__(self) -> None:
         self.validate()
-        register_coloring_loss()
 
     # ------------------------------------------------------------------ config
 

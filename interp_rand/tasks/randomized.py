@@ -16,15 +16,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
 
 from interp_rand.tasks.base import Batch, Task, task_class, task_names
-
-if TYPE_CHECKING:
-    from interp_rand.training.config import TrainConfig
 
 # ``fixed_seed()`` is the first seed drawn from a generator seeded with this, so ``r0`` is a
 # typical draw of the seed distribution (all-zero bits or all-zero noise would be atypical).
@@ -70,7 +67,8 @@ class RandomizedTask(Task, Protocol):
 @dataclass(frozen=True)
 class ExperimentScale:
     """The optimiser settings and seed budget of one named scale of a randomized experiment
-    (a CPU-scaled or the paper-scale one); each task adds the fields of its sweep.
+    (a CPU-scaled or the paper-scale one); each task adds the fields of its sweep. Its training
+    config is ``TrainConfig.from_scale(scale, **overrides)`` (the training layer reads the scale).
 
     Attributes:
         steps, batch_size, lr, warmup_steps, min_lr_ratio, weight_decay, beta1, beta2,
@@ -109,15 +107,6 @@ class ExperimentScale:
         tasks' scales add their own)."""
         return {}
 
-    def train_config(self, **overrides: Any) -> "TrainConfig":
-        """A ``TrainConfig`` with every field of this scale that ``TrainConfig`` also has;
-        ``overrides`` win. The variant (``objective``, ``seed_source``) is the caller's choice."""
-        from interp_rand.training.config import TrainConfig
-
-        shared = {f.name for f in dataclasses.fields(TrainConfig)}
-        kwargs = {k: v for k, v in dataclasses.asdict(self).items() if k in shared}
-        return TrainConfig(**{**kwargs, **overrides})
-
 
 @dataclass(frozen=True)
 class Experiment:
@@ -130,7 +119,8 @@ class Experiment:
         sweep_key: the table's and figure's x column (``"N"``, ``"q"``).
         settings: the task configs trained at a scale (recall: one per ``N`` of
             ``scale.n_pairs``; colouring: the one cycle size).
-        sweep_value: a run's x value from its task config and training config.
+        sweep_value: a run's x value from its task config and training config (its
+            ``TrainConfig``: the training layer is above the tasks, so it is not named here).
         scales: the named scales (``"cpu"``, ``"paper"``) of the experiment.
         eval_inputs: fresh inputs of each run's seeded evaluation (``reproduce``'s runs and
             the zoo's model cards).
@@ -144,7 +134,7 @@ class Experiment:
 
     sweep_key: str
     settings: Callable[[ExperimentScale], list[dict[str, Any]]]
-    sweep_value: Callable[[dict[str, Any], "TrainConfig"], float]
+    sweep_value: Callable[[dict[str, Any], Any], float]
     scales: Mapping[str, ExperimentScale]
     eval_inputs: int
     paper_points: tuple[dict[str, Any], ...]

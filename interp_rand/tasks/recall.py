@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor
 
+from interp_rand.losses import bit_patterns
 from interp_rand.tasks.base import KEY_VALUE_RECALL, Batch, PairBatch, model_config_from, register_task
 from interp_rand.tasks.randomized import Experiment, ExperimentScale, first_seed, replace_seeds
 
@@ -291,7 +292,6 @@ class RecallTask:
         """``[2**seed_bits, seed_bits]`` float: row ``i`` is ``i`` in binary, most significant
         bit first (so rows are in lexicographic order; the toolkit's one bit order,
         :func:`interp_rand.losses.bit_patterns`). Only for ``seed_bits <= 16``."""
-        from interp_rand.losses import bit_patterns  # losses imports the tasks package
         if self.seed_bits > MAX_ENUMERABLE_SEED_BITS:
             raise ValueError(
                 f"all_seeds() needs seed_bits <= {MAX_ENUMERABLE_SEED_BITS} "

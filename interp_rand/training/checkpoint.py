@@ -38,7 +38,7 @@ from interp_rand.training.config import TrainConfig
 from interp_rand.output.files import write_json
 from interp_rand.output.folder import replace_folder
 from interp_rand.output.write_error import writing
-from interp_rand.zoo.location import resolve_run
+from interp_rand.run_names import resolve_run
 
 FORMAT = "interp-rand/checkpoint"
 VERSION = 1
@@ -244,7 +244,10 @@ def read_meta(path: str | Path) -> tuple[Path, dict[str, Any]]:
     format and version. The one reader of checkpoint metadata: :func:`load_checkpoint` and the
     grid world's ``load_agent`` add what their task needs. Raises :class:`CheckpointError`
     naming the file and what is wrong."""
-    path = resolve_run(path)
+    try:
+        path = resolve_run(path)
+    except ValueError as err:  # not a zoo model's name
+        raise CheckpointError(str(err)) from None
     if not path.exists():
         raise CheckpointError(f"{path} does not exist")
     if not (path / META_FILE).exists():

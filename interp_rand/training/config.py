@@ -28,7 +28,9 @@ class TrainConfig:
         beta2: AdamW's decay rate of the squared gradient's running mean.
         adam_eps: AdamW's epsilon, added to the root of the squared-gradient mean.
         grad_clip: max global gradient norm (0 disables clipping).
-        eval_every: steps between evaluations on a fixed held-out batch.
+        eval_every: steps between evaluations on a fixed held-out batch (plus early ones at
+            steps 16, 32, 64, ... below it, so the curve shows the learning phase:
+            :func:`interp_rand.training.trainer.is_eval_step`).
         eval_size: examples in that held-out batch (drawn once, from a seed of its own).
         checkpoint_every: steps between checkpoints (one is always written at the end).
         keep_checkpoints: how many of the newest checkpoints to keep on disk (``every``
@@ -104,3 +106,12 @@ class TrainConfig:
         if unknown:
             raise ValueError(f"TrainConfig has no field(s) {unknown}; allowed: {sorted(allowed)}")
         return cls(**data)
+
+    @classmethod
+    def from_scale(cls, scale: Any, **overrides: Any) -> "TrainConfig":
+        """A ``TrainConfig`` with every field of the dataclass ``scale`` (a randomized task's
+        :class:`~interp_rand.tasks.randomized.ExperimentScale`) that ``TrainConfig`` also has;
+        ``overrides`` win. The variant (``objective``, ``seed_source``) is the caller's choice."""
+        shared = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in dataclasses.asdict(scale).items() if k in shared}
+        return cls(**{**kwargs, **overrides})

@@ -46,6 +46,24 @@ from interp_rand.output.folder import recover_folders
 
 # The evaluation set's generator is offset from the training seed so the two streams differ.
 _EVAL_SEED_OFFSET = 1_000_003
+#: Besides every ``eval_every`` steps, a run is evaluated at the powers of two from this step up
+#: to ``eval_every`` (16, 32, 64, 128 for the default 250), so its curve shows the learning phase.
+EARLY_EVAL_FROM = 16
+
+
+def is_eval_step(step: int, cfg: TrainConfig) -> bool:
+    """Is ``step`` evaluated: every ``cfg.eval_every`` steps, the last step, and the early
+    log-spaced steps (:data:`EARLY_EVAL_FROM`, 2x, 4x, ... below ``eval_every``). The early ones
+    only record the curve: the stop rule (``stop_at_exact_match``) is judged on the regular
+    cadence, so a run stops where it did before they were added."""
+    early = EARLY_EVAL_FROM <= step < cfg.eval_every and step & (step - 1) == 0
+    return judges_stop(step, cfg) or early
+
+
+def judges_stop(step: int, cfg: TrainConfig) -> bool:
+    """Is ``step`` an evaluation of the regular cadence (every ``eval_every`` steps, the last
+    step), the ones the stop rule is judged on?"""
+    return step % cfg.eval_every == 0 or step == cfg.steps
 
 
 def _initialise_from(model: HookedTransformer, source: str, spec: RunSpec) -> None:
@@ -131,7 +149,8 @@ def train(
         # A run that already stopped at its target has nothing left to do.
         reached = bool(start and history and cfg.stop_at_exact_match is not None
                        and isinstance(history[-1].get("exact_match"), (int, float))
-                       and history[-1]["exact_match"] >= cfg.stop_at_exact_match)
+                       and history[-1]["exact_match"] >= cfg.stop_at_exact_match
+                       and judges_stop(history[-1]["step"], cfg))
         if resumed_from is not None:
             left = "nothing left to train" if reached or start >= cfg.steps else f"training to step {cfg.steps}"
             print(f"resuming {run_dir} from step {start} ({resumed_from}); {left}", file=sys.stderr, flush=True)
@@ -189,7 +208,7 @@ def train(
                     bar.update(1)
 
                     stop = False
-                    if step % cfg.eval_every == 0 or step == cfg.steps:
+                    if is_eval_step(step, cfg):
                         try:
                             last_eval = evaluate(model, task, eval_batch)
                         except FloatingPointError as err:
@@ -198,7 +217,8 @@ def train(
                         history.append(record)
                         _append_history(run_dir, record)
                         bar.set_postfix(loss=f"{running_loss:.4f}", exact=f"{last_eval.exact_match:.4f}")
-                        stop = cfg.stop_at_exact_match is not None and last_eval.exact_match >= cfg.stop_at_exact_match
+                        stop = (cfg.stop_at_exact_match is not None and last_eval.exact_match >= cfg.stop_at_exact_match
+                                and judges_stop(step, cfg))
                     elif step % 10 == 0:
                         bar.set_postfix(loss=f"{read_losses():.4f}")
                     if is_checkpoint_step(cfg, step) or stop:

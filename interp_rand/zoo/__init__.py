@@ -22,7 +22,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from interp_rand.zoo.location import (
+# where the zoo lives and what ``zoo:NAME`` means: facts of the run names, below the checkpoint
+# loaders that read them (this package builds and describes the models, above the trainer)
+from interp_rand.run_names import (
     CARD_FILE,
     PREFIX,
     ZOO_DIR,

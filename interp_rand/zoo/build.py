@@ -27,7 +27,7 @@ from interp_rand.output.folder import recover_folders, replace_folder
 from interp_rand.training.checkpoint import META_FILE, MODEL_FILE, latest_checkpoint
 from interp_rand.zoo import headline
 from interp_rand.zoo.entries import ENTRIES, AgentEntry, TrainedEntry
-from interp_rand.zoo.location import CARD_FILE, PREFIX, ZOO_DIR, installed
+from interp_rand.run_names import CARD_FILE, PREFIX, ZOO_DIR, installed
 
 FRESH_INPUTS = 10_000
 CURVE_FILES = ("metrics.jsonl", "history.json")

@@ -19,8 +19,9 @@ from typing import Any
 
 from interp_rand.gridworld.config import GRIDWORLD_CPU, GridworldScale
 from interp_rand.gridworld.experiment import compared_variants, variant_label
-from interp_rand.reproduce import file_label, scale_for, variant_runs
+from interp_rand.reproduce import scale_for, variant_runs
 from interp_rand.training.config import TrainConfig
+from interp_rand.variant_names import file_label
 
 
 @dataclass(frozen=True)

@@ -149,7 +149,7 @@ def test_gridworld_exploration_maps(tmp_path):
     # At the 5x5 CPU scale (training seed 0) the worst-cell agent spreads its first visits more
     # evenly than ERM (spread of the first-visit times 4.96 vs 6.38, latest cell 24.6 vs 25.9)
     # at a worse average (-34.6 vs -26.6), and its worst cell is no worse than ERM's (-40.6 vs
-    # -41.1: a tie at this scale; the README's grid-world section has both training seeds)
+    # -41.1: a tie at this scale; docs/gridworld.md has both training seeds)
     import statistics
 
     def spread(s):

@@ -1,14 +1,15 @@
 """``run_jobs`` in process: results in job order, a start and a finish line per job, and a
-job that waits for a later one refused. (The Ray path is checked against this one in
-``test_reproduce.py``.)"""
+job that waits for a later one refused; a bad Ray address fails fast. (The Ray path is
+checked against this one in ``test_reproduce.py``.)"""
 
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 
 import pytest
 
-from interp_rand.job_runner import run_jobs
+from interp_rand.job_runner import connect_ray, run_jobs
 
 
 @dataclass(frozen=True)
@@ -43,3 +44,12 @@ def test_ray_is_imported_only_when_asked():
             "import interp_rand.cli.main; print('ray' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_unreachable_ray_address_fails_fast():
+    start = time.monotonic()
+    with pytest.raises(ConnectionError, match="cannot reach a Ray cluster at '127.0.0.1:1'"):
+        connect_ray("127.0.0.1:1", timeout_s=2.0)
+    assert time.monotonic() - start < 10
+    with pytest.raises(ValueError, match="must be host:port"):
+        connect_ray("nonsense", timeout_s=1.0)

@@ -145,13 +145,18 @@ def test_signed_patterns_get_a_symmetric_scale_shared_by_compared_panels():
 def test_report_in_a_browser_has_token_ticks_and_nothing_cut_off(tmp_path):
     import browser
 
-    page = write_report(_tiny_report("recall", n_pairs=5, value_bits=2, seed_bits=3), tmp_path / "report.html")
+    data = _tiny_report("recall", n_pairs=5, value_bits=2, seed_bits=3)
+    page = write_report(data, tmp_path / "report.html")
     result = browser.render(page, browser.screenshot_path(tmp_path, "report.png"), "1400,2400")
     browser.assert_readable(result, figures=1 + 3 + 3 + 1)
     mean = result["figures"]["mean-0"]
     assert mean["xticks"][:6] == ["k0", "k1", "k2", "k3", "k4", "query"]
     assert mean["yticks"][:6] == ["k0", "k1", "k2", "k3", "k4", "query"]
-    assert result["figures"]["example-0"]["xticks"][:6] == mean["xticks"][:6]
+    # an example's own tokens on both axes (CircuitsVis-style): position name and the token it holds
+    example = result["figures"]["example-0"]
+    tokens = [label.split(" ", 1)[1] for label in data.examples[0].labels]
+    assert example["xticks"][:6] == example["yticks"][:6] == tokens[:6]
+    assert all(":" in t for t in example["xticks"][:5]) and example["xticks"][:5] != mean["xticks"][:5]
 
 
 @pytest.mark.slow
@@ -165,7 +170,9 @@ def test_cli_report_for_a_trained_model_in_a_browser(trained_addition, tmp_path)
     size = out.stat().st_size
     assert size < 10e6
     page = out.read_text()
-    assert len(PLOTLY_BANNER.findall(page)) == 1
+    # plotly.js is not inlined: the page loads its folder's one plotly.min.js
+    assert not PLOTLY_BANNER.findall(page) and page.count("src='plotly.min.js'") == 1
+    assert PLOTLY_BANNER.findall((out.parent / "plotly.min.js").read_text()[:2000])
     for needle in ("aligned_digit", "carry_source", "carry_in", "mean pattern: no carry", "mean pattern: cascade "):
         assert needle in page, needle
     n_figures = page.count('class="plotly-graph-div"')
@@ -257,3 +264,40 @@ def test_report_shows_which_keys_a_recall_head_reads_under_which_seed_bits():
     assert torch.allclose(reads.difference, direct.difference, equal_nan=True)
     page = render_html(data)
     assert "seed bit set minus unset" in page and "shuffled across examples (control)" in page
+
+
+def test_the_chance_baseline_is_the_score_of_a_uniformly_attending_head(previous_token_model):
+    """The hand-built model's zero-weight heads attend uniformly over the keys they may see, so
+    their role score is the chance baseline the report computes (independently, from uniform
+    patterns); the previous-token head is far above it."""
+    task = make_task("sort", length=4, vocab=6)
+    data = build_report(previous_token_model(task), task, ReportConfig(n_examples=100, probes=False), info={"run": "t"})
+    scores = data.roles.scores["previous_token"]
+    assert data.role_chance["previous_token"] == pytest.approx(float(scores[0, 1]), abs=1e-4)
+    assert float(scores[0, 0]) > 0.99 > 3 * data.role_chance["previous_token"]
+    assert set(data.role_chance) == set(data.roles.scores)
+    from probes.report_html import headline
+
+    line = headline(data)
+    assert line.verdict is None and "previous_token: a0.0 scores 1.00" in line.number
+    assert "uniform attention" in line.number
+
+
+def test_report_first_look_headline_on_top_heads_named_a0_3_and_no_json_on_top(tmp_path):
+    """At 1280 x 800: the headline first (no verdict: nothing tested), figures before tables, the
+    probe table in a scrolling box, the legend of the selectivity figure inside it, heads named
+    a0.3 (never L0H3), the run's details after everything else."""
+    import browser
+
+    data = _tiny_report("addition", n_digits=2)
+    page = write_report(data, tmp_path / "report.html")
+    result = browser.first_look(page, browser.screenshot_path(tmp_path, "report-first-look.png"))
+    browser.assert_first_look(result, verdict=False)
+    assert result["headline"]["text"].startswith("attention of tiny's 4 heads")
+    assert result["figures"]["roles"]["xticks"] == ["a0.0", "a0.1", "a1.0", "a1.1"]
+    assert any("chance" in t for t in result["figures"]["roles"]["yticks"])
+    text = page.read_text()
+    assert not re.search(r"L\dH\d", text)
+    assert text.index("<details>") > text.index('id="probe-layers"')  # the run's JSON last, folded
+    assert result["figures"]["probe-layers"]["outside"] == []  # the legend is not cut off
+    assert "dotted: the same probe on a random-init model" in text

@@ -279,7 +279,7 @@ def test_conditional_means_split_the_batch():
     assert torch.isnan(attr.mean_where(torch.zeros(len(batch), dtype=torch.bool))).all()
 
 
-# The heads the case studies name on the zoo (README, case studies): sort's next-element heads at
+# The heads the case studies name on the zoo (docs/case-studies.md): sort's next-element heads at
 # every answer position; the carry study's carry heads at the positions it names them (full
 # sizes: a0.2@7, a0.2@8, a0.3@7, a1.0@9, a1.1@9).
 CASE_STUDY_HEADS = {

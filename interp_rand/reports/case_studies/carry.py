@@ -39,6 +39,8 @@ from interp_rand.reports.case_studies.components import (
     node_patch_scores,
     random_controls,
 )
+from circuits.analyses.flow import mean_attention
+from interp_rand.reports.circuit import position_names
 from circuits.graph.circuit import Circuit
 from circuits.graph.architecture import run_model
 from circuits.graph.selection import select
@@ -121,6 +123,10 @@ class CarryStudy:
     # what the circuit was chosen from, for its claim card (not written to case_study.json)
     edge_scores: Any = field(default=None, repr=False, compare=False)
     pairs: tuple[Batch, Batch] | None = field(default=None, repr=False, compare=False)
+    # for the circuit drawing: the mean attention on the pairs (key/value edges drawn to the query
+    # positions) and the model's position names
+    attention: Tensor | None = field(default=None, repr=False, compare=False)
+    position_names: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         def mean(accs: tuple[DigitAccuracy, ...]) -> dict[str, Any]:
@@ -309,7 +315,8 @@ def carry_study(model: Any, task, config: CarryConfig = CarryConfig(), progress:
         components=tuple(components), scores=scores, circuit=circuit, baseline=baseline, removed=removed,
         controls=controls, mean_ablated=mean_ablated, mean_controls=mean_controls,
         probe_hook=probe_hook, probe=probe, cascade_nodes=cascade_nodes, edge_scores=edge_scores,
-        pairs=(clean, corrupted),
+        pairs=(clean, corrupted), attention=mean_attention(model, clean),
+        position_names=tuple(position_names(model, task)),
         lookback=_lookback(model, task, cascade, heads),
         settings={**dataclasses.asdict(config), "n_digits": task.n_digits, "min_cascade": min_cascade,
                   "answer_order": task.answer_order},

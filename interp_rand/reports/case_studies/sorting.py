@@ -24,6 +24,8 @@ from torch import Tensor
 
 from circuits.interventions.ablation import Ablation
 from interp_rand.reports.case_studies.components import correct_under_ablation
+from circuits.analyses.flow import mean_attention
+from interp_rand.reports.circuit import position_names
 from circuits.graph.circuit import Circuit
 from circuits.graph.selection import select
 from circuits.methods.discovery import discover
@@ -92,6 +94,10 @@ class SortStudy:
     # what the circuit was chosen from, for its claim card (not written to case_study.json)
     edge_scores: Any = field(default=None, repr=False, compare=False)
     pairs: tuple[Batch, Batch] | None = field(default=None, repr=False, compare=False)
+    # for the circuit drawing: the mean attention on the pairs (key/value edges drawn to the query
+    # positions) and the model's position names
+    attention: Tensor | None = field(default=None, repr=False, compare=False)
+    position_names: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         def r(t: Tensor) -> list:
@@ -159,7 +165,8 @@ def sort_study(model: Any, task, config: SortConfig = SortConfig(), progress: bo
     note("duplicates and near-ties", progress)
     return SortStudy(
         heads=tuple(heads), role_scores=role, mass_per_position=mass.mean(0), circuit=circuit,
-        edge_scores=edge_scores, pairs=(pairs.clean, pairs.corrupted),
+        edge_scores=edge_scores, pairs=(pairs.clean, pairs.corrupted), attention=mean_attention(model, pairs.clean),
+        position_names=tuple(position_names(model, task)),
         baseline=baseline, ablated=ablated, controls=controls, control_heads=tuple(control_heads),
         ties=_ties(model, task, batch, patterns, heads), chance_score=chance,
         random_init_best=float(random_role.max()),

@@ -16,7 +16,8 @@ thresholds whose crossing steps a replay reports.
   circuit (:func:`circuits.smallest_faithful_circuit`) takes, or with ``smallest`` its own
   smallest faithful circuit; its size (after dangling edges are dropped) in ``circuit_size/own``;
   ``faithfulness/final_circuit``: the recovered share, at this checkpoint, of the final
-  checkpoint's circuit (threshold 0.8 for both). ``gap/metric``: the clean − corrupted metric
+  checkpoint's circuit (threshold 0.8 for both, judged only where ``gap/metric`` is at least
+  :data:`MEANINGFUL_GAP` of the final checkpoint's: a share of a near-zero gap is noise). ``gap/metric``: the clean − corrupted metric
   gap every share divides by; below :data:`circuits.analyses.faithfulness.TINY_GAP` the shares
   are noise and reported as NaN.
 - ``probe``: linear-probe selectivity (accuracy − control-task accuracy on held-out input
@@ -144,7 +145,12 @@ def circuit(view: CheckpointView, method: str = "eap", metric: str = "logprob", 
     return out
 
 
-THRESHOLDS.register("circuit", (Threshold("edge_rel/", 0.5), Threshold("faithfulness/", 0.8)))
+#: A faithfulness share divides by the checkpoint's own metric gap: its crossing is reported only
+#: where that gap is at least this share of the final checkpoint's (a ratio of two near-zero
+#: numbers, early in training, says nothing).
+MEANINGFUL_GAP = 0.1
+THRESHOLDS.register("circuit", (Threshold("edge_rel/", 0.5),
+                                Threshold("faithfulness/", 0.8, given=("gap/metric", MEANINGFUL_GAP))))
 
 
 _PROBE_OPTIONS = (

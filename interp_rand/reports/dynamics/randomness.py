@@ -44,7 +44,7 @@ from interp_rand.reports.dynamics.view import DYNAMICS_ANALYSES, THRESHOLDS, Che
 from interp_rand.tasks.base import KEY_VALUE_RECALL, require_capability
 
 # the worst-5% success that counts as "risen" in the stored_set analysis's thresholds: the
-# deterministic recall models sit at 0.00 beyond their capacity (README, the reproduction)
+# deterministic recall models sit at 0.00 beyond their capacity (docs/reproduction.md)
 WORST_RISEN = 0.1
 # mixing_strategies' verdict (1.0: sizes near the capacity and sets as diverse as the bound)
 MIXES_AT = 0.5

@@ -63,6 +63,7 @@ class Replay:
     seconds: seconds per analysis over all checkpoints, ``open`` (loading checkpoints and
         drawing the examples) and ``total``.
     n, seed: examples per checkpoint and their seed; command: what produced it.
+    model: the model in words (task, layers, heads, width), for the page's title.
     """
 
     run: str
@@ -80,14 +81,17 @@ class Replay:
     n: int = 256
     seed: int = DEFAULT_SEED
     command: str = ""
+    model: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "format": FORMAT, "run": self.run, "run_dir": self.run_dir, "command": self.command,
+            "format": FORMAT, "run": self.run, "run_dir": self.run_dir, "command": self.command, "model": self.model,
             "n": self.n, "seed": self.seed, "analyses": self.analyses, "options": self.options,
             "steps": self.steps, "checkpoints": self.checkpoints,
             "table": self.table, "train_loss_key": TRAIN_LOSS_KEY,
-            "thresholds": {prefix: {"value": t.value, "rising": t.rising} for prefix, t in self.thresholds.items()},
+            "thresholds": {prefix: {"value": t.value, "rising": t.rising,
+                                    "given": None if t.given is None else {"key": t.given[0], "share": t.given[1]}}
+                           for prefix, t in self.thresholds.items()},
             "crossings": self.crossings, "curve": self.curve, "notes": self.notes, "seconds": self.seconds,
         }
 
@@ -128,7 +132,7 @@ def run_checkpoints(run: str | Path) -> tuple[Path, list[Path]]:
     """The run folder of ``run`` (a folder or ``zoo:NAME``) and its checkpoints, oldest first;
     ``ValueError`` for fewer than two, saying how to train a run with a schedule."""
     from interp_rand.training.checkpoint import list_checkpoints
-    from interp_rand.zoo.location import resolve_run
+    from interp_rand.run_names import resolve_run
 
     folder = resolve_run(run)
     if not folder.is_dir():
@@ -207,29 +211,40 @@ def replay(run: str | Path, analyses: list[str] | None = None, *, n: int = 256, 
                 row.update(measures)
             rows.append(row)
             steps.append(view.step)
+            cfg = view.model.cfg
+            model = (f"{view.task.name} model, {cfg.n_layers} layer{'s' if cfg.n_layers != 1 else ''} x "
+                     f"{cfg.n_heads} heads, d_model {cfg.d_model}")
     if not names:
         raise ValueError(f"none of the analyses applies to {run}: " + "; ".join(notes))
     keys = list(dict.fromkeys(key for row in rows for key in row))
     table = {key: [finite_or_none(None if row.get(key) is None else float(row[key])) for row in rows] for key in keys}
     thresholds = {t.prefix: t for name in names for t in thresholds_of(name)}
     stepped = [{"step": step, **row} for step, row in zip(steps, rows)]
-    crossings = {}
-    for key in table:
-        matching = [t for prefix, t in thresholds.items() if key.startswith(prefix)]
-        if not matching:
-            continue
-        threshold = max(matching, key=lambda t: len(t.prefix))  # the longest prefix judges
-        step = threshold.first(stepped, key)
-        crossings[key] = {"step": step, "threshold": threshold.value, "rising": threshold.rising,
-                          "settled": threshold.settled(stepped, key),
-                          "text": "never" if step is None else f"step {step}"}
+    crossings = crossings_of(stepped, list(table), thresholds)
     seconds = {k: round(v, 3) for k, v in seconds.items() if k in names or k == "open"}
     seconds["total"] = round(time.perf_counter() - began, 3)
     return Replay(run=str(run), run_dir=str(folder), steps=steps, checkpoints=[str(p) for p in paths],
                   analyses=names, options={name: resolved[name] for name in names}, table=table,
                   thresholds=thresholds, crossings=crossings, curve=_read_curve(folder), notes=notes,
-                  seconds=seconds, n=n, seed=seed,
+                  seconds=seconds, n=n, seed=seed, model=model,
                   command=command or f"replay({str(run)!r}, analyses={names!r}, n={n}, seed={seed})")
+
+
+def crossings_of(rows: list[dict[str, Any]], keys: list[str], thresholds: dict[str, Threshold]) -> dict[str, dict]:
+    """Per key a threshold applies to (the longest matching prefix judges): its first crossing
+    ``step``, the ``settled`` step, the threshold and ``rule`` (:meth:`Threshold.describe`,
+    naming the denominator a ratio's crossing waits for) over ``rows`` (``{"step", key: value}``)."""
+    crossings = {}
+    for key in keys:
+        matching = [t for prefix, t in thresholds.items() if key.startswith(prefix)]
+        if not matching:
+            continue
+        threshold = max(matching, key=lambda t: len(t.prefix))
+        step = threshold.first(rows, key)
+        crossings[key] = {"step": step, "threshold": threshold.value, "rising": threshold.rising,
+                          "settled": threshold.settled(rows, key), "rule": threshold.describe(),
+                          "text": "never" if step is None else f"step {step}"}
+    return crossings
 
 
 def load_replay(path: str | Path) -> dict[str, Any]:
@@ -242,5 +257,5 @@ def load_replay(path: str | Path) -> dict[str, Any]:
     return data
 
 
-__all__ = ["FIGURE_FILE", "Replay", "ReplayError", "TABLE_FILE", "check_options", "load_replay", "replay",
+__all__ = ["FIGURE_FILE", "Replay", "ReplayError", "TABLE_FILE", "check_options", "crossings_of", "load_replay", "replay",
            "run_checkpoints"]

@@ -38,14 +38,39 @@ class Threshold:
     value: float
     rising: bool = True
     strict: bool = False
+    #: ``(key, share)`` for a quantity that is a ratio: a row counts only where its denominator
+    #: ``key`` is meaningfully above zero, ``|row[key]| >= share * |its value in the last row|``
+    #: (a faithfulness share divides by the model's own metric gap; where that gap is still a
+    #: small part of the trained model's, the share is a ratio of two near-zero numbers and a
+    #: crossing there says nothing). None: every row counts.
+    given: tuple[str, float] | None = None
+
+    def counts(self, rows: Iterable[Mapping[str, Any]], at: str = "step") -> Callable[[Mapping[str, Any]], bool] | None:
+        """The rows this threshold judges (:attr:`given`), as a predicate; None: all of them."""
+        if self.given is None:
+            return None
+        key, share = self.given
+        rows = sorted(rows, key=lambda r: r[at])
+        measured = [r[key] for r in rows if r.get(key) is not None and math.isfinite(r[key])]
+        if not measured:
+            return lambda row: False
+        bar = share * abs(measured[-1])
+        return lambda row: row.get(key) is not None and math.isfinite(row[key]) and abs(row[key]) >= bar and bar > 0
+
+    def describe(self) -> str:
+        """The rule in words, e.g. ``>= 0.8 where |gap/metric| >= 0.1 x its last value``."""
+        text = f"{'>=' if self.rising else '<='} {self.value:g}"
+        return text if self.given is None else f"{text} where |{self.given[0]}| >= {self.given[1]:g} x its last value"
 
     def first(self, rows: Iterable[Mapping[str, Any]], key: str, at: str = "step") -> Any:
         """:func:`crossing_step` of ``key`` under this threshold."""
-        return crossing_step(rows, key, self.value, self.rising, strict=self.strict, at=at)
+        rows = list(rows)
+        return crossing_step(rows, key, self.value, self.rising, strict=self.strict, at=at, where=self.counts(rows, at))
 
     def settled(self, rows: Iterable[Mapping[str, Any]], key: str, at: str = "step") -> Any:
         """:func:`settled_step` of ``key`` under this threshold."""
-        return settled_step(rows, key, self.value, self.rising, strict=self.strict, at=at)
+        rows = list(rows)
+        return settled_step(rows, key, self.value, self.rising, strict=self.strict, at=at, where=self.counts(rows, at))
 
 
 def _past(x: float, value: float, rising: bool, strict: bool) -> bool:
@@ -55,32 +80,32 @@ def _past(x: float, value: float, rising: bool, strict: bool) -> bool:
 
 
 def crossing_step(rows: Iterable[Mapping[str, Any]], key: str, value: float, rising: bool = True, *,
-                  strict: bool = False, at: str = "step") -> Any:
+                  strict: bool = False, at: str = "step", where: Callable[[Mapping[str, Any]], bool] | None = None) -> Any:
     """The first ``row[at]`` (rows in that order: a step, or a q of a sweep) at which
     ``row[key]`` is at or past ``value`` (``>=`` when ``rising``, else ``<=``; ``>``/``<`` when
     ``strict``); ``None`` when it never is. Rows without the key (or with a non-finite value)
-    are skipped. With checkpoints every ``s`` steps, a crossing reported at step ``t`` happened
-    after the previous measured step and at or before ``t``."""
+    are skipped; a row ``where`` rejects is not past. With checkpoints every ``s`` steps, a
+    crossing reported at step ``t`` happened after the previous measured step and at or before ``t``."""
     for row in sorted(rows, key=lambda r: r[at]):
         x = row.get(key)
         if x is None or not math.isfinite(x):
             continue
-        if _past(x, value, rising, strict):
+        if _past(x, value, rising, strict) and (where is None or where(row)):
             return row[at]
     return None
 
 
 def settled_step(rows: Iterable[Mapping[str, Any]], key: str, value: float, rising: bool = True, *,
-                 strict: bool = False, at: str = "step") -> Any:
+                 strict: bool = False, at: str = "step", where: Callable[[Mapping[str, Any]], bool] | None = None) -> Any:
     """The first ``row[at]`` from which ``rows[key]`` stays at or past ``value`` up to the last
     row that has it (:func:`crossing_step` counts a passing spike; this does not); ``None`` when
-    the last value is not past it."""
+    the last value is not past it. A row ``where`` rejects is not past."""
     settled = None
     for row in sorted(rows, key=lambda r: r[at]):
         x = row.get(key)
         if x is None or not math.isfinite(x):
             continue
-        if _past(x, value, rising, strict):
+        if _past(x, value, rising, strict) and (where is None or where(row)):
             settled = row[at] if settled is None else settled
         else:
             settled = None

@@ -251,7 +251,7 @@ def mechanism(task: Any, n_vertices: int | None = None) -> Mechanism:
 def load() -> tuple[Any, Any]:
     """``(model, task)`` of :data:`RUN`."""
     from interp_rand.training import load_checkpoint
-    from interp_rand.zoo.location import resolve_run
+    from interp_rand.run_names import resolve_run
 
     ck = load_checkpoint(resolve_run(RUN))
     return ck.model().eval(), ck.spec.make_task()

@@ -7,7 +7,14 @@ from circuit_models import make_model, token_pairs
 
 from circuits import Circuit, Edge, Node, discover
 from circuits.analyses.comparison import compare_circuits
-from circuits.draw.comparison_figure import comparison_figure, write_comparison_html
+from circuits.draw.comparison_figure import (
+    FRAME_PX,
+    ROW_PX,
+    SHARED_SYMBOL,
+    UNIQUE_SYMBOL,
+    comparison_figure,
+    write_comparison_html,
+)
 from circuits.graph.model_graph import ModelGraph
 from interp_rand.cli.main import main
 from interp_rand.model.transformer import HookedTransformer
@@ -63,7 +70,7 @@ def test_mismatched_architectures_are_refused(model, circuit):
 
 def test_html_is_self_contained_and_panels_share_positions(model, pairs, circuit, tmp_path):
     circuit_b = Circuit(dict(list(circuit.edges.items())[:8])
-                        | {Edge(Node("embed", position=5), Node("head", 1, 1, position=5), "k"): 0.3},
+                        | {Edge(Node("embed", position=5), Node("head", 1, 1, position=5), "k"): -0.3},
                         circuit.arch, circuit.settings, circuit.total_edges)
     result = compare_circuits(circuit, circuit_b)
     fig = comparison_figure(circuit, circuit_b, result)
@@ -71,11 +78,39 @@ def test_html_is_self_contained_and_panels_share_positions(model, pairs, circuit
     nodes_b = next(t for t in fig.data if t.name == "nodes B")
     assert list(nodes_a.x) == list(nodes_b.x) and list(nodes_a.y) == list(nodes_b.y)
     assert nodes_a.xaxis == "x" and nodes_b.xaxis == "x2"
-    colours = {t.line.color for t in fig.data if t.mode == "lines" and t.showlegend is False}
-    assert len(colours) == 2  # shared vs unique
-    html = write_comparison_html(circuit, circuit_b, result, tmp_path / "c.html").read_text()
-    assert "<script src=" not in html and len(html) > 1_000_000
+    # the marker on each edge: its symbol says shared or unique, its colour the signed score
+    # (one diverging scale centred on 0 for both panels), its hover which circuit has it
+    marks = [t for t in fig.data if t.name in ("edges A", "edges B")]
+    symbols = {(t.name, t.marker.symbol) for t in marks}
+    assert symbols == {("edges A", SHARED_SYMBOL), ("edges A", UNIQUE_SYMBOL), ("edges B", SHARED_SYMBOL),
+                       ("edges B", UNIQUE_SYMBOL)}
+    scores = sorted(v for t in marks for v in t.marker.color)
+    assert scores[0] == pytest.approx(-0.3) and scores[-1] > 0  # the sign is kept
+    assert all(t.marker.cmid == 0 and t.marker.cmin == -t.marker.cmax for t in marks)
+    assert sum(bool(t.marker.showscale) for t in marks) == 1  # one colour bar
+    unique_b = next(t for t in marks if t.name == "edges B" and t.marker.symbol == UNIQUE_SYMBOL)
+    assert len(unique_b.x) == 1 and "in B only" in unique_b.hovertext[0]
+    assert fig.layout.width is None  # follows the window
+    page = write_comparison_html(circuit, circuit_b, result, tmp_path / "c.html")
+    html = page.read_text()
+    assert "src='plotly.min.js'" in html and (tmp_path / "plotly.min.js").is_file()
     assert html.count("Plotly.newPlot") == 1
+
+
+def test_unused_columns_and_positions_are_dropped_and_the_height_follows_the_rows(circuit):
+    """Without MLP nodes no MLP column is drawn; rows are the drawn nodes' rows, each ROW_PX high."""
+    no_mlp = {e: s for e, s in circuit.edges.items() if "mlp" not in (e.source.kind, e.dest.kind)}
+    a = Circuit(no_mlp, circuit.arch, circuit.settings, circuit.total_edges)
+    b = Circuit(dict(list(no_mlp.items())[:3]), circuit.arch, circuit.settings, circuit.total_edges)
+    fig = comparison_figure(a, b, compare_circuits(a, b))
+    ticks = list(fig.layout.xaxis.ticktext)
+    assert ticks[0] == "embed" and ticks[-1] == "logits" and not [t for t in ticks if t.startswith("mlp")]
+    assert list(fig.layout.xaxis.tickvals) == list(range(len(ticks)))
+    nodes = next(t for t in fig.data if t.name == "nodes A")
+    rows = len(set(nodes.y))
+    assert fig.layout.height == FRAME_PX + ROW_PX * rows
+    positions = {e.source.position for e in no_mlp} | {e.dest.position for e in no_mlp}
+    assert len(fig.layout.yaxis.tickvals) == len(positions)  # one tick per position drawn, none for empty ones
 
 
 def _train(run_dir, task, n_heads=2, seed=0):
@@ -99,11 +134,14 @@ def test_cli_compare_end_to_end_and_refusals(tmp_path, capsys):
     assert [c["n_edges"] for c in cards] == sizes and all((out / f"card_{x}.html").exists() for x in "ab")
     assert set(summary["cross_faithfulness"]) == {"a_on_a", "b_on_a", "b_on_b", "a_on_b"}
     printed = capsys.readouterr().out
-    assert "jaccard" in printed and (out / "comparison.html").stat().st_size > 1_000_000
-    # one line per claim with its verdict, in the JSON and at the top of the page too
+    page = (out / "comparison.html").read_text()
+    assert "jaccard" in printed and "src='plotly.min.js'" in page and (out / "plotly.min.js").is_file()
+    # one line per claim with its verdict, in the JSON; on the page the claims table after the figure
     assert len(summary["claims"]) == 6 and sum(summary["verdicts"].values()) == 6
     assert all(c["line"] in printed for c in summary["claims"]) and "verdicts: " in printed
-    assert summary["claims"][0]["line"].replace("'", "&#x27;") in (out / "comparison.html").read_text()
+    import html as html_lib
+    assert all(html_lib.escape(c["claim"]) in page for c in summary["claims"])
+    assert page.index("class='headline'") < page.index("Plotly.newPlot") < page.index("<table")
     # the same run twice: everything shared
     assert main(["compare", str(run_a), str(run_a), "--method", "eap", "--n", "16", "--top-k", "12",
                  "--out", str(tmp_path / "same")]) == 0
@@ -162,16 +200,23 @@ def test_cli_compare_picks_each_runs_smallest_faithful_circuit_by_default(tmp_pa
 
 
 def test_comparison_in_a_browser_labels_axes_and_cuts_nothing(model, pairs, circuit, tmp_path):
+    """Two panels, a headline first, in a 1280 x 800 window: nothing cut off, the second panel
+    in view (the figure follows the window), both panels' axes labelled."""
     import browser
     from circuits.analyses.flow import mean_attention
+    from interp_rand.figures.headline import Headline
 
     circuit_b = Circuit(dict(list(circuit.edges.items())[:8]), circuit.arch, circuit.settings, circuit.total_edges)
     result = compare_circuits(circuit, circuit_b, labels=("zoo:erm", "zoo:randomized"))
     attention = mean_attention(model, pairs[0])
+    head = Headline("circuits of zoo:erm and zoo:randomized", f"Jaccard {result.jaccard:.3f}", "inconclusive",
+                    failing="no random circuits measured")
     page = write_comparison_html(circuit, circuit_b, result, tmp_path / "c.html", attention=(attention, attention),
-                                 position_names=[f"t{i}" for i in range(6)])
-    result = browser.render(page, browser.screenshot_path(tmp_path, "comparison.png"), "2000,1400")
-    browser.assert_readable(result, figures=1)
+                                 position_names=[f"t{i}" for i in range(6)], headline=head,
+                                 after=["<div class='scroll'><table><tr><td>claims</td></tr></table></div>"])
+    result = browser.first_look(page, browser.screenshot_path(tmp_path, "comparison.png"))
+    browser.assert_first_look(result)
     (fig,) = result["figures"].values()
     assert fig["xticks"].count("embed") == 2 and fig["xticks"].count("logits") == 2  # both panels
     assert fig["yticks"] and all(" t" in t for t in fig["yticks"])
+    assert fig["right"] <= 1280 and fig["height"] < 800

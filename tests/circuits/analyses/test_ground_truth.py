@@ -17,7 +17,9 @@ from circuits.analyses.ground_truth import (
     edge_auroc,
     format_table,
     ground_truth_suite,
+    headline,
     known_scores,
+    recovered,
     to_html,
     to_json,
 )
@@ -263,6 +265,31 @@ def test_the_ground_truth_command_prints_and_writes_the_table(tmp_path, capsys):
     assert {(r["method"], r["model"]) for r in data["rows"]} == {("eap", "recall"), ("exact", "recall")}
     printed = capsys.readouterr().out
     assert "AUROC" in printed and "recall" in printed and (tmp_path / "ground_truth.html").stat().st_size > 0
+    # what a reader sees first: the headline with its verdict (both recover the planted recall circuit)
+    import browser
+
+    look = browser.first_look(tmp_path / "ground_truth.html", browser.screenshot_path(tmp_path, "ground_truth.png"))
+    browser.assert_first_look(look)
+    assert look["headline"]["verdict"] == "holds" and "eap 1/1 · exact 1/1" in look["headline"]["text"]
+
+
+def _row(method: str, model: str, auroc: float) -> GroundTruthRow:
+    return GroundTruthRow(method, model, auroc, 0.5, 0.1, 0.2, 1.0, 40, 4, 0.9, 0.05)
+
+
+def test_the_headline_counts_the_circuits_each_method_recovers_and_names_the_misses():
+    rows = [_row("exact", "sort", 1.0), _row("eap", "sort", 1.0), _row("exact", "off-relu", 1.0),
+            _row("eap", "off-relu", 0.75), _row("exact", "and-gate", 0.667), _row("eap", "and-gate", 1 - 1e-12)]
+    assert [recovered(r) for r in rows] == [True, True, True, False, False, True]  # float rounding is recovered
+    head = headline(rows)
+    assert head.verdict == "fails" and head.number == "exact 2/3 · eap 2/3"
+    assert head.failing.endswith("misses: exact and-gate; eap off-relu")
+    assert "sort" not in head.failing
+    assert headline([r for r in rows if recovered(r) and r.model == "sort"]).verdict == "holds"
+    html = to_html(rows)
+    assert html.index("class='headline'") < html.index("<table") and "<b>0.750</b>" in html
+    with pytest.raises(ValueError, match="at least one row"):
+        headline([])
 
 
 # ---------------------------------------------------------------------------------- stressors

@@ -31,18 +31,23 @@ def test_layered_layout_puts_layers_in_columns_and_heads_in_rows(model, pairs):
 
 
 def test_figure_encodes_sign_width_and_hover(model):
+    from circuits.draw.circuit_figure import score_colour
+
     arch = discover.__globals__["ModelGraph"].of(model, 6).arch
     e1 = Edge(Node("embed"), Node("head", 1, 0), "v")
     e2 = Edge(Node("head", 0, 1), Node("logits"), "logits")
     circuit = Circuit({e1: 2.0, e2: -0.1}, arch, {"method": "eap"}, 46)
     fig = circuit_figure(circuit)
-    lines = [t for t in fig.data if t.mode == "lines" and t.showlegend is False]
-    colours = {t.line.color[:8]: t.line.width for t in lines}
-    assert colours["rgba(40,"] > colours["rgba(210"]  # the big positive edge is wider, blue
-    hover = " ".join(next(t for t in fig.data if t.name == "edges").hovertext)
-    assert "embed → a1.0" in hover and "+2" in hover and "-0.1" in hover
+    lines = {t.hovertext[0].split("<br>")[0]: t for t in fig.data if t.mode == "lines" and t.x[0] is not None}
+    big, small = lines["embed → a1.0 &lt;v&gt;"], lines["a0.1 → logits &lt;logits&gt;"]
+    assert big.line.width > small.line.width  # width: |score|
+    assert big.line.color == score_colour(2.0, 2.0) and small.line.color == score_colour(-0.1, 2.0)
+    assert "+2" in big.hovertext[0] and "-0.1" in small.hovertext[0]
+    assert len(big.hovertext) == len(big.x) > 2  # hover anywhere along the edge
     legend = [t.name for t in fig.data if t.showlegend is not False]
-    assert "score > 0: helps the metric" in legend and "into the head's k" in legend
+    assert "into the head's k" in legend and "width: |score|" in legend
+    bar = next(t for t in fig.data if t.marker is not None and t.marker.showscale)
+    assert bar.marker.cmin == -2.0 and bar.marker.cmax == 2.0  # the score scale, centred at 0
 
 
 def test_key_value_edges_are_drawn_to_the_query_positions_that_attend(model):
@@ -65,7 +70,7 @@ def test_key_value_edges_are_drawn_to_the_query_positions_that_attend(model):
     assert ("embed@1", "a1.0@1", "k") not in flows  # moved off its key position
     assert flows[("embed@4", "a1.0@4", "q")] is None  # queries stay where they are
     fig = circuit_figure(circuit, attention=attention, position_names=["x0", "x1", "x2", "SEP", "y0", "y1"])
-    assert list(fig.layout.yaxis.ticktext) == ["1 x1", "3 SEP", "4 y0"]
+    assert list(fig.layout.yaxis.ticktext) == ["x1", "SEP", "y0"]  # token names, empty positions dropped
     labels = next(t for t in fig.data if t.name == "nodes").text
     assert "a1.0" in labels and not any("@" in label for label in labels)
 
@@ -73,24 +78,26 @@ def test_key_value_edges_are_drawn_to_the_query_positions_that_attend(model):
 def test_circuit_drawing_in_a_browser_labels_axes_and_cuts_nothing(model, pairs, tmp_path):
     import browser
     from circuits.analyses.flow import mean_attention
+    from interp_rand.figures.headline import Headline
 
     clean, corrupted = pairs
     circuit = discover(model, clean, corrupted, method="eap").circuit(top_k=40)
     page = write_circuit_html(circuit, tmp_path / "c.html", "tiny: eap, 40 edges",
-                              attention=mean_attention(model, clean), position_names=[f"t{i}" for i in range(6)])
-    result = browser.render(page, browser.screenshot_path(tmp_path, "circuit.png"), "1600,1400")
-    browser.assert_readable(result, figures=1)
-    (fig,) = result["figures"].values()
+                              attention=mean_attention(model, clean), position_names=[f"t{i}" for i in range(6)],
+                              headline=Headline("circuit of the tiny model", "40 edges"))
+    result = browser.first_look(page, browser.screenshot_path(tmp_path, "circuit.png"))
+    browser.assert_first_look(result, verdict=False)
+    fig = next(iter(result["figures"].values()))
     assert fig["xticks"][0] == "embed" and fig["xticks"][-1] == "logits"
-    assert fig["yticks"] and all(t.split(" ")[1].startswith("t") for t in fig["yticks"])
+    assert fig["yticks"] and all(t.startswith("t") for t in fig["yticks"])
 
 
-def test_html_is_self_contained(model, pairs, tmp_path):
+def test_html_loads_the_folders_plotly(model, pairs, tmp_path):
     clean, corrupted = pairs
     circuit = discover(model, clean, corrupted, method="eap").circuit(top_k=10)
     html = write_circuit_html(circuit, tmp_path / "c.html").read_text()
-    assert "<script src=" not in html  # nothing fetched: plotly.js is inlined
-    assert html.count("Plotly.newPlot") == 1 and len(html) > 1_000_000
+    assert "src='plotly.min.js'" in html and (tmp_path / "plotly.min.js").is_file()  # offline, not inlined
+    assert html.count("Plotly.newPlot") == 1 and len(html) < 1_000_000
 
 
 @pytest.mark.slow

@@ -4,8 +4,9 @@ label with the patching verdict, and ``interp-rand circuit --qk-head``."""
 import json
 
 from circuits import discover
-from circuits.draw.circuit_figure import circuit_figure
-from circuits.draw.layout import layered_layout
+from circuits.analyses.flow import attention_flow
+from circuits.draw.circuit_figure import circuit_figure, figure_layout
+from circuits.draw.layout import Layout, layered_layout
 from circuits.draw.qk_overlay import attended_key, contributor_node, node_xy
 from circuits.graph.nodes import Node
 from interp_rand.cli.main import main
@@ -26,8 +27,9 @@ def test_node_xy_is_where_the_layout_puts_circuit_nodes(model, pairs):
     clean, corrupted = pairs
     circuit = discover(model, clean, corrupted, method="eap").circuit(top_k=30)
     pos = layered_layout(circuit)
+    layout = Layout.of(circuit.nodes, circuit.arch, compact=False)
     for node in circuit.nodes:
-        assert node_xy(node, circuit.arch, True) == pos[node.name]
+        assert node_xy(node, layout) == pos[node.name]
 
 
 def test_overlay_draws_one_arrow_per_top_contributor_that_is_a_node(model, pairs):
@@ -35,23 +37,24 @@ def test_overlay_draws_one_arrow_per_top_contributor_that_is_a_node(model, pairs
     circuit = discover(model, clean, corrupted, method="eap").circuit(top_k=30)
     ((attr, check),) = explain_heads(model, clean[:64], [(1, 0, 4)], seed=0)
     fig = circuit_figure(circuit, qk=((attr, check),))
+    layout = figure_layout(circuit, attention_flow(circuit, None), ((attr, check),))
     arrows = [a for a in fig.layout.annotations if a.showarrow]
     key = attended_key(attr)
     expected = {}
     for c in check.top:
         node = contributor_node(c.part, attr.query if c.side == "q" else key)
         if node is not None:
-            expected[c] = node_xy(node, circuit.arch, True)
+            expected[c] = node_xy(node, layout)
     assert len(arrows) == len(expected)
-    head_xy = node_xy(Node("head", 1, 0, 4), circuit.arch, True)
+    head_xy = node_xy(Node("head", 1, 0, 4), layout)
     assert {(a.x, a.y) for a in arrows} == {head_xy}
     assert {(a.ax, a.ay) for a in arrows} == set(expected.values())
-    label = next(a.text for a in fig.layout.annotations if not a.showarrow)
+    label = next(a.text for a in fig.layout.annotations if not a.showarrow and "why" in a.text)
     assert f"a1.0 @ 4 attends {key}" in label and check.verdict in label
     assert all(c[2:] in label for c in check.top)
     # the attended key's position is named on the axis even if no circuit node sits there
     centre = {t: v for v, t in zip(fig.layout.yaxis.tickvals, fig.layout.yaxis.ticktext)}
-    assert str(key) in centre
+    assert str(key) in centre and centre[str(key)] == layout.centre(key)
 
 
 def test_circuit_command_draws_and_reports_the_asked_heads(tmp_path, capsys):

@@ -12,7 +12,7 @@ from circuits.mechanisms.interchange import VariableCheck
 from circuits.mechanisms.patching import agreeing_rows, mechanism_hooks, record, writer_locations
 from circuits.mechanisms.scrubbing import Scrubbing, scrub
 from interp_rand.training import load_checkpoint
-from interp_rand.zoo.location import resolve_run
+from interp_rand.run_names import resolve_run
 
 
 @pytest.fixture(scope="module")

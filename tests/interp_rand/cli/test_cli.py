@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from interp_rand.cli import main
-from interp_rand.cli.options import add_dataclass_options, collect, field_docs
+from interp_rand.cli.catalogue import field_docs
+from interp_rand.cli.options import add_dataclass_options, collect
 from interp_rand.tasks import task_class, task_names
 from interp_rand.training import TrainConfig
 from interp_rand.training.checkpoint import META_FILE, list_checkpoints

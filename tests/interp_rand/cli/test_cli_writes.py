@@ -84,13 +84,13 @@ def test_a_linked_default_output_is_refused_before_the_evaluation(tmp_path, caps
 
 
 def test_a_zoo_name_cannot_leave_the_zoo(capsys, never):
-    import interp_rand.zoo.location as location
+    import interp_rand.run_names as run_names
 
     calls = never("interp_rand.reports.evaluation", "evaluation_report")
-    up = "../" * 8 + str(location.ZOO_DIR).lstrip("/") + "/sort"
+    up = "../" * 8 + str(run_names.ZOO_DIR).lstrip("/") + "/sort"
     code, err = run(["eval", f"zoo:{up}"], capsys)
     assert code == 2 and len(err) == 1 and "a zoo name is one model's folder name in the zoo" in err[0]
-    assert calls == [] and not (location.ZOO_DIR / "sort" / "eval.json").exists()
+    assert calls == [] and not (run_names.ZOO_DIR / "sort" / "eval.json").exists()
 
 
 def test_a_second_writer_of_the_output_folder_is_refused_before_any_work(tmp_path, capsys, never):

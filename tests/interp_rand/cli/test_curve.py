@@ -8,7 +8,7 @@ import pytest
 from test_cli_startup import run_fresh
 
 from interp_rand.cli.main import main
-from interp_rand.figures.training_curve import training_curve_figure
+from interp_rand.figures.training_curve import curve_headline, starts_late, training_curve_figure
 
 
 def test_curve_of_a_zoo_model_without_torch(tmp_path):
@@ -45,3 +45,30 @@ def test_curve_in_a_browser_has_ticks_and_nothing_cut_off(tmp_path):
     browser.assert_readable(result, figures=1)
     (fig,) = result["figures"].values()
     assert len(fig["xticks"]) >= 9 and len(fig["yticks"]) >= 6  # three panels, both axes ticked
+
+
+def test_a_curve_that_starts_after_the_learning_phase_says_so():
+    """zoo:sort's stored curve begins at step 250 with exact match 0.996 (eval_every 250): the
+    headline says the learning phase is not recorded; a curve that starts low does not."""
+    from interp_rand.run_history import METRICS_FILE, read_metrics
+    from interp_rand.run_names import resolve_run
+
+    records = read_metrics(resolve_run("zoo:sort") / METRICS_FILE)
+    assert records[0]["step"] == 250 and records[0]["exact_match"] > 0.99
+    line = curve_headline(records, "zoo:sort")
+    assert line.verdict is None and "5 evaluations from step 250" in line.number
+    assert line.failing is not None and "starts late" in line.failing and "step 250" in line.failing
+    learning = [{"step": 16, "exact_match": 0.0}, {"step": 64, "exact_match": 0.4}, {"step": 250, "exact_match": 0.99}]
+    assert starts_late(learning) is None and curve_headline(learning, "r").failing is None
+    assert starts_late([{"step": 1, "loss": 2.0}]) is None  # no exact match recorded: nothing to judge
+
+
+def test_curve_first_look_headline_on_top_and_the_figure_within_the_window(tmp_path):
+    import browser
+
+    out = tmp_path / "curve.html"
+    assert main(["curve", "zoo:sort", "--out", str(out)]) == 0
+    result = browser.first_look(out, browser.screenshot_path(tmp_path, "curve-first-look.png"))
+    browser.assert_first_look(result, verdict=False)
+    assert result["headline"]["text"].startswith("training curve of zoo:sort: held-out exact match 0.9995")
+    assert "starts late" in result["headline"]["text"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 
 import pytest
 
@@ -63,20 +64,25 @@ def test_tour_runs_every_step_on_the_zoo(tmp_path, monkeypatch, capsys):
         assert step["command"].startswith("interp-rand --threads 1 " + argv[0])
         if "OUT" in " ".join(argv):
             assert str(tmp_path / folder) in step["command"]  # OUT is the step's own folder
-    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == sorted(WRITES)  # zoo list writes nothing
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == sorted([*WRITES, "zoo"])
+    assert "sort" in (tmp_path / "zoo" / "printed.txt").read_text()  # zoo list only prints: what it printed is kept
     # the index: one section per step, a link to every file the steps wrote, their key numbers
     index = (tmp_path / "index.html").read_text()
-    assert index.count("<section>") == len(steps)
+    assert index.count("<section id=") == len(steps)
     for folder, name in WRITES.items():
         assert (tmp_path / folder / name).is_file(), (folder, name)
     written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")
                      if p.suffix in (".html", ".json") and p.parent != tmp_path)
     assert written and all(f'href="{name}"' in index for name in written)
+    # every figure page opens offline, loading the folder's one plotly.js by a relative path
+    assert [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.js")] == ["plotly.min.js"]
     for name in written:
-        if name.endswith(".html"):  # every figure page opens offline: plotly.js inlined
-            page = (tmp_path / name).read_text()
-            assert "<script src=" not in page and "Plotly.newPlot" in page, name
+        page = (tmp_path / name)
+        if name.endswith(".html") and "Plotly.newPlot" in page.read_text():
+            srcs = re.findall(r"<script[^>]*src='([^']+)'", page.read_text())
+            assert srcs and all((page.parent / src).resolve() == tmp_path / "plotly.min.js" for src in srcs), name
     assert "exact_match" in index  # read from addition/eval.json
+    assert "class='headline'" in index and "the tour's verdicts" in index
 
 
 def test_train_demo_trains_evaluates_and_draws(tmp_path, monkeypatch, capsys):
@@ -115,6 +121,7 @@ def test_index_shows_each_steps_key_numbers_and_links_every_output(tmp_path):
                    "exact_match", "0.9999", "jaccard", "0.25", "n_shared", "cross_faithfulness.a_on_b", "100,000"):
         assert needle in page, needle
     assert "/abs/path" not in page  # strings are not key numbers
+    assert "no step states a claim" in page  # the headline, though no step has a verdict
     index = tmp_path / "index.html"
     index.write_text(page)
     result = browser.render(index, browser.screenshot_path(tmp_path, "index.png"), "1200,900")
@@ -144,7 +151,7 @@ def test_index_gives_each_step_one_verdict_and_names_a_failing_claim(tmp_path):
     steps = [{"folder": f, "what": f, "command": f"interp-rand {f}", "seconds": 1.0}
              for f in ("carry", "sort", "coloring", "addition")]
     page = demo_index(tmp_path, steps)
-    sections = page.split("<section>")[1:]
+    sections = page.split("<section id=")[1:]
     assert [next(w for w in ("FAILS", "HOLDS", "INCONCLUSIVE", "no claims") if w in s) for s in sections] == \
         ["FAILS", "HOLDS", "INCONCLUSIVE", "no claims"]
     lines = verdict_lines(tmp_path / "carry")
@@ -153,3 +160,34 @@ def test_index_gives_each_step_one_verdict_and_names_a_failing_claim(tmp_path):
                                "below the floor 0.5")
     assert "the circuit is learned — FAILS: below the floor 0.5" in sections[0]
     assert "0.2614" not in page and "exact_match" in sections[3]   # a card's raw rows give way to its claims
+    head = page.split("<ol class=")[0]  # the headline: the tour's word, the failing steps named
+    assert "data-verdict='fails'" in head and "3 of 4 steps state claims: 1 fails, 1 inconclusive, 1 holds" in head
+    assert "carry (fails), coloring (inconclusive)" in head
+    overview = re.search(r"<ol class='overview'>(.*?)</ol>", page).group(1)  # one coloured word per step, in order
+    assert re.findall(r">(FAILS|HOLDS|INCONCLUSIVE|no claims)<", overview) == ["FAILS", "HOLDS", "INCONCLUSIVE",
+                                                                              "no claims"]
+    assert "href='#step-carry'" in overview and "id='step-carry'" in page
+
+
+def test_a_comparison_shows_each_model_beside_its_twin(tmp_path):
+    from interp_rand.figures.demo_index import demo_index
+
+    (tmp_path / "randomness").mkdir()
+    summary = {"zoo:coloring-Aq_R": {"usage seed": 0.209, "seed enters at": "resid", "only here": 1.0},
+               "zoo:coloring-AE_R": {"usage seed": 0.0008}}
+    (tmp_path / "randomness" / "randomness.json").write_text(json.dumps({"runs": [], "summary": summary}))
+    page = demo_index(tmp_path, [{"folder": "randomness", "what": "r", "command": "interp-rand randomness",
+                                  "seconds": 1.0}])
+    row = re.search(r"<tr><td>usage seed</td>(.*?)</tr>", page).group(1)
+    assert "0.209" in row and "0.0008" in row  # one row, both models
+    assert "<th>zoo:coloring-AE_R</th>" in page and "only here" not in page  # only numbers both models have
+
+
+def test_a_step_that_only_prints_shows_what_it_printed(tmp_path):
+    from interp_rand.figures.demo_index import PRINTED, demo_index
+
+    (tmp_path / "zoo").mkdir()
+    (tmp_path / "zoo" / PRINTED).write_text("name  task\nsort  sort <b>\n")
+    page = demo_index(tmp_path, [{"folder": "zoo", "what": "the zoo", "command": "interp-rand zoo list",
+                                  "seconds": 0.1}])
+    assert "<pre class='printed'>name  task\nsort  sort &lt;b&gt;</pre>" in page

@@ -31,9 +31,14 @@ def addition_model(tmp_path_factory):
 SMALL_CARRY = CarryConfig(n_pairs=128, n_eval=600, n_cascade=200, n_probe=600, n_controls=3, top_k_edges=20)
 
 
-def test_carry_removal_breaks_carry_digits_only(addition_model, tmp_path):
+@pytest.fixture(scope="module")
+def carry_run(addition_model):
     task, model, _ = addition_model
-    study = carry_study(model, task, SMALL_CARRY)
+    return task, carry_study(model, task, SMALL_CARRY)
+
+
+def test_carry_removal_breaks_carry_digits_only(carry_run, tmp_path):
+    task, study = carry_run
     assert study.baseline.carry > 0.95 and study.baseline.no_carry > 0.95  # the model learned
     assert study.components and all(n.position in task.answer_positions().tolist() for n in study.components)
     # carry digits fall, digits without a carry stay
@@ -55,8 +60,40 @@ def test_carry_removal_breaks_carry_digits_only(addition_model, tmp_path):
     assert any(f"carry digits {study.removed.carry:.4f}" in line for line in lines)
     page = write_case_study_html(tmp_path / "carry.html", "carry", lines, study_figures(study))
     text = page.read_text()
-    assert text.count("plotly.js v") <= 2 and "carry components" in text  # plotly inlined once
-    assert "— HOLDS (" in text
+    assert "src='plotly.min.js'" in text and "carry components" in text  # the folder's one plotly.js
+    assert "color:#2ca02c'>HOLDS</b> (" in text  # the verdict word coloured
+
+
+def test_carry_drawing_has_the_attention_flow_and_reads_at_a_first_look(carry_run, tmp_path):
+    """The case study's circuit drawing: key/value edges reach the query positions (no part an
+    island), positions named by the task's tokens, only the positions where something happens;
+    its page passes the first look."""
+    import browser
+    from circuits.analyses.flow import attention_flow
+    from circuits.draw.circuit_figure import ATTENTION
+    from interp_rand.figures.headline import Headline
+
+    task, study = carry_run
+    fig = study_figures(study)[0]
+    flows = attention_flow(study.circuit, study.attention)
+    moved = [f for f in flows if f.share is not None]
+    kv = [e for e in study.circuit.edges if e.input in ("k", "v")]
+    assert kv and moved and all(f.reaches for f in flows)  # every key/value edge reaches a query position
+    assert any(t.line.color == ATTENTION for t in fig.data if t.mode == "lines")
+    names = list(study.position_names)
+    ticks = list(fig.layout.yaxis.ticktext)
+    assert ticks == [names[p] for p in sorted({n.position for f in flows for n in (f.source, f.dest)})]
+    claims = carry_claims(study)
+    outcomes = {c.verdict.outcome for c in claims}
+    verdict = "fails" if "fails" in outcomes else "holds" if outcomes == {"holds"} else "inconclusive"
+    head = Headline("carry components removed vs random ones", f"carry digits {study.removed.carry:.2f} "
+                    f"vs {sum(c.carry for c in study.controls) / len(study.controls):.2f}", verdict)
+    page = write_case_study_html(tmp_path / "carry.html", "carry", [c.line() for c in claims], study_figures(study),
+                                 headline=head)
+    result = browser.first_look(page, browser.screenshot_path(tmp_path, "carry.png"))
+    browser.assert_first_look(result)
+    main = next(iter(result["figures"].values()))
+    assert main["yticks"] == ticks
 
 
 def test_cli_refuses_a_study_of_another_task(addition_model, tmp_path, capsys):

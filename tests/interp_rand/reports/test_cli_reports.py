@@ -115,6 +115,29 @@ def test_randomness_report_is_what_the_command_writes_and_prints(runs, tmp_path,
     a, b = write_randomness_html(report, tmp_path / "a.html"), tmp_path / "b.html"
     write_randomness_html(json.loads(report.to_json()), b)
     assert a.read_text() == b.read_text() == (out / "randomness.html").read_text()
+    # the claims: the first run against its random-init control and the compared run, and recall's mixing
+    first, second = report.runs
+    judged, claims = report.claims, report.to_dict()["claims"]
+    assert [c.value for c in judged[:2]] == [first["usage"]["reference"]] * 2
+    assert judged[0].control == first["random_init"]["reference"]
+    assert judged[1].control == second["usage"]["reference"]
+    mix = first["mechanism"]["mixing"]
+    assert claims[2]["verdict"] == ("holds" if mix["mixes"] else "inconclusive" if mix["size_ratio"] is None
+                                    else "fails")
+    assert all(c["line"] in stdout for c in claims)
+    # what a reader sees first: the headline (verdict over the claims), then the usage chart with
+    # every run and the random-init control, each bar labelled with its value
+    import browser
+    from circuits.draw.randomness_figure import usage_figure
+    from interp_rand.figures.demo_index import step_verdict
+
+    look = browser.first_look(out / "randomness.html", browser.screenshot_path(tmp_path, "randomness.png"))
+    browser.assert_first_look(look)
+    assert look["headline"]["verdict"] == step_verdict(claims)
+    assert f"{first['random_init']['reference']:.3f}" in look["headline"]["text"]
+    bars = usage_figure(report.runs).data
+    assert [t.name.split(" (")[0] for t in bars] == ["recall", "recall-r0", "random init"]
+    assert all(t.texttemplate for t in bars) and list(bars[-1].y)[-1] == first["random_init"]["reference"]
 
 
 def test_randomness_report_runs_the_tasks_own_analyses(runs):
@@ -163,6 +186,17 @@ def test_compare_report_is_what_the_command_writes_and_prints(runs, tmp_path, ca
     assert json.loads(report.to_json()) == json.loads((out / "comparison.json").read_text())
     assert stdout.startswith(report.text() + "\n")
     assert report.summary["behaviour_gap"] == report.gaps and len(report.lines) == len(report.claims) + 1
+    # what a reader sees first: the headline with the verdict over the claims, the figure in the window
+    import browser
+    from interp_rand.figures.demo_index import step_verdict
+
+    look = browser.first_look(out / "comparison.html", browser.screenshot_path(tmp_path, "compare-recall.png"))
+    browser.assert_first_look(look)
+    assert look["headline"]["verdict"] == step_verdict(report.summary["claims"])
+    (fig,) = look["figures"].values()
+    assert fig["width"] <= 1280 and fig["xticks"].count("logits") == 2
+    assert report.circuits[0].arch.attn_only  # an attention-only model: no empty MLP columns
+    assert not [t for t in fig["xticks"] if t.startswith("mlp")], fig["xticks"]
     with pytest.raises(ValueError, match="different tasks"):
         compare_report(runs["recall"], runs["coloring"], n=8, method="eap", top_k=5)
 

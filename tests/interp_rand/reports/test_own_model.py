@@ -85,6 +85,15 @@ def test_randomness_report_with_compare_model_and_the_fixed_seed_note():
     assert rows["model"]["seeds in training"] == "fresh seeds"
     assert rows["compare_model"]["seeds in training"].startswith("r0 only: the usage score's fresh seeds are outside")
     assert "seeds in training" in report.text()
+    # the claims and the page's headline are made where the mixing numbers are missing, too
+    # (an untrained model: capacity 0, so no size ratio), as inconclusive with the reason
+    from circuits.draw.randomness_figure import randomness_headline
+
+    mix = report.runs[0]["mechanism"]["mixing"]
+    mixing_claim = report.to_dict()["claims"][2]
+    assert mix["size_ratio"] is None
+    assert mixing_claim["verdict"] == "inconclusive" and "capacity" in mixing_claim["reason"]
+    assert randomness_headline(report).verdict in ("holds", "fails", "inconclusive")
 
 
 def test_cli_model_option(tmp_path, capsys, monkeypatch, model):

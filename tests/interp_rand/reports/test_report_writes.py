@@ -12,6 +12,7 @@ from circuit_models import make_model, token_pairs
 from faults import fill_disk_after
 
 from circuits import discover
+from interp_rand.figures.html_page import PLOTLY_FILE
 from interp_rand.output import replace_files, write_json, write_text
 from interp_rand.output.lock import LOCK_FILE
 from interp_rand.output.write_error import RunWriteError
@@ -28,7 +29,8 @@ def report():
 
 
 def files(folder) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.name != LOCK_FILE}
+    """The report's files (not the lock, nor the folder's shared plotly.min.js its pages load)."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.name not in (LOCK_FILE, PLOTLY_FILE)}
 
 
 def earlier_results(report, out):

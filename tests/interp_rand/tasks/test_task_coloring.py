@@ -22,6 +22,7 @@ from interp_rand.tasks.coloring import (
     ring_adjacency,
     valid_colorings,
 )
+from interp_rand.training.config import TrainConfig
 
 
 def gen(seed: int = 0) -> torch.Generator:
@@ -324,7 +325,7 @@ def test_build_validation_registry_and_scales():
     made = make_task("coloring", n_vertices=6)
     assert isinstance(made, ColoringTask) and isinstance(made, RandomizedTask)
     assert made.seed_shape == (6, 1) and made.d_seed == 1
-    paper = COLORING_PAPER.train_config()
+    paper = TrainConfig.from_scale(COLORING_PAPER)
     assert (paper.batch_size, paper.weight_decay, paper.steps) == (256, 0.1, 300_000)
     assert (COLORING_PAPER.m_seeds, COLORING_PAPER.q) == (10, 10)
     assert COLORING_CPU.steps < COLORING_PAPER.steps and COLORING_CPU.n_vertices == 10

@@ -13,6 +13,7 @@ from interp_rand.losses import answer_loss
 from interp_rand.model import HookedTransformer
 from interp_rand.tasks import RandomizedTask, RecallTask, make_task, task_names
 from interp_rand.tasks.recall import RECALL_CPU, RECALL_PAPER
+from interp_rand.training.config import TrainConfig
 
 
 def gen(seed: int = 0) -> torch.Generator:
@@ -232,11 +233,11 @@ def test_registry_protocol_and_scales():
     task = make_task("recall", n_pairs=9)
     assert isinstance(task, RecallTask) and isinstance(task, RandomizedTask)
     assert task.seed_shape == (10,) and task.d_seed == 10
-    paper = RECALL_PAPER.train_config()
+    paper = TrainConfig.from_scale(RECALL_PAPER)
     assert (paper.batch_size, paper.lr, paper.beta2, paper.adam_eps) == (512, 3e-3, 0.95, 1e-5)
     assert paper.lr * paper.min_lr_ratio == pytest.approx(3e-4)
     assert (RECALL_PAPER.m_seeds, RECALL_PAPER.q) == (30, 100)
     assert all(8 <= n <= 20 for n in RECALL_PAPER.n_pairs + RECALL_CPU.n_pairs)
-    assert RECALL_CPU.steps < RECALL_PAPER.steps and RECALL_CPU.train_config(steps=7).steps == 7
+    assert RECALL_CPU.steps < RECALL_PAPER.steps and TrainConfig.from_scale(RECALL_CPU, steps=7).steps == 7
     with pytest.raises(dataclasses.FrozenInstanceError):
         RECALL_CPU.steps = 1

@@ -218,7 +218,7 @@ def test_training_learns_sort(tmp_path):
 
     final = result.last_eval.exact_match
     assert result.step == 200
-    assert [r["step"] for r in result.history] == [50, 100, 150, 200]
+    assert [r["step"] for r in result.history] == [16, 32, 50, 100, 150, 200]  # early evaluations, then every 50
     assert final >= 0.5, f"exact match only {final:.3f} after 200 steps"
     assert final > initial + 0.3, (initial, final)
     assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
@@ -438,3 +438,21 @@ def test_a_symlinked_metrics_file_is_refused_on_resume_and_its_target_untouched(
     with pytest.raises(OSError, match=rf"{METRICS_FILE} is a symbolic link \(to .*mine.jsonl\); refusing"):
         run(tmp_path / "run", steps=40)
     assert target.read_bytes() == before and metrics.is_symlink()
+
+
+def test_early_log_spaced_evaluations_record_the_learning_phase_and_do_not_stop_the_run(tmp_path):
+    """Besides every eval_every steps, a run is evaluated at 16, 32, 64, ... below eval_every, so
+    its curve shows the learning phase; the stop rule is judged only on the regular cadence, so
+    an early evaluation past stop_at_exact_match does not end the run (zoo recipes stop where
+    they did)."""
+    from interp_rand.training.trainer import EARLY_EVAL_FROM, is_eval_step
+
+    cfg = TrainConfig(steps=300, eval_every=250)
+    assert [s for s in range(1, 301) if is_eval_step(s, cfg)] == [16, 32, 64, 128, 250, 300]
+    assert EARLY_EVAL_FROM == 16
+    assert [s for s in range(1, 41) if is_eval_step(s, TrainConfig(steps=40, eval_every=10))] == [10, 20, 30, 40]
+    result = run(tmp_path / "early", task=SortTask(length=2, vocab=3), steps=60, eval_every=50,
+                 stop_at_exact_match=1e-6, lr=3e-3)
+    assert metric_steps(tmp_path / "early") == [16, 32, 50]
+    assert result.history[0]["exact_match"] >= 1e-6  # the early evaluation was past the stop rule ...
+    assert result.step == 50  # ... and the run stopped at the regular evaluation after it

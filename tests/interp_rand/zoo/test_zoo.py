@@ -247,7 +247,7 @@ def test_package_data_ships_every_zoo_file():
 @pytest.mark.parametrize("name", ["../../x", "sort/../sort", "/etc", "..", "a/b", ""])
 def test_a_zoo_name_is_confined_to_the_zoos_folder(name):
     # the issue: eval zoo:../../.../interp_rand/zoo/models/sort wrote eval.json into the package
-    from interp_rand.zoo.location import output_folder, resolve_run, zoo_name
+    from interp_rand.run_names import output_folder, resolve_run, zoo_name
 
     for call in (lambda: zoo_name(f"zoo:{name}"), lambda: resolve_run(f"zoo:{name}"),
                  lambda: output_folder(f"zoo:{name}", "x")):

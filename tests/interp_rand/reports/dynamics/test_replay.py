@@ -84,6 +84,11 @@ def test_crossing_steps_equal_the_first_step_past_the_threshold_in_the_json(repl
             continue
         _, t = max(matching, key=lambda m: len(m[0]))
         past = [value is not None and (value >= t["value"] if t["rising"] else value <= t["value"]) for value in values]
+        if t["given"]:  # a ratio: only where its denominator is at least share x its last value
+            denominator = data["table"][t["given"]["key"]]
+            last = [d for d in denominator if d is not None][-1]
+            past = [ok and d is not None and abs(d) >= t["given"]["share"] * abs(last) > 0
+                    for ok, d in zip(past, denominator)]
         expected = next((step for step, ok in zip(data["steps"], past) if ok), None)
         assert data["crossings"][key]["step"] == expected, key
         # settled: past the threshold from that step to the last measured one
@@ -98,11 +103,96 @@ def test_crossing_steps_equal_the_first_step_past_the_threshold_in_the_json(repl
     assert data["curve"] and data["curve"][-1]["step"] == 80  # the run's metrics.jsonl alongside
 
 
+def test_a_ratio_crosses_only_where_its_denominator_is_meaningfully_above_zero():
+    """The own circuit's faithfulness is the circuit's effect over the model's own gap: at step 1
+    both are near zero, the share 0.95, and a plain threshold reports a crossing there. The
+    replay judges it only where the gap is >= MEANINGFUL_GAP of the final gap (0.1 x 3.0)."""
+    from interp_rand.reports.dynamics.analyses import MEANINGFUL_GAP
+    from interp_rand.reports.dynamics.replay import crossings_of
+    from interp_rand.reports.dynamics.view import crossing_step
+
+    rows = [{"step": s, "faithfulness/own": f, "gap/metric": g, "accuracy/exact_match": a}
+            for s, f, g, a in [(1, 0.95, 0.001, 0.0), (2, 0.3, 0.5, 0.1), (3, 0.85, 2.0, 0.8), (4, 0.9, 3.0, 1.0)]]
+    assert MEANINGFUL_GAP == 0.1
+    assert crossing_step(rows, "faithfulness/own", 0.8) == 1  # the spurious crossing, without the rule
+    thresholds = {t.prefix: t for name in ("accuracy", "circuit") for t in THRESHOLDS.get(name)}
+    crossed = crossings_of(rows, ["faithfulness/own", "accuracy/exact_match"], thresholds)
+    assert crossed["faithfulness/own"]["step"] == 3 and crossed["faithfulness/own"]["settled"] == 3
+    assert "where |gap/metric| >= 0.1 x its last value" in crossed["faithfulness/own"]["rule"]
+    assert crossed["accuracy/exact_match"]["step"] == 4 and crossed["accuracy/exact_match"]["rule"] == ">= 0.99"
+    # a denominator that never becomes meaningful: never crossed
+    flat = [dict(r, **{"gap/metric": 0.0}) for r in rows]
+    assert crossings_of(flat, ["faithfulness/own"], thresholds)["faithfulness/own"]["step"] is None
+
+
+def test_replay_files_get_the_users_umask(replayed, tmp_path):
+    """replay.json and replay.html are written with mode 0o666 less the umask (0o644 under 022),
+    never mkstemp's 0o600."""
+    import os
+    import stat
+
+    result, _, _ = replayed
+    old = os.umask(0o022)
+    try:
+        paths = result.write(tmp_path / "out")
+    finally:
+        os.umask(old)
+    for path in paths.values():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
+
+
+def test_replay_page_legends_and_scales():
+    """One legend per panel (a colour at most once in each), a heatmap of [0, 1] quantities on the
+    sequential scale and one of signed quantities on the diverging scale centred on 0, the
+    title naming the run, not its path."""
+    from interp_rand.figures.dynamics_figure import replay_figures
+    from interp_rand.figures.style import DIVERGING, SEQUENTIAL
+
+    steps = [1, 10, 100]
+    table = {f"accuracy/g{i}": [0.1 * i, 0.5, 1.0] for i in range(10)}
+    table |= {f"probe/v{i}": [0.0, 0.2, 0.6] for i in range(12)}
+    table |= {f"role/r{i}@a0.{i}": [0.0, 0.5, 1.0] for i in range(14)}
+    table |= {f"edge/e{i}": [-0.5, 0.1, 2.0] for i in range(14)}
+    data = {"run": "/long/path/to/runs/sort-dyn", "steps": steps, "table": table, "crossings": {}, "thresholds": {}}
+    figures = dict(replay_figures(data))
+    lines = figures["lines"]
+    assert lines.layout.title.text.startswith("sort-dyn:") and "/long/path" not in lines.layout.title.text
+    by_legend: dict = {}
+    for trace in lines.data:
+        if trace.showlegend is not False:
+            by_legend.setdefault(trace.legend or "legend", []).append(trace.line.color)
+    assert len(by_legend) == 2  # accuracy/ and probe/ (no loss traces here): one legend each
+    assert all(len(colours) == len(set(colours)) for colours in by_legend.values())
+    assert {len(c) for c in by_legend.values()} == {10, 12}
+    role = next(t for t in figures["heatmap-role"].data if t.type == "heatmap")
+    edge = next(t for t in figures["heatmap-edge"].data if t.type == "heatmap")
+    assert (role.zmin, role.zmax) == (0, 1) and role.zmid is None
+    assert edge.zmid == 0 and role.colorscale != edge.colorscale
+    from plotly.colors import get_colorscale
+
+    assert [c[1] for c in role.colorscale] == [c[1] for c in get_colorscale(SEQUENTIAL)]
+    assert [c[1] for c in edge.colorscale] == [c[1] for c in get_colorscale(DIVERGING)]
+
+
 def test_the_figures_are_written(replayed):
     _, paths, out = replayed
     page = paths["figures"].read_text(encoding="utf-8")
     assert "id=\"lines\"" in page and "id=\"heatmap-edge\"" in page and "First crossings" in page
     assert page.count("<tr>") > 20  # the crossing table
+    assert page.index("<table>") > page.index('id="heatmap-edge"')  # figures first, then the table
+
+
+def test_replay_first_look_headline_first_and_the_title_names_run_and_model(replayed, tmp_path):
+    import browser
+
+    _, paths, _ = replayed
+    result = browser.first_look(paths["figures"], browser.screenshot_path(tmp_path, "replay-first-look.png"))
+    browser.assert_first_look(result, verdict=False)
+    assert result["headline"]["text"].startswith("replay of sort-log5 over 5 checkpoints")
+    assert "exact match >= 0.99" in result["headline"]["text"]
+    page = paths["figures"].read_text(encoding="utf-8")
+    title = page[page.index("<title>") + 7: page.index("</title>")]
+    assert title == "replay of sort-log5 (sort model, 1 layer x 2 heads, d_model 32)", title
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from circuits.graph.nodes import Node
 from circuits.mechanisms import Site, check_mechanism
 from interp_rand.reports.mechanisms import sorting
 from interp_rand.training import load_checkpoint
-from interp_rand.zoo.location import resolve_run
+from interp_rand.run_names import resolve_run
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,11 @@
-"""Where the packaged zoo lives, and ``zoo:NAME`` run names.
+"""How a run is named: its folder, one of its checkpoint folders (``RUN/checkpoints/step_N``), or
+``zoo:NAME``, a model of the packaged zoo (its folder under ``interp_rand/zoo/models``).
 
-Kept free of the rest of the toolkit so that the checkpoint loaders can import it: any
-command or function that takes a run directory also takes ``zoo:NAME``.
+A foundation of the core (no torch, no other module of the toolkit): the checkpoint loaders
+(``interp_rand.training``, the grid world's) read ``zoo:NAME`` through it, so any command or
+function that takes a run directory also takes ``zoo:NAME``; :mod:`interp_rand.zoo` builds and
+describes the models there. A bad name is a ``ValueError`` saying what a zoo name may be (the
+loaders raise it as their ``CheckpointError``).
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ZOO_DIR = Path(__file__).resolve().parent / "models"
+ZOO_DIR = Path(__file__).resolve().parent / "zoo" / "models"
 PREFIX = "zoo:"
 CARD_FILE = "zoo.json"
 # a zoo model's name: one folder name inside the zoo (never a path out of it)
@@ -75,13 +79,7 @@ def output_folder(run: str | Path, run_dir: str | Path, given: str | Path | None
 
 
 def resolve_run(path: str | Path) -> Path:
-    """``path`` as a folder: ``"zoo:NAME"`` becomes the zoo model's run directory."""
+    """``path`` as a folder: ``"zoo:NAME"`` becomes the zoo model's run directory (``ValueError``
+    for a name that is not an installed zoo model, :func:`zoo_path`)."""
     name = zoo_name(path)
-    if name is None:
-        return Path(path)
-    try:
-        return zoo_path(name)
-    except ValueError as err:
-        from interp_rand.training.checkpoint import CheckpointError
-
-        raise CheckpointError(str(err)) from None
+    return Path(path) if name is None else zoo_path(name)
