@@ -38,7 +38,7 @@ from circuits.graph.nodes import EDGE_INPUTS, NODE_KINDS, Edge, Node
 from circuits.analyses.randomness import RandomnessUsage, SeedEntry, randomness_usage, seed_entry, seed_pairs
 from circuits.analyses.seed_bits import BitFlipEffect, BitFlipRoutes, bit_flip_effect, bit_flip_routes
 from circuits.graph.scores import EdgeScores
-from circuits.analyses.verdict import Claim, Verdict
+from interp_rand.verdicts import Claim, Verdict
 from circuits.analyses.claim_card import ClaimCard, claim_card
 from circuits.analyses.faithfulness import ShareMeter, behaviour_gap
 from circuits.analyses.ground_truth import edge_auroc, ground_truth_suite

@@ -43,8 +43,8 @@ that digit is scored: a changed carry out of ``p`` would also move the digits ab
 the answer written most significant first those are predicted at earlier positions, which an
 intervention at ``p``'s position cannot reach.
 
-Verdict (stated in the result, not :mod:`circuits`' claim rules, which ``probes`` must not
-import): **holds** when the DAS IIA is >= 0.9 and every control is <= 0.3; **fails** when the
+Verdict (:func:`interchange_claim`, the rule :func:`interp_rand.verdicts.reaches` with these
+numbers, which the mechanism cards use too): **holds** when the DAS IIA is >= 0.9 and every control is <= 0.3; **fails** when the
 DAS IIA is below 0.9 on a model that answers the base inputs (base accuracy >= 0.9);
 **inconclusive** otherwise (a control above 0.3, or a model that does not solve the task).
 """
@@ -61,6 +61,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from interp_rand.registry import Registry
+from interp_rand.verdicts import Claim, reaches
 from interp_rand.tasks.base import Batch
 from probes.activations import check_hooks, collect_activations, logits_of, seed_offset
 from probes.controls import control_labels, group_split, random_init_like
@@ -392,18 +393,26 @@ class InterchangeResult:
         return out
 
 
+def interchange_claim(text: str, iia: float, controls: dict[str, float], base_accuracy: float,
+                      too_few: str = "") -> Claim:
+    """The interchange rule (:func:`interp_rand.verdicts.reaches`): holds when ``iia >=
+    IIA_HOLDS`` and every control ``<= CONTROL_MAX``; fails when ``iia < IIA_HOLDS``, whatever
+    the controls; inconclusive when a control passes the bound on an IIA that reaches it, on a
+    model with base accuracy below ``BASE_ACCURACY_MIN`` (it does not solve the task), or
+    ``too_few`` pairs. Also the mechanism cards' rule (:mod:`circuits.mechanisms.card`)."""
+    return reaches(text, iia, target=IIA_HOLDS, controls=controls, control_max=CONTROL_MAX, value_name="IIA",
+                   too_few=too_few, inapplicable="" if base_accuracy >= BASE_ACCURACY_MIN else
+                   f"the model answers only {base_accuracy:.3f} of the inputs (below {BASE_ACCURACY_MIN:g})")
+
+
 VERDICT_RULE = (f"holds when DAS IIA >= {IIA_HOLDS} and every control (random direction, random-init model, "
                 f"control variable) <= {CONTROL_MAX}; fails when DAS IIA < {IIA_HOLDS} on a model with base "
                 f"accuracy >= {BASE_ACCURACY_MIN}; inconclusive otherwise")
 
 
 def verdict(das: float, controls: dict[str, float], base_accuracy: float) -> str:
-    """The verdict rule of :data:`VERDICT_RULE`."""
-    if base_accuracy < BASE_ACCURACY_MIN:
-        return "inconclusive"
-    if das < IIA_HOLDS:
-        return "fails"
-    return "holds" if all(v <= CONTROL_MAX for v in controls.values()) else "inconclusive"
+    """The verdict of :func:`interchange_claim` (:data:`VERDICT_RULE`)."""
+    return interchange_claim("DAS", das, controls, base_accuracy).verdict.outcome
 
 
 def _instance_index(names: tuple[str, ...], instance: int | str) -> int:
@@ -513,6 +522,7 @@ __all__ = [
     "get_causal_model",
     "iia",
     "interchange_accuracy",
+    "interchange_claim",
     "interchange_pairs",
     "make_pairs",
     "random_subspace",

@@ -46,10 +46,10 @@ sets of all of them when fewer than ``k`` are left), as the sort study draws ran
 heads. (Drawing from all contributors instead lets a random set hold a top one: on a head with
 four contributors every 3-set does, and the comparison says nothing.)
 
-**Verdict rule** (the project's ablation rule, fixed before the zoo models were run): *holds* when
-the top-``k`` change is at least ``margin`` (0.05) above the mean random change and at least
-twice it; *fails* when it is not above the mean random change; *inconclusive* in between, and
-when the test cannot mean anything: no other contributor to draw, or a softmax query that sees
+**Verdict rule** (the project's ablation rule, :func:`interp_rand.verdicts.exceeds`, fixed before
+the zoo models were run): *holds* when the top-``k`` change is at least ``margin`` (0.05) above
+the mean random change and at least twice it; *fails* when it is less than ``margin`` above the
+mean random change; *inconclusive* in between, and when the test cannot mean anything: no other contributor to draw, or a softmax query that sees
 one key (its weight is 1 whatever the scores, so no removal can move the pattern).
 
     >>> attr = qk_attribution(model, batch, layer=1, head=2, query=7)   # zoo:sort's a1.2 at y1
@@ -71,10 +71,12 @@ from torch import Tensor, nn
 from interp_rand.model.hook_names import hook_name, seed_offset
 from interp_rand.tasks.base import Batch
 from interp_rand.model.transformer import HookedTransformer
+from interp_rand.verdicts import Claim, exceeds, inconclusive
 from probes.activations import model_args
 
 TOLERANCE = 1e-4  # the decomposition's sum against the model's scores
 MARGIN = 0.05  # the verdict's absolute margin
+PART_KINDS = ("embed", "pos", "seed", "input_mlp", "head", "mlp", "b_O", "bias")
 
 
 # ---------------------------------------------------------------------- residual parts
@@ -120,12 +122,52 @@ def _softmax(model: nn.Module) -> bool:
     return getattr(model.cfg, "attention", "softmax") == "softmax"
 
 
+class Part(str):
+    """One upstream part of a head's input, named as :class:`circuits.graph.nodes.Node` names
+    nodes (``embed``, ``pos``, ``seed``, ``input_mlp``, ``a0.1``, ``m0``, ``b_O``, ``bias``) and
+    carrying its identity (``kind``, ``layer``, ``head``), so that a reader (the circuit
+    drawing's overlay) takes the node from these attributes, never by parsing the name."""
+
+    kind: str
+    layer: int | None
+    head: int | None
+
+    def __new__(cls, kind: str, layer: int | None = None, head: int | None = None) -> "Part":
+        if kind not in PART_KINDS:
+            raise ValueError(f"Part kind {kind!r} is not one of {PART_KINDS}")
+        self = super().__new__(cls, {"head": f"a{layer}.{head}", "mlp": f"m{layer}"}.get(kind, kind))
+        self.kind, self.layer, self.head = kind, layer, head
+        return self
+
+    def __reduce__(self):
+        return Part, (self.kind, self.layer, self.head)
+
+
+class Contributor(str):
+    """One side of one part, ``q:NODE`` / ``k:NODE``, carrying ``side`` and ``part``
+    (:class:`Part`)."""
+
+    side: str
+    part: Part
+
+    def __new__(cls, side: str, part: Part) -> "Contributor":
+        if side not in ("q", "k"):
+            raise ValueError(f"Contributor side {side!r} must be 'q' or 'k'")
+        self = super().__new__(cls, f"{side}:{part}")
+        self.side, self.part = side, part
+        return self
+
+    def __reduce__(self):
+        return Contributor, (self.side, self.part)
+
+
 @torch.no_grad()
-def residual_parts(model: nn.Module, batch: Batch | Tensor, layer: int) -> tuple[list[str], Tensor, dict[str, Tensor]]:
+def residual_parts(model: nn.Module, batch: Batch | Tensor, layer: int) -> tuple[list[Part], Tensor, dict[str, Tensor]]:
     """Every upstream node's part of ``blocks.{layer}.hook_resid_pre`` (module docstring).
 
     Returns:
-        ``(names, parts [batch, P, n_parts, d_model] float64, cache)``; ``cache`` holds the
+        ``(names, parts [batch, P, n_parts, d_model] float64, cache)`` (``names``: each part's
+        :class:`Part`); ``cache`` holds the
         block's ``hook_resid_pre``, ``attn.hook_q/k``, ``attn.hook_attn_scores`` and
         ``attn.hook_pattern``. Raises
         when the parts do not sum to ``hook_resid_pre`` within :data:`TOLERANCE` (relative to
@@ -155,27 +197,27 @@ def residual_parts(model: nn.Module, batch: Batch | Tensor, layer: int) -> tuple
     def back(v: Tensor) -> Tensor:  # a seed token's [batch, 1, d] -> the stream
         return F.pad(v.double(), (0, 0, 0, n_stream - v.shape[1]))
 
-    names: list[str] = []
+    names: list[Part] = []
     parts: list[Tensor] = []
     if not has_input_mlp:
-        names.append("embed")
+        names.append(Part("embed"))
         parts.append(front(cache["hook_embed"]))
     if "hook_pos_embed" in cache:
-        names.append("pos")
+        names.append(Part("pos"))
         parts.append(cache["hook_pos_embed"].double().expand(n_batch, -1, -1))
     if has_seed and (seed_mode != "append" or not has_input_mlp):
-        names.append("seed")
+        names.append(Part("seed"))
         parts.append(back(cache["hook_seed_embed"]) if offset else cache["hook_seed_embed"].double())
     if has_input_mlp:
         mlp = model.input_mlp
         write = cache["input_mlp.hook_post"].double() @ mlp.W_out.double() + mlp.b_out.double()
-        names.append("input_mlp")
+        names.append(Part("input_mlp"))
         if has_seed and seed_mode == "append":
             # split exactly: the write without the seed (a zero seed projection, i.e. all seed
             # bits 0) and what the seed adds to it through the input MLP
             without = mlp(cache["hook_embed"]).double()
             parts += [front(without), front(write - without)]
-            names.append("seed")
+            names.append(Part("seed"))
         else:
             parts.append(front(write))
     b_O = torch.zeros(d_model, dtype=torch.float64)
@@ -184,14 +226,14 @@ def residual_parts(model: nn.Module, batch: Batch | Tensor, layer: int) -> tuple
         z = cache[hook_name(l, "attn.hook_z")].double()
         heads = torch.einsum("bphe,hed->bphd", z, attn.W_O.double())
         for h in range(heads.shape[2]):
-            names.append(f"a{l}.{h}")
+            names.append(Part("head", l, h))
             parts.append(heads[:, :, h])
         b_O = b_O + attn.b_O.double().cpu()
         if hook_name(l, "hook_mlp_out") in cache:
-            names.append(f"m{l}")
+            names.append(Part("mlp", l))
             parts.append(cache[hook_name(l, "hook_mlp_out")].double())
     if bool(b_O.abs().max() > 0):
-        names.append("b_O")
+        names.append(Part("b_O"))
         parts.append(b_O.expand(n_batch, n_stream, -1))
     stacked = torch.stack([p.cpu() for p in parts], dim=2)
     error = float((stacked.sum(2) - resid.cpu()).abs().max())
@@ -225,8 +267,9 @@ class QKAttribution:
     Attributes:
         layer, head, query: the head and the query's residual-stream position (a seed token,
             if any, is position 0).
-        nodes: the node names of both sides (the same list on each), ``bias`` last when the
-            head has a bias term.
+        nodes: the nodes of both sides (the same list on each) as :class:`Part` s (their
+            names, carrying their kind, layer and head), ``bias`` last when the head has a bias
+            term.
         per_example: ``[batch, P, n_nodes, n_nodes]`` ``C[b, k, i, j]``: query node ``i`` with
             key node ``j`` at key position ``k`` (zero where the key is masked).
         allowed: ``[batch, P]`` bool, the keys the query may attend.
@@ -297,7 +340,7 @@ class QKAttribution:
     def contributors(self) -> list[str]:
         """Every contributor: ``q:NODE`` then ``k:NODE`` for each upstream node (not ``bias``)."""
         upstream = [n for n in self.nodes if n != "bias"]
-        return [f"q:{n}" for n in upstream] + [f"k:{n}" for n in upstream]
+        return [Contributor("q", n) for n in upstream] + [Contributor("k", n) for n in upstream]
 
     def importance(self) -> dict[str, float]:
         """Per contributor, how much it moves this row's scores across keys (module docstring),
@@ -313,7 +356,7 @@ class QKAttribution:
                 if self.softmax:
                     centre = (v * w).sum(1, keepdim=True) / n_keys[:, None]
                     v = v - centre
-                out[f"{side}:{node}"] = float(((v.abs() * w).sum(1) / n_keys).mean())
+                out[Contributor(side, node)] = float(((v.abs() * w).sum(1) / n_keys).mean())
         return out
 
     def top(self, k: int = 3) -> list[str]:
@@ -351,7 +394,7 @@ def qk_attribution(model: nn.Module, batch: Batch | Tensor, layer: int, head: in
     k_parts, k_bias = _side_inputs(model, layer, head, parts, resid, "K")
     has_bias = bool(q_bias.abs().max() > 0 or k_bias.abs().max() > 0)
     if has_bias:
-        names = names + ["bias"]
+        names = names + [Part("bias")]
         q_parts = torch.cat([q_parts, q_bias.expand(n_batch, 1, 1, -1)], dim=2)
         k_parts = torch.cat([k_parts, k_bias.expand(n_batch, n_stream, 1, -1)], dim=2)
     contrib = torch.einsum("bie,bkje->bkij", q_parts[:, 0], k_parts) / _attn_scale(model, layer)
@@ -410,20 +453,26 @@ class QKPatchCheck:
         return sum(c < self.top_change for c in self.random_changes) / max(1, len(self.random_changes))
 
     @property
+    def claim(self) -> Claim:
+        """The check as a claim, by :func:`interp_rand.verdicts.exceeds` (margin ``margin``, twice
+        the random mean); inconclusive when there is no other contributor to draw or nothing can
+        move the pattern."""
+        claim = exceeds(f"removing the top {len(self.top)} contributors of a{self.layer}.{self.head} at {self.query} "
+                        "moves its pattern", self.top_change, self.random_mean if self.random_changes else None,
+                        control_label=f"{len(self.random_changes)} random sets of the other contributors",
+                        margin=self.margin, ratio=2.0, unavailable="no other contributor to draw")
+        if self.pattern_fixed:
+            return inconclusive(claim, "the query sees one key: a softmax pattern fixed at 1")
+        return claim
+
+    @property
     def verdict(self) -> str:
-        if not self.random_changes or self.pattern_fixed:
-            return "inconclusive"  # no other contributor to compare with, or nothing can move the pattern
-        if self.top_change >= self.random_mean + self.margin and self.top_change >= 2 * self.random_mean:
-            return "holds"
-        if self.top_change <= self.random_mean:
-            return "fails"
-        return "inconclusive"
+        return self.claim.verdict.outcome
 
     @property
     def rule(self) -> str:
-        return (f"holds when the top-{len(self.top)} change >= random mean + {self.margin} and >= 2 x random "
-                "mean (random: sets of the other contributors); fails when <= random mean; else inconclusive, "
-                "as when the query sees one key (a softmax pattern fixed at 1)")
+        return (f"{self.claim.verdict.rule} (value: the top-{len(self.top)} change, control: the mean random change); "
+                "inconclusive when no other contributor can be drawn or the query sees one key")
 
     def to_dict(self, digits: int = 4) -> dict[str, Any]:
         return {"layer": self.layer, "head": self.head, "query": self.query, "top": list(self.top),
@@ -596,5 +645,5 @@ def explain_heads(model: nn.Module, batch: Batch | Tensor, heads: Sequence[tuple
     return tuple(out)
 
 
-__all__ = ["MARGIN", "QKAttribution", "QKPatchCheck", "SeedBitReads", "TOLERANCE", "explain_heads",
+__all__ = ["MARGIN", "PART_KINDS", "Contributor", "Part", "QKAttribution", "QKPatchCheck", "SeedBitReads", "TOLERANCE", "explain_heads",
            "pattern_change", "qk_attribution", "qk_patching_check", "reads_by_seed_bit", "residual_parts"]

@@ -42,7 +42,7 @@ units (:data:`circuits.analyses.faithfulness.TINY_GAP`) and its 95% interval ove
 4. *stable*: the mean Jaccard with the resampled circuits ≥ chance + 0.1, ≥ 2× chance, and
    ≥ 0.5 (not a share: unchanged by the floor).
 
-Each claim carries its rule (:attr:`circuits.analyses.verdict.Verdict.rule`; printed with the
+Each claim carries its rule (:attr:`interp_rand.verdicts.Verdict.rule`; printed with the
 claim on the card and in its JSON). The card's verdict: ``holds`` when every claim holds,
 ``fails`` when any fails, else ``inconclusive``.
 """
@@ -59,7 +59,7 @@ from circuits.analyses.comparison import RECOVERY_FLOOR, SHARE_MARGIN
 from circuits.analyses.faithfulness import TINY_GAP, ShareMeter
 from circuits.analyses.mib import MIB_FRACTIONS, FaithfulnessIntegrals, faithfulness_integrals
 from circuits.analyses.stability import AgreementMatrix, across_resamples, agreement_matrix
-from circuits.analyses.verdict import Claim, exceeds, exceeds_on_scale, gap_floor_reason, inconclusive, verdict_counts
+from interp_rand.verdicts import Claim, exceeds, exceeds_on_scale, gap_floor_reason, inconclusive, verdict_counts
 from circuits.graph.circuit import Circuit
 from circuits.graph.scores import EdgeScores
 from circuits.graph.selection import select

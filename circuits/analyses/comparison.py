@@ -22,7 +22,7 @@ from circuits.analyses.agreement import spearman
 from circuits.analyses.faithfulness import TINY_GAP, faithfulness
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Edge
-from circuits.analyses.verdict import Claim, exceeds, inconclusive
+from interp_rand.verdicts import Claim, exceeds, inconclusive
 
 # circuit X measured on model/data Y, in this order in `cross`
 CROSS_KEYS = ("a_on_a", "b_on_a", "b_on_b", "a_on_b")

@@ -59,6 +59,7 @@ import torch
 
 from circuits.graph.nodes import Edge, Node
 from interp_rand.model.config import ModelConfig
+from interp_rand.registry import Registry
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.addition import AdditionTask
 from interp_rand.tasks.base import Batch
@@ -654,11 +655,13 @@ def or_gate_model(**kwargs) -> PlantedModel:
     return _gated_seed_reader("or-gate", **kwargs)
 
 
-PLANTED_MODELS: dict[str, Callable[..., PlantedModel]] = {
-    "sort": sort_model, "addition": addition_model, "recall": recall_model, "seed-reader": seed_reader_model,
-    "seed-reader+decoy": functools.partial(seed_reader_model, decoy=True),
-    "off-relu": off_relu_model, "saturated": saturated_model, "cancel": cancel_model, "and-gate": and_gate_model,
-    "or-gate": or_gate_model}
+PLANTED_MODELS: Registry[Callable[..., PlantedModel]] = Registry("planted model")
+for _name, _make in {
+        "sort": sort_model, "addition": addition_model, "recall": recall_model, "seed-reader": seed_reader_model,
+        "seed-reader+decoy": functools.partial(seed_reader_model, decoy=True),
+        "off-relu": off_relu_model, "saturated": saturated_model, "cancel": cancel_model, "and-gate": and_gate_model,
+        "or-gate": or_gate_model}.items():
+    PLANTED_MODELS.register(_name, _make)
 
 
 def planted_models(names: tuple[str, ...] | None = None) -> list[PlantedModel]:
@@ -667,7 +670,7 @@ def planted_models(names: tuple[str, ...] | None = None) -> list[PlantedModel]:
     unknown = [n for n in names if n not in PLANTED_MODELS]
     if unknown:
         raise ValueError(f"unknown planted model(s) {unknown}; choose from {list(PLANTED_MODELS)}")
-    return [PLANTED_MODELS[n]() for n in names]
+    return [PLANTED_MODELS.get(n)() for n in names]
 
 
 __all__ = ["PLANTED_MODELS", "STRESSORS", "PlantedModel", "addition_model", "and_gate_model", "cancel_model",

@@ -14,34 +14,30 @@ with its :class:`~probes.qk_attribution.QKPatchCheck`) the drawing gets:
   removed against random ones).
 
 Positions are the residual stream's (a seed token, if any, is 0), as the circuit's nodes use.
-Only the attribution objects' attributes are read here (drawing never computes).
+Only the attribution objects' attributes are read here (drawing never computes); a
+contributor's node comes from its :class:`~probes.qk_attribution.Contributor`'s part (kind,
+layer, head), never from its name.
 """
 
 from __future__ import annotations
 
-import re
-
 import plotly.graph_objects as go
 
-from circuits.graph.nodes import Node
+from circuits.graph.nodes import WRITER_KINDS, Node
 from circuits.draw.layout import Layout
+from probes.qk_attribution import Part
 
 SIDE_COLOUR = {"q": "rgba(130,60,170,0.85)", "k": "rgba(30,140,80,0.85)"}
 SIDE_TEXT = {"q": "query side", "k": "key side"}
-_HEAD, _MLP = re.compile(r"a(\d+)\.(\d+)$"), re.compile(r"m(\d+)$")
 
 
-def contributor_node(name: str, position: int | None) -> Node | None:
-    """The drawing's node for a contributor's node name (``a0.1``, ``m0``, ``embed``, ``seed``,
-    ``input_mlp``) at ``position``; ``None`` for one that is no node of the graph (``pos``,
-    ``b_O``)."""
-    if m := _HEAD.match(name):
-        return Node("head", int(m[1]), int(m[2]), position)
-    if m := _MLP.match(name):
-        return Node("mlp", int(m[1]), None, position)
-    if name in ("embed", "seed", "input_mlp"):
-        return Node(name, None, None, position)
-    return None
+def contributor_node(part: Part, position: int | None) -> Node | None:
+    """The drawing's node for a contributor's part (:class:`~probes.qk_attribution.Part`: its
+    kind, layer and head, as the attribution made it) at ``position``; ``None`` for one that is
+    no node of the graph (``pos``, ``b_O``, ``bias``)."""
+    if part.kind not in WRITER_KINDS:
+        return None
+    return Node(part.kind, part.layer, part.head, position)
 
 
 def node_xy(node: Node, layout: Layout) -> tuple[float, float]:
@@ -64,7 +60,7 @@ def head_label(attr, check, key: int, names: list[str] | None, top: list[str],
     name = (lambda p: f"{p} {names[p]}" if names is not None and p < len(names) else str(p))
     lines = [f"<b>why a{attr.layer}.{attr.head} @ {name(attr.query)} attends {name(key)}</b> "
              f"(mean attention {float(attr.mean_pattern[key]):.2f})"]
-    lines += [f"{SIDE_TEXT[c[0]]}: {c[2:]} ({importance[c]:.2f})" for c in top]
+    lines += [f"{SIDE_TEXT[c.side]}: {c.part} ({importance[c]:.2f})" for c in top]
     if check is not None:
         lines.append(f"top {len(check.top)} removed: pattern moves {check.top_change:.2f} vs "
                      f"{check.random_mean:.2f} random: <b>{check.verdict}</b>")
@@ -81,7 +77,7 @@ def _drawn(attr, check, k: int) -> list[tuple[str, Node | None]]:
     each with its node (``None``: no node of the graph)."""
     key = attended_key(attr)
     top = list(check.top) if check is not None else attr.top(k)
-    return [(c, contributor_node(c[2:], attr.query if c[0] == "q" else key)) for c in top]
+    return [(c, contributor_node(c.part, attr.query if c.side == "q" else key)) for c in top]
 
 
 def overlay_nodes(qk, by_position: bool = True, k: int = 3) -> set[Node]:
@@ -107,7 +103,7 @@ def add_qk_overlay(fig: go.Figure, qk, layout: Layout, names: list[str] | None =
         top = [c for c, _ in drawn]
         largest = max((importance[c] for c in top), default=0.0) or 1.0
         for contributor, source in drawn:
-            side = contributor[0]
+            side = contributor.side
             if source is None:
                 continue
             sx, sy = node_xy(source, layout)

@@ -1,22 +1,27 @@
-"""Many keep masks in one forward: batched edge patching, for exact scores and ACDC.
+"""Many candidate ablations per forward: batched edge patching, for exact scores and ACDC.
 
-The batch is repeated once per mask ("copy"; row ``e * b + i`` is example ``i`` under mask
-``e``) and each reader site rebuilds its input per copy with that copy's ablated edges, by the
-same linear rule as :func:`circuits.interventions.edge_patching.patched_edges`. Nothing
-upstream of the earliest reader with an ablated edge changes, so on our model the forward
-starts at that reader's block (:meth:`~interp_rand.model.transformer.HookedTransformer.run_from_block`)
-from a :func:`clean_run` cache, and the writers before it are read from that cache.
-That is the general path (any TL-protocol model, a TransformerBridge included).
+:class:`PatchRun` is the one engine both use. It holds one forward of a batch and evaluates
+many candidates on top of it (copy ``e`` ablates its own edges on top of a keep mask), by one
+of two paths that share its state and the rule of :mod:`circuits.interventions.edge_patching`:
 
-On our model, :class:`~circuits.interventions.incremental_run.IncrementalRun` goes further: it holds a forward node by node, and a
-candidate recomputes only the patched node at the positions its edges touch and what that
-reaches through the kept edges (one head, the MLP and logits at the reached positions, the
-later blocks only where reached), reading everything else from the run.
+* the incremental path, on our model
+  (:class:`~circuits.interventions.incremental_run.IncrementalRun`): the forward is held node by
+  node, and a candidate recomputes only the patched node at the positions its edges touch and
+  what that reaches through the kept edges (one head, the MLP and logits at the reached
+  positions, the later blocks only where reached), reading everything else from the run;
+* the block path (:func:`run_with_edge_sets`), for what the incremental path does not decompose
+  (a TransformerBridge or any TL-protocol model, the input MLP's edges, ``incremental=False``):
+  the batch is repeated once per candidate ("copy"; row ``e * b + i`` is example ``i`` under
+  mask ``e``) and each reader site rebuilds its input per copy with that copy's ablated edges
+  (:func:`~circuits.interventions.edge_patching.edge_hooks`). Nothing upstream of the earliest
+  reader with an ablated edge changes, so on our model the forward starts at that reader's
+  block (:meth:`~interp_rand.model.transformer.HookedTransformer.run_from_block`) from a
+  :func:`clean_run` cache, and the writers before it are read from that cache.
+
 :func:`batched_edge_scores` (the ``exact`` discovery method) and
-:func:`~circuits.methods.acdc.acdc_scores` use it, and the general path where it does not
-apply (a bridge, the input MLP's edges). :func:`~circuits.interventions.edge_patching.exact_edge_scores`,
-one forward per edge, stays the reference both are tested against
-(``tests/circuits/interventions/test_batched_patching.py``).
+:func:`~circuits.methods.acdc.acdc_scores` drive it.
+:func:`~circuits.interventions.edge_patching.exact_edge_scores`, one forward per edge, stays the
+reference both paths are tested against (``tests/circuits/interventions/test_batched_patching.py``).
 """
 
 from __future__ import annotations
@@ -25,14 +30,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-import einops
 import torch
 from torch import Tensor
 
-from circuits.graph.architecture import head_results, input_mlp_output, run_model
-from circuits.graph.model_graph import ModelGraph, ReaderSite
+from circuits.graph.architecture import run_model
+from circuits.graph.model_graph import ModelGraph
+from circuits.interventions.edge_patching import edge_hooks
 from circuits.interventions.metrics import Metric, evaluate_metric
-from circuits.graph.writers import capture_hooks, reader_input, stack_writers
+from circuits.graph.writers import capture_hooks, stack_writers
 from circuits.interventions.incremental_run import IncrementalRun
 from interp_rand.model.capture import capture_into
 from interp_rand.model.hook_names import hook_name
@@ -126,73 +131,6 @@ def _repeat_batch(batch: Any, copies: int) -> Any:
                                loss_mask=rep(batch.loss_mask), metadata={})
 
 
-def _stack_from(model: Any, graph: ModelGraph, acts: dict[str, Tensor], first: int, upto: int,
-                positions: Tensor | slice) -> Tensor:
-    """Writers ``first..upto-1`` ``[rows, len(positions), n, d_model]`` from captured hook values
-    (:func:`stack_writers` for a forward that started after writer ``first``'s predecessors)."""
-    parts: list[Tensor] = []
-    for site in graph.writer_sites:
-        if site.writers.stop <= first or site.writers.start >= upto:
-            continue
-        value = acts[site.hook]
-        if site.kind == "input_mlp":
-            value = input_mlp_output(model, value)
-        value = graph.to_stream_positions(site.kind, value)[:, positions]
-        parts.append(head_results(model, site.layer, value) if site.kind == "head" else value[:, :, None])
-    return torch.cat(parts, dim=2)[:, :, : upto - first]
-
-
-def _shared_delta(ablated: Tensor, diff: Tensor, positions: Tensor | slice) -> Tensor:
-    """:func:`_delta` for a mask shared by every row: ``ablated: [slots, w, r]`` float; ``diff:
-    [rows, len(positions), w, d]`` → ``[rows, len(positions), r, d]``."""
-    if ablated.shape[0] == 1:
-        return einops.einsum(diff, ablated[0], "b p w d, w r -> b p r d")
-    b, d = diff.shape[0], diff.shape[3]
-    per_position = einops.rearrange(diff, "b p w d -> p w (b d)")
-    out = torch.bmm(ablated[positions].transpose(1, 2), per_position)
-    return einops.rearrange(out, "p r (b d) -> b p r d", b=b, d=d)
-
-
-def _copy_deltas(ablated: Tensor, diff_pre: Tensor | None, diff_live: Tensor | None, positions: Tensor | slice,
-                 n_positions: int) -> Tensor:
-    """Each copy's ``Σ_w ablated[e, p, w, r] · diff_e[p, w]`` → ``[E, b, len(positions), r, d]``.
-
-    ``ablated: [E, slots, n_w, r]`` float; ``diff_pre: [b or 1, p, n_pre, d]`` (the writers before
-    the forward's start, the same for every copy) and ``diff_live: [E, b, p, n_w - n_pre, d]``.
-    The edges every copy ablates go through one matmul (:func:`_shared_delta`); the few edges
-    that differ between copies are added one by one (an indexed accumulate)."""
-    E, S = ablated.shape[:2]
-    n_pre = 0 if diff_pre is None else diff_pre.shape[2]
-    ref = diff_live if diff_live is not None else diff_pre[None]
-    b, p, d, r = ref.shape[1], ref.shape[2], ref.shape[4], ablated.shape[3]
-    base = ablated.amin(0)  # [slots, n_w, r]: ablated in every copy
-    extra = ablated - base
-    delta = torch.zeros(E, b, p, r, d, dtype=ablated.dtype)
-    if n_pre and base[:, :n_pre].any():
-        delta += _shared_delta(base[:, :n_pre], diff_pre, positions)[None]
-    if diff_live is not None and base[:, n_pre:].any():
-        delta += _shared_delta(base[:, n_pre:], diff_live.flatten(0, 1), positions).unflatten(0, (E, b))
-    nz = extra.nonzero()
-    if len(nz):
-        e, slot, w, r_ = nz.unbind(1)
-        if S == 1:  # the edge spans every position
-            t = len(e)
-            pi = torch.arange(p).repeat(t)
-            e, w, r_ = (x.repeat_interleave(p) for x in (e, w, r_))
-        else:
-            inverse = torch.full((n_positions,), -1, dtype=torch.long)
-            inverse[positions] = torch.arange(p)
-            pi = inverse[slot]
-        vals = torch.empty(len(e), b, d, dtype=ablated.dtype)
-        pre = w < n_pre
-        if pre.any():
-            vals[pre] = diff_pre[:, pi[pre], w[pre]].expand(b, -1, -1).transpose(0, 1)
-        if (~pre).any():
-            vals[~pre] = diff_live[e[~pre], :, pi[~pre], w[~pre] - n_pre]
-        delta.permute(0, 2, 3, 1, 4).index_put_((e, pi, r_), vals, accumulate=True)
-    return delta
-
-
 @torch.no_grad()
 def run_with_edge_sets(
     model: Any, graph: ModelGraph, batch: Any, keeps: Tensor, replacement: Tensor, clean: CleanRun | None = None,
@@ -207,7 +145,7 @@ def run_with_edge_sets(
     """
     if keeps.dim() != 4 or tuple(keeps.shape[1:]) != graph.shape:
         raise ValueError(f"keep masks have shape {tuple(keeps.shape)}; the graph needs [E, *{graph.shape}]")
-    E, P = keeps.shape[0], graph.n_positions
+    E = keeps.shape[0]
     ablated_bool = graph.mask[None] & ~keeps
     layers = _reader_layers(graph)
     hit_readers = ablated_bool.any(2).any(1).any(0)  # [R]
@@ -219,68 +157,8 @@ def run_with_edge_sets(
     if runner is None or start < 0:
         start, runner = -1, None
     first = _first_writer(graph, start) if runner is not None else 0
-    ablated = ablated_bool.to(replacement.dtype)
-    hit = ablated_bool.any(2)  # [E, slots, R]
-    hit = hit.expand(E, P, -1) if hit.shape[1] == 1 else hit
-    acts: dict[str, Tensor] = {}
-    shared: dict[str, tuple[Tensor | slice, Tensor]] = {}
-    groups: dict[str, list[int]] = {}
-    for site in graph.reader_sites:
-        groups.setdefault(site.group, []).extend(site.readers)
-    b = None
-
-    def rebuilt_delta(span: list[int], rows: int) -> tuple[Tensor | slice, Tensor]:
-        n_w = graph.writers_upto[span[0]]
-        positions = hit[:, :, span].any(2).any(0).nonzero()[:, 0]
-        if len(positions) == P:
-            positions = slice(None)
-        n_pre = min(first, n_w)
-        diff_pre = diff_live = None
-        if n_pre:  # writers before the start: the unpatched run's values, the same for every copy
-            diff_pre = clean.diff(replacement)[:, positions, :n_pre]
-        if n_w > n_pre:
-            live = _stack_from(model, graph, acts, n_pre, n_w, positions)
-            diff_live = replacement[None, :, positions, n_pre:n_w] - live.unflatten(0, (E, rows // E))
-        delta = _copy_deltas(ablated[:, :, :n_w, span], diff_pre, diff_live, positions, P)
-        return positions, delta.flatten(0, 1)  # [rows, p, r, d]
-
-    def site_hook(site: ReaderSite):
-        span = groups[site.group]
-        lo, n = site.readers.start - span[0], len(site.readers)
-
-        def hook(value: Tensor, hook: Any) -> Tensor:
-            rows = value.shape[0]
-            if site.group not in shared:
-                shared[site.group] = rebuilt_delta(span, rows)
-            positions, delta = shared[site.group]
-            delta = delta[:, :, lo : lo + n]
-            if site.source == site.hook:
-                acts[site.source] = value
-            x = reader_input(model, graph, site, acts, positions)
-            readers_hit = hit[:, positions][:, :, site.readers]  # [E, p, n]
-            dest = positions
-            if site.task_positions:
-                dest = torch.arange(P)[positions] - graph.arch.seed_offset
-                task = dest >= 0
-                dest, x, delta, readers_hit = dest[task], x[:, task], delta[:, task], readers_hit[:, task]
-            rebuilt = site.rebuild(model, x[:, :, None] + delta)
-            if isinstance(dest, slice) and bool(readers_hit.all()):  # every copy rebuilds it everywhere
-                return rebuilt
-            out = value.clone()
-            rows_hit = readers_hit.repeat_interleave(rows // E, 0)  # [rows, p, n]
-            if site.per_head:
-                out[:, dest] = torch.where(rows_hit[..., None], rebuilt, value[:, dest])
-            else:
-                out[:, dest] = torch.where(rows_hit[:, :, 0, None], rebuilt, value[:, dest])
-            return out
-
-        return hook
-
-    hooks = capture_hooks(graph, acts, detach=False)
-    patched = [site for site in graph.reader_sites if hit[:, :, site.readers].any()]
-    sources = dict.fromkeys(s.source for s in patched if s.source not in (None, s.hook))
-    hooks += capture_into(acts, sources, detach=False)
-    hooks += [(site.hook, site_hook(site)) for site in patched]
+    hooks = edge_hooks(model, graph, ablated_bool, replacement, first,
+                       clean.diff(replacement) if first else None)
     with model.hooks(fwd_hooks=hooks):
         if runner is not None:
             x = clean.resid[start]
@@ -308,50 +186,6 @@ def copies_per_forward(graph: ModelGraph, model: Any, batch_size: int, memory_bu
     return max(1, min(cap, int(memory_budget // max(1, per_row * batch_size))))
 
 
-def batched_edge_scores(
-    model: Any, graph: ModelGraph, batch: Any, replacement: Tensor, metric: Metric, metric_batch: Any = None,
-    progress: bool = False, max_batch: int | None = None, memory_budget: int = DEFAULT_MEMORY_BUDGET,
-    incremental: bool = True,
-) -> Tensor:
-    """:func:`exact_edge_scores` (the slow reference, one forward per edge), many edges per
-    forward: the single-edge ablations are stacked along the batch (``max_batch`` edges per
-    forward, default as many as fit ``memory_budget``). On our model (``incremental``) each
-    edge recomputes only its reader's node and what that reaches (:class:`IncrementalRun`);
-    otherwise (a TransformerBridge, the input MLP's edges, ``incremental=False``) the edges are
-    grouped by their reader's block and each forward starts there from the unpatched run's
-    cache (:func:`run_with_edge_sets`). Equal to the reference up to float rounding."""
-    metric_batch = batch if metric_batch is None else metric_batch
-    if incremental and IncrementalRun.supports(model):
-        return _incremental_edge_scores(model, graph, batch, replacement, metric, metric_batch, progress, max_batch,
-                                        memory_budget)
-    clean = clean_run(model, graph, batch)
-    base = evaluate_metric(metric, clean.logits, metric_batch)
-    edges = graph.mask.nonzero()  # [n, 3]: slot, writer, reader
-    return _general_edge_scores(model, graph, batch, replacement, metric, metric_batch, progress, max_batch,
-                                memory_budget, clean, base, edges, torch.zeros(graph.shape))
-
-
-def _general_edge_scores(model: Any, graph: ModelGraph, batch: Any, replacement: Tensor, metric: Metric,
-                         metric_batch: Any, progress: bool, max_batch: int | None, memory_budget: int, clean: CleanRun,
-                         base: Tensor, edges: Tensor, scores: Tensor) -> Tensor:
-    """Fill ``scores`` at ``edges [n, 3]`` by :func:`run_with_edge_sets`."""
-    layer = _reader_layers(graph)[edges[:, 2]]
-    order = torch.sort(layer, stable=True).indices
-    edges, layer = edges[order], layer[order]
-    size = copies_per_forward(graph, model, len(batch), memory_budget, max_batch)
-    chunks = []
-    for l in layer.unique().tolist():
-        idx = (layer == l).nonzero()[:, 0]
-        chunks += [edges[idx[i : i + size]] for i in range(0, len(idx), size)]
-    for chunk in bar(chunks, desc=f"patching {size} edges per forward", enabled=progress):
-        keeps = torch.ones((len(chunk), *graph.shape), dtype=torch.bool)
-        keeps[torch.arange(len(chunk)), chunk[:, 0], chunk[:, 1], chunk[:, 2]] = False
-        logits = run_with_edge_sets(model, graph, batch, keeps, replacement, clean)
-        for e, (slot, w, r) in enumerate(chunk.tolist()):
-            scores[slot, w, r] = float(evaluate_metric(metric, logits[e], metric_batch) - base)
-    return scores
-
-
 MAX_INCREMENTAL_ROWS = 2048  # examples x copies per incremental propagation, by default
 
 
@@ -368,40 +202,129 @@ def incremental_copies(graph: ModelGraph, model: Any, batch_size: int, memory_bu
     return max(1, min(MAX_INCREMENTAL_ROWS // max(1, batch_size), int(memory_budget // max(1, per_copy))))
 
 
-def _incremental_edge_scores(model: Any, graph: ModelGraph, batch: Any, replacement: Tensor, metric: Metric,
-                             metric_batch: Any, progress: bool, max_batch: int | None, memory_budget: int) -> Tensor:
-    run = IncrementalRun(model, graph, batch, replacement)
+class PatchRun:
+    """One forward of ``batch`` and many candidate edge ablations evaluated on top of it: the one
+    engine of :func:`batched_edge_scores` and :func:`~circuits.methods.acdc.acdc_scores`.
+
+    :meth:`evaluate` takes the candidates as edge lists (copy ``e`` ablates its listed edges on
+    top of a keep mask) and runs them on the incremental path where it decomposes the readers
+    (``stage_of[r] >= 0``: our model, the readers of a block or the logits) and on the block path
+    elsewhere (module docstring); :meth:`commit` makes one candidate the run's state (ACDC's
+    accepted removals). Both paths read the same unpatched forward: the incremental run's capture
+    serves the block path as its :class:`CleanRun` until a commit changes the run, after which
+    the block path makes its own (:func:`clean_run`, once).
+    """
+
+    def __init__(self, model: Any, graph: ModelGraph, batch: Any, replacement: Tensor, incremental: bool = True):
+        self.model, self.graph, self.batch, self.replacement = model, graph, batch, replacement
+        self.incremental = (IncrementalRun(model, graph, batch, replacement)
+                            if incremental and IncrementalRun.supports(model) else None)
+        inc = self.incremental
+        self._clean = clean_run(model, graph, batch) if inc is None else CleanRun(batch, inc.logits, inc.live, inc.resid)
+        self.stage_of = inc.stage_of if inc is not None else torch.full((len(graph.readers),), -1, dtype=torch.long)
+
+    @property
+    def logits(self) -> Tensor:
+        """The run's logits (under the committed candidates)."""
+        return self.incremental.logits if self.incremental is not None else self._clean.logits
+
+    def clean(self) -> CleanRun:
+        """The unpatched forward the block path starts from."""
+        if self._clean is None:
+            self._clean = clean_run(self.model, self.graph, self.batch)
+        return self._clean
+
+    def copies(self, stage: int, batch_size: int, memory_budget: int = DEFAULT_MEMORY_BUDGET,
+               max_batch: int | None = None) -> int:
+        """How many candidates one :meth:`evaluate` into a reader of ``stage`` takes."""
+        if stage >= 0:
+            return incremental_copies(self.graph, self.model, batch_size, memory_budget, max_batch)
+        return copies_per_forward(self.graph, self.model, batch_size, memory_budget, max_batch)
+
+    @torch.no_grad()
+    def evaluate(self, copy: Tensor, slot: Tensor, writer: Tensor, reader: Tensor, keep: Tensor,
+                 updates: list | None = None) -> Tensor:
+        """Logits ``[E, b, ...]`` when copy ``copy[i]`` ablates the edge ``(slot[i], writer[i],
+        reader[i])`` (one entry per edge; a copy may ablate several) on top of ``keep`` (the keep
+        mask this run holds: the graph's, or ACDC's kept set as committed). On the incremental
+        path the readers share one stage. With ``updates`` (a list), what each copy changed is
+        appended to it, for :meth:`commit`."""
+        stage = self.stage_of[reader]
+        if self.incremental is not None and bool((stage >= 0).all()):
+            s = int(stage[0])
+            if not bool((stage == s).all()):
+                raise ValueError(f"one incremental evaluation patches the readers of one stage, not of {stage.unique().tolist()}")
+            pos, dx, aff = self.incremental.edge_inputs(s, copy, slot, writer, reader)
+            return self.incremental.propagate(s, pos, dx, aff, keep, updates)
+        keeps = keep[None].repeat(int(copy.max()) + 1, 1, 1, 1)
+        keeps[copy, slot, writer, reader] = False
+        return run_with_edge_sets(self.model, self.graph, self.batch, keeps, self.replacement, self.clean())
+
+    def commit(self, updates: list, copy: int) -> None:
+        """Make copy ``copy`` of the :meth:`evaluate` call that filled ``updates`` the run's state
+        (nothing to do on the block path, which reads the keep mask it is given)."""
+        if updates and self.incremental is not None:
+            self.incremental.commit(updates, copy)
+            self._clean = None  # the capture is the committed run now, no longer the unpatched one
+
+    def chunks(self, edges: Tensor, batch_size: int, memory_budget: int = DEFAULT_MEMORY_BUDGET,
+               max_batch: int | None = None) -> list[Tensor]:
+        """``edges [n, 3]`` (slot, writer, reader), each to be ablated on its own, in groups that
+        one :meth:`evaluate` takes: on the block path, edges whose readers read the same block
+        (its forward starts there); on the incremental path, edges sharing a stage, a position
+        and, in a block's attention, whether they enter queries (which change one output
+        position) or keys/values (which change every query allowed to attend them), so that the
+        positions recomputed for one copy are the others'."""
+        graph, out = self.graph, []
+        stage = self.stage_of[edges[:, 2]]
+        block = edges[stage < 0]
+        if len(block):
+            layer = _reader_layers(graph)[block[:, 2]]
+            order = torch.sort(layer, stable=True).indices
+            block, layer = block[order], layer[order]
+            size = self.copies(-1, batch_size, memory_budget, max_batch)
+            for l in layer.unique().tolist():
+                idx = (layer == l).nonzero()[:, 0]
+                out += [block[idx[i : i + size]] for i in range(0, len(idx), size)]
+        edges, stage = edges[stage >= 0], stage[stage >= 0]
+        if len(edges):
+            run = self.incremental
+            start = torch.tensor([run.stages[s][2].start for s in range(len(run.stages))])[stage]
+            kv = torch.tensor([run.stages[s][0] == "attn" for s in range(len(run.stages))])[stage] & (
+                edges[:, 2] - start >= graph.arch.n_heads)
+            group = (stage * graph.n_slots + edges[:, 0]) * 2 + kv.long()
+            order = torch.sort(group * len(graph.readers) + edges[:, 2], stable=True).indices
+            edges, group = edges[order], group[order]
+            size = self.copies(0, batch_size, memory_budget, max_batch)
+            for g in group.unique().tolist():
+                idx = (group == g).nonzero()[:, 0]
+                out += [edges[idx[i : i + size]] for i in range(0, len(idx), size)]
+        return out
+
+
+def batched_edge_scores(
+    model: Any, graph: ModelGraph, batch: Any, replacement: Tensor, metric: Metric, metric_batch: Any = None,
+    progress: bool = False, max_batch: int | None = None, memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    incremental: bool = True,
+) -> Tensor:
+    """:func:`~circuits.interventions.edge_patching.exact_edge_scores` (the slow reference, one
+    forward per edge), many edges per forward: the single-edge ablations are evaluated as the
+    copies of one :class:`PatchRun` (``max_batch`` edges per evaluation, default as many as fit
+    ``memory_budget``). On our model (``incremental``) each edge recomputes only its reader's
+    node and what that reaches; otherwise (a TransformerBridge, the input MLP's edges,
+    ``incremental=False``) the edges are grouped by their reader's block and each forward starts
+    there from the unpatched run. Equal to the reference up to float rounding."""
+    metric_batch = batch if metric_batch is None else metric_batch
+    run = PatchRun(model, graph, batch, replacement, incremental)
     base = evaluate_metric(metric, run.logits, metric_batch)
-    edges = graph.mask.nonzero()  # [n, 3]: slot, writer, reader
-    stage = run.stage_of[edges[:, 2]]
     scores = torch.zeros(graph.shape)
-    if (stage < 0).any():  # the input MLP's edges: the general path
-        clean = CleanRun(batch, run.logits, run.live, [])
-        _general_edge_scores(model, graph, batch, replacement, metric, metric_batch, progress, max_batch,
-                             memory_budget, clean, base, edges[stage < 0], scores)
-    edges, stage = edges[stage >= 0], stage[stage >= 0]
-    # a chunk's edges share a stage, a position and, in a block's attention, whether they enter
-    # queries (which change one output position) or keys/values (which change every query
-    # allowed to attend them), so that the positions recomputed for one copy are the others'
-    start = torch.tensor([run.stages[s][2].start for s in range(len(run.stages))])[stage]
-    kv = torch.tensor([run.stages[s][0] == "attn" for s in range(len(run.stages))])[stage] & (
-        edges[:, 2] - start >= graph.arch.n_heads)
-    group = (stage * graph.n_slots + edges[:, 0]) * 2 + kv.long()
-    order = torch.sort(group * len(graph.readers) + edges[:, 2], stable=True).indices
-    edges, stage, group = edges[order], stage[order], group[order]
-    size = incremental_copies(graph, model, len(batch), memory_budget, max_batch)
-    chunks = []
-    for g in group.unique().tolist():
-        idx = (group == g).nonzero()[:, 0]
-        chunks += [(int(stage[idx[0]]), edges[idx[i : i + size]]) for i in range(0, len(idx), size)]
-    for s, chunk in bar(chunks, desc=f"patching {size} edges per pass", enabled=progress):
-        copy = torch.arange(len(chunk))
-        pos, dx, aff = run.edge_inputs(s, copy, chunk[:, 0], chunk[:, 1], chunk[:, 2])
-        logits = run.propagate(s, pos, dx, aff, graph.mask)
+    chunks = run.chunks(graph.mask.nonzero(), len(batch), memory_budget, max_batch)
+    for chunk in bar(chunks, desc=f"patching {graph.n_edges} edges in {len(chunks)} passes", enabled=progress):
+        logits = run.evaluate(torch.arange(len(chunk)), chunk[:, 0], chunk[:, 1], chunk[:, 2], graph.mask)
         for e, (slot, w, r) in enumerate(chunk.tolist()):
             scores[slot, w, r] = float(evaluate_metric(metric, logits[e], metric_batch) - base)
     return scores
 
 
-__all__ = ["CleanRun", "DEFAULT_MEMORY_BUDGET", "MAX_INCREMENTAL_ROWS", "MAX_ROWS",
+__all__ = ["CleanRun", "DEFAULT_MEMORY_BUDGET", "MAX_INCREMENTAL_ROWS", "MAX_ROWS", "PatchRun",
            "batched_edge_scores", "clean_run", "copies_per_forward", "incremental_copies", "run_with_edge_sets"]

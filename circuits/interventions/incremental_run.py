@@ -16,6 +16,7 @@ from torch import Tensor
 from circuits.graph.architecture import run_model
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.writers import capture_hooks, stack_writers
+from circuits.interventions.edge_patching import add_edge_deltas, each_position
 from interp_rand.model.capture import capture_into
 from interp_rand.model.hook_names import hook_name
 
@@ -51,8 +52,10 @@ class IncrementalRun:
     (:meth:`~interp_rand.model.attention.Attention.mask_scores`, ``pattern_of``: softmax or
     linear, a query with no allowed key reading nothing). ``tests/circuits/interventions/test_batched_patching.py``
     pins the results against :func:`~circuits.interventions.edge_patching.run_with_edges`.
-    Readers of the input MLP are not decomposed (``stage_of`` is -1): callers use
-    :func:`~circuits.interventions.batched_patching.run_with_edge_sets` for them.
+    Readers of the input MLP are not decomposed (``stage_of`` is -1):
+    :class:`~circuits.interventions.batched_patching.PatchRun`, which drives this run, takes the
+    block path for them. A candidate's input changes follow the one rule of
+    :mod:`circuits.interventions.edge_patching` (:func:`~circuits.interventions.edge_patching.add_edge_deltas`).
     """
 
     @staticmethod
@@ -75,6 +78,8 @@ class IncrementalRun:
         acts: dict[str, Tensor] = {}
         with model.hooks(fwd_hooks=capture_hooks(graph, acts) + capture_into(acts, names)):
             self.logits = run_model(model, batch)
+        # the residual entering each block, then the final one (a CleanRun's, while nothing is committed)
+        self.resid = [acts[n] for n in names if n.endswith("hook_resid_pre")] + [acts[names[-1]]]
         self.live = stack_writers(model, graph, acts)  # [b, P, W, d]
         b, P = self.live.shape[:2]
         self.replacement = replacement.expand(b, *replacement.shape[1:])
@@ -115,17 +120,15 @@ class IncrementalRun:
         E = int(copy.max()) + 1
         b, d = self.live.shape[0], self.live.shape[3]
         if not self.graph.by_position:  # slot 0 spans every position
-            n = len(copy)
-            copy, writer, reader = (x.repeat_interleave(P) for x in (copy, writer, reader))
-            slot = torch.arange(P).repeat(n)
+            copy, slot, writer, reader = each_position(P, copy, slot, writer, reader)
         pos, at = torch.unique(slot, return_inverse=True)
         local = reader - readers.start
         values = (self.replacement[:, slot, writer] - self.live[:, slot, writer]).transpose(0, 1)  # [m, b, d]
-        dx = torch.zeros(E, len(pos), len(readers), b, d, dtype=self.live.dtype)
-        dx.index_put_((copy, at, local), values, accumulate=True)
+        dx = torch.zeros(E, len(pos), len(readers), b, d, dtype=self.live.dtype).permute(0, 3, 1, 2, 4)
+        add_edge_deltas(dx, copy, at, local, values)  # [E, b, n, n_readers, d]
         aff = torch.zeros(len(readers), len(pos), dtype=torch.bool)
         aff[local, at] = True
-        return pos, dx.permute(0, 3, 1, 2, 4), aff
+        return pos, dx, aff
 
     @torch.no_grad()
     def propagate(self, stage: int, pos: Tensor, dx: Tensor, aff: Tensor, keep: Tensor,

@@ -4,7 +4,9 @@ each with a verdict by a rule stated here, before any number is looked at.
     >>> card = check_mechanism(model, task, mechanism, n=2000, seed=0)
     >>> print("\\n".join(card.lines()))
 
-The rules (constants below; a claim's line prints its rule):
+The rules (constants below; a claim's line prints its rule) are those of
+:mod:`interp_rand.verdicts` (:func:`~interp_rand.verdicts.exceeds`,
+:func:`~interp_rand.verdicts.reaches`) with these numbers:
 
 - **agreement**: the algorithm's answer equals the model's argmax at every output on at least
   ``AGREEMENT_MIN`` of the examples, and beats by ``MARGIN`` the control: the algorithm run on
@@ -15,9 +17,11 @@ The rules (constants below; a claim's line prints its rule):
   sets by ``MARGIN``; an empty-hypothesis gap below the floor makes it inconclusive.
 - **interchange**, per mapped variable: IIA at least ``IIA_MIN`` with every control at most
   ``CONTROL_MAX`` holds; IIA below ``IIA_MIN`` on a model that answers at least
-  ``BASE_ACCURACY_MIN`` of the inputs fails; a control above ``CONTROL_MAX`` (the test cannot
-  tell the variable from its control), fewer than ``MIN_PAIRS`` pairs, or a model that does not
-  solve the task is inconclusive.
+  ``BASE_ACCURACY_MIN`` of the inputs fails, whatever its controls; a control above
+  ``CONTROL_MAX`` on an IIA that reaches ``IIA_MIN`` (the test cannot tell the variable from its
+  control), fewer than ``MIN_PAIRS`` pairs, or a model that does not solve the task is
+  inconclusive (:func:`probes.interchange.interchange_claim`, the rule of
+  :func:`probes.interchange.verdict` too).
 - **predictions**: accuracy where the prediction applies at least (``succeed``) or at most
   (``fail``) its threshold; fewer than ``MIN_WHERE`` such inputs is inconclusive.
 
@@ -33,7 +37,7 @@ from typing import Any
 
 import torch
 
-from circuits.analyses.verdict import Claim, Verdict, summary_line
+from interp_rand.verdicts import Claim, Verdict, exceeds, reaches, summary_line
 from circuits.graph.model_graph import ModelGraph
 from circuits.mechanisms.hypothesis import Mechanism
 from circuits.mechanisms.interchange import VariableCheck, check_variable
@@ -41,13 +45,11 @@ from circuits.mechanisms.patching import answer_logits, check_sites, mechanism_h
 from circuits.mechanisms.predictions import PredictionCheck, check_prediction, correct_rows
 from circuits.mechanisms.scrubbing import Scrubbing, scrub
 from probes.controls import random_init_like
-from probes.interchange import DASConfig
+from probes.interchange import BASE_ACCURACY_MIN, CONTROL_MAX, IIA_HOLDS, DASConfig, interchange_claim
 
 AGREEMENT_MIN = 0.9
 SCRUB_MIN = 0.9
-IIA_MIN = 0.9
-CONTROL_MAX = 0.3
-BASE_ACCURACY_MIN = 0.9
+IIA_MIN = IIA_HOLDS  # the interchange rule's numbers are probes.interchange's
 MARGIN = 0.1
 MIN_PAIRS = 20
 MIN_WHERE = 10
@@ -58,53 +60,27 @@ def _claim(text: str, value: float, control: float | None, label: str, outcome: 
     return Claim(text, value, control, label, Verdict(outcome, rule, "" if outcome == "holds" else reason))
 
 
-def _nan(x: float | None) -> bool:
-    return x is None or x != x
-
-
 def agreement_claim(agreement: float, chance: float) -> Claim:
-    rule = f"agreement >= {AGREEMENT_MIN:g} and >= chance + {MARGIN:g}"
-    text = "the algorithm's answer is the model's answer"
-    if _nan(agreement):
-        return _claim(text, agreement, chance, "the algorithm on shuffled inputs", "inconclusive", rule, "no examples")
-    ok = agreement >= AGREEMENT_MIN and agreement >= chance + MARGIN
-    why = f"agrees on {agreement:.3f} < {AGREEMENT_MIN:g}" if agreement < AGREEMENT_MIN else "not above chance"
-    return _claim(text, agreement, chance, "the algorithm on shuffled inputs", "holds" if ok else "fails", rule, why)
+    """:func:`~interp_rand.verdicts.exceeds` with the floor ``AGREEMENT_MIN`` against chance."""
+    return exceeds("the algorithm's answer is the model's answer", agreement, chance,
+                   control_label="the algorithm on shuffled inputs", margin=MARGIN, ratio=1.0, floor=AGREEMENT_MIN,
+                   unavailable="no examples")
 
 
 def scrubbing_claim(s: Scrubbing) -> Claim:
-    rule = f"share >= {SCRUB_MIN:g} and >= random locations' mean + {MARGIN:g}"
-    text = "causal scrubbing keeps the model's behaviour"
+    """:func:`~interp_rand.verdicts.reaches` ``SCRUB_MIN``, random location sets ``MARGIN`` below."""
     share, control = s.share["logprob"], s.control_mean("logprob")
     label = f"{len(s.random_locations['logprob'])} random sets of {s.n_locations} locations"
-    if _nan(share):
-        return _claim(text, share, control, label, "inconclusive", rule,
-                      "resampling everything leaves the model's answers as they were (no gap to recover)")
-    if share < SCRUB_MIN:
-        return _claim(text, share, control, label, "fails", rule, f"recovers {share:.3f} < {SCRUB_MIN:g}")
-    if not _nan(control) and share < control + MARGIN:
-        return _claim(text, share, control, label, "inconclusive", rule,
-                      "random location sets of the same size recover about as much")
-    return _claim(text, share, control, label, "holds", rule)
+    claim = reaches("causal scrubbing keeps the model's behaviour", share, target=SCRUB_MIN,
+                    controls={label: control}, margin=MARGIN, value_name="share",
+                    unavailable="resampling everything leaves the model's answers as they were (no gap to recover)")
+    return Claim(claim.text, claim.value, claim.control, label, claim.verdict)
 
 
 def variable_claim(c: VariableCheck) -> Claim:
-    rule = f"IIA >= {IIA_MIN:g} with every control <= {CONTROL_MAX:g}"
-    text = f"{c.variable} is held at {c.site}"
-    worst = max((x for x in c.controls.values() if not _nan(x)), default=float("nan"))
-    worst_name = max((k for k in c.controls if not _nan(c.controls[k])), key=lambda k: c.controls[k], default="")
-    label = "the worst control" + (f" ({worst_name})" if worst_name else "")
-    if c.n_pairs < MIN_PAIRS:
-        return _claim(text, c.iia, worst, label, "inconclusive", rule, f"only {c.n_pairs} pairs change the answer")
-    if not _nan(worst) and worst > CONTROL_MAX:
-        return _claim(text, c.iia, worst, label, "inconclusive", rule,
-                      f"the {worst_name} control reaches {worst:.3f} > {CONTROL_MAX:g}: the test cannot tell")
-    if c.iia >= IIA_MIN:
-        return _claim(text, c.iia, worst, label, "holds", rule)
-    if c.base_accuracy >= BASE_ACCURACY_MIN:
-        return _claim(text, c.iia, worst, label, "fails", rule, f"IIA {c.iia:.3f} < {IIA_MIN:g}")
-    return _claim(text, c.iia, worst, label, "inconclusive", rule,
-                  f"the model answers only {c.base_accuracy:.3f} of the inputs")
+    """The interchange rule (:func:`probes.interchange.interchange_claim`), with ``MIN_PAIRS``."""
+    return interchange_claim(f"{c.variable} is held at {c.site}", c.iia, c.controls, c.base_accuracy,
+                             too_few=f"only {c.n_pairs} pairs change the answer" if c.n_pairs < MIN_PAIRS else "")
 
 
 def prediction_claim(p: PredictionCheck) -> Claim:

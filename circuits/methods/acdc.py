@@ -35,7 +35,9 @@ current kept set node by node, and a test recomputes only the tested node at the
 removals touch and what that reaches through the *kept* edges (late in the search, little);
 an accepted removal's recomputed values become the run's state (``commit``). Everything else
 is read from that state. A TransformerBridge, the input MLP's inputs and ``incremental=False``
-take the block path above. Both are pinned to :func:`acdc_scores_sequential` (same kept edges,
+take the block path above. Both paths are one engine,
+:class:`~circuits.interventions.batched_patching.PatchRun`, which the search hands each batch
+of tests as edge lists. Both are pinned to :func:`acdc_scores_sequential` (same kept edges,
 scores within 1e-5) in ``tests/circuits/interventions/test_batched_patching.py``, including the
 zoo's sort, addition, colouring and recall models.
 
@@ -51,14 +53,7 @@ import torch
 from torch import Tensor
 
 from circuits.graph.architecture import run_model
-from circuits.interventions.batched_patching import (
-    DEFAULT_MEMORY_BUDGET,
-    clean_run,
-    copies_per_forward,
-    incremental_copies,
-    run_with_edge_sets,
-)
-from circuits.interventions.incremental_run import IncrementalRun
+from circuits.interventions.batched_patching import DEFAULT_MEMORY_BUDGET, PatchRun
 from circuits.interventions.edge_patching import run_with_edges
 from circuits.graph.model_graph import ModelGraph
 from circuits.interventions.metrics import Metric, evaluate_metric
@@ -98,20 +93,15 @@ def acdc_scores(
     _check_threshold(threshold)
     keep = graph.mask.clone()
     scores = torch.zeros(graph.shape)
-    run = IncrementalRun(model, graph, clean, replacement) if incremental and IncrementalRun.supports(model) else None
-    cache = None  # the general path's unpatched run, made when first needed
-    if run is None:
-        cache = clean_run(model, graph, clean)
-        limit = copies_per_forward(graph, model, len(clean), memory_budget, max_batch)
-    else:
-        limit = incremental_copies(graph, model, len(clean), memory_budget, max_batch)
-    current = float(evaluate_metric(metric, (run or cache).logits, clean))
-    size = min(4, limit)
+    run = PatchRun(model, graph, clean, replacement, incremental)
+    current = float(evaluate_metric(metric, run.logits, clean))
+    size = 4
     writer_of = {n.at(None): i for i, n in enumerate(graph.writers)}
     for r in bar(range(len(graph.readers) - 1, -1, -1), desc="ACDC: pruning the inputs of each node",
                  enabled=progress):
         w_out = writer_of.get(graph.readers[r][0])
-        stage = -1 if run is None else int(run.stage_of[r])
+        limit = run.copies(int(run.stage_of[r]), len(clean), memory_budget, max_batch)
+        size = min(size, limit)
         # the reader's tests in the sequential order; None marks an unreachable slot's removal
         events: list[tuple[int, int | None]] = []
         for slot in range(graph.n_slots):
@@ -128,33 +118,19 @@ def acdc_scores(
                 break
             # speculative keep masks: test j with every test before it (from i) removed; with
             # threshold 0 no removal is ever accepted, so each test is on its own
-            masks, tests, removed, done, trial, j = [], [], [], [], keep.clone(), i
+            tests, removed, done, j = [], [], [], i
             while j < len(events) and len(tests) < size:
                 slot, w = events[j]
-                if w is None:
-                    trial[slot, :, r] = False
-                else:
-                    trial[slot, w, r] = False
-                    if stage < 0:
-                        masks.append(trial.clone())
+                if w is not None:
                     # (copy, slot, writer) of each copy's tested removals (the unreachable-slot
                     # removals between them change nothing downstream of the node)
                     done = [(slot, w)] if threshold == 0 else done + [(slot, w)]
                     removed += [(len(tests), s_, w_) for s_, w_ in done]
                     tests.append(j)
-                    if threshold == 0:
-                        trial[slot, w, r] = True
                 j += 1
-            updates = None
-            if stage >= 0:
-                copy, slot_, writer_ = torch.tensor(removed).unbind(1)
-                pos, dx, aff = run.edge_inputs(stage, copy, slot_, writer_, torch.full_like(copy, r))
-                updates = [] if threshold > 0 else None
-                logits = run.propagate(stage, pos, dx, aff, keep, updates)
-            else:
-                if cache is None:
-                    cache = clean_run(model, graph, clean)
-                logits = run_with_edge_sets(model, graph, clean, torch.stack(masks), replacement, cache)
+            copy, slot_, writer_ = torch.tensor(removed).unbind(1)
+            updates = [] if threshold > 0 else None
+            logits = run.evaluate(copy, slot_, writer_, torch.full_like(copy, r), keep, updates)
             accepted = 0
             for e, j in enumerate(tests):
                 for k in range(i, j):  # unreachable-slot removals between the tests
@@ -173,7 +149,7 @@ def acdc_scores(
                     scores[slot, w, r] = change if change != 0 else threshold
                     if threshold > 0:  # the later masks assumed this edge removed
                         break
-            if updates is not None and accepted:  # the last accepted copy is the kept set now
+            if updates and accepted:  # the last accepted copy is the kept set now
                 run.commit(updates, accepted - 1)
             # grow while the guesses hold; after a kept edge, guess as far as the last run went
             size = min(limit, 2 * size) if accepted == len(tests) or threshold == 0 else max(1, accepted)

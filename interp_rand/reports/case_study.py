@@ -16,11 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from interp_rand.output.files import json_text
+from interp_rand.registry import Registry
 
 
 # the case studies and the task of the runs each reads (light: the command line's choices);
 # each is also the name of its flagship mechanism (interp_rand.reports.mechanisms)
-STUDY_TASKS = {"carry": "addition", "sort": "sort", "recall-seed": "recall", "coloring-seed": "coloring"}
+STUDY_TASKS: Registry[str] = Registry("case study", plural="case studies")
+for _study, _task in (("carry", "addition"), ("sort", "sort"), ("recall-seed", "recall"), ("coloring-seed", "coloring")):
+    STUDY_TASKS.register(_study, _task, description=f"the case study of {_task} runs")
 STUDIES = tuple(STUDY_TASKS)
 # the studies with an edge-level study besides their mechanism
 EDGE_STUDIES = ("carry", "sort")
@@ -42,18 +45,21 @@ class Study:
     from_mechanism: Any = None
 
 
-def studies() -> dict[str, Study]:
+def studies() -> Registry[Study]:
     """The edge-level studies by name (``carry``: addition, ``sort``: sort)."""
     from interp_rand.reports.case_studies import CarryConfig, SortConfig, carry_study, sort_study
     from interp_rand.reports.case_studies.carry import carry_metric
     from interp_rand.reports.case_studies.claims import carry_claims, carry_details, sort_claims, sort_details
 
-    return {"carry": Study(STUDY_TASKS["carry"], CarryConfig, carry_study, carry_claims, carry_details,
-                           metric=carry_metric, pairs="carry-flip pairs (one operand digit edited; the answer "
-                           "digits whose carry-in flips)",
-                           from_mechanism=lambda card, module: {"probe_hook": carry_layer(card, module.CARRY_VARIABLES)}),
-            "sort": Study(STUDY_TASKS["sort"], SortConfig, sort_study, sort_claims, sort_details,
-                          pairs="the task's corruption (one list element changed)")}
+    table: Registry[Study] = Registry("edge-level case study", plural="edge-level case studies")
+    table.register("carry", Study(STUDY_TASKS.get("carry"), CarryConfig, carry_study, carry_claims, carry_details,
+                                  metric=carry_metric, pairs="carry-flip pairs (one operand digit edited; the answer "
+                                  "digits whose carry-in flips)",
+                                  from_mechanism=lambda card, module: {
+                                      "probe_hook": carry_layer(card, module.CARRY_VARIABLES)}))
+    table.register("sort", Study(STUDY_TASKS.get("sort"), SortConfig, sort_study, sort_claims, sort_details,
+                                 pairs="the task's corruption (one list element changed)"))
+    return table
 
 
 @dataclass
@@ -94,7 +100,7 @@ class CaseStudyReport:
         """One line: the mechanism's verdict and, for an edge-level study, its claims' and card's."""
         line = self.mechanism.card.headline()
         if self.result is not None:
-            from circuits.analyses.verdict import summary_line
+            from interp_rand.verdicts import summary_line
 
             line += f"; edge-level study: {summary_line(self.claims).removeprefix('verdicts: ')}"
             if self.card is not None:
@@ -173,7 +179,7 @@ def case_study_report(study: str, run: str | Path | None = None, *, seed: int = 
     control sets, ``n`` evaluation examples (default: the study's own) and, with ``card``, the
     claim card of the study's circuit (``card_resamples`` resampled-data circuits). A bad option
     is refused before the run is read."""
-    from circuits.analyses.verdict import summary_line, verdict_counts
+    from interp_rand.verdicts import summary_line, verdict_counts
     from interp_rand.reports.mechanism import mechanism_report
     from interp_rand.reports.mechanisms import flagship
     from interp_rand.training.checkpoint import CheckpointError, load_checkpoint
@@ -183,9 +189,9 @@ def case_study_report(study: str, run: str | Path | None = None, *, seed: int = 
         raise ValueError(f"unknown case study {study!r}; choose from {sorted(STUDY_TASKS)}")
     run = flagship(study).RUN if run is None else run
     try:
-        ckpt = load_checkpoint(run, task=STUDY_TASKS[study])
+        ckpt = load_checkpoint(run, task=STUDY_TASKS.get(study))
     except CheckpointError as err:
-        raise CheckpointError(f"case study {study!r} needs a {STUDY_TASKS[study]} run: {err}") from None
+        raise CheckpointError(f"case study {study!r} needs a {STUDY_TASKS.get(study)} run: {err}") from None
     model, task = ckpt.model().eval(), ckpt.spec.make_task()
     from interp_rand.progress import note
 
@@ -199,7 +205,7 @@ def case_study_report(study: str, run: str | Path | None = None, *, seed: int = 
     if study not in EDGE_STUDIES:
         return CaseStudyReport(study=study, run=str(ckpt.path), mechanism=mechanism, result=None, claims=[],
                                lines=list(mechanism.lines), data=data, title=title)
-    spec = studies()[study]
+    spec = studies().get(study)
     config = spec.config(seed=seed, n_controls=n_controls)
     config = dataclasses.replace(config, n_eval=n) if n else config
     if spec.from_mechanism is not None:

@@ -175,7 +175,7 @@ def compare_report(run_a: str | Path | None = None, run_b: str | Path | None = N
     from circuits.analyses.comparison import compare_circuits, comparison_claims
     from circuits.analyses.faithfulness import TINY_GAP, behaviour_gap
     from circuits.analyses.flow import mean_attention
-    from circuits.analyses.verdict import summary_line, verdict_counts
+    from interp_rand.verdicts import summary_line, verdict_counts
     from interp_rand.run_names import run_label
 
     a, b = (analysis_inputs(run, n, seed, pairs, model=given, task=task, what="compare_report",

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_rand import progress as _progress
+from interp_rand.registry import Registry
 from interp_rand.output.files import json_text
 
 from interp_rand.defaults import DEFAULT_SEED
@@ -40,16 +41,13 @@ def load_seeded(run: str | Path) -> Any:
 # ``analysis(model, task, out, *, batch, generator, seed_source, stored_inputs, seed, label, progress)``
 # adds its entries to the run's dict ``out``; registered per task name.
 TaskAnalysis = Callable[..., None]
-_TASK_ANALYSES: dict[str, TaskAnalysis] = {}
+RANDOMNESS_ANALYSES: Registry[TaskAnalysis] = Registry("randomness analysis", plural="randomness analyses")
 
 
 def register_randomness_analysis(task_name: str) -> Callable[[TaskAnalysis], TaskAnalysis]:
-    """Decorator: run ``fn`` in the randomness report of every run of task ``task_name``."""
-    def add(fn: TaskAnalysis) -> TaskAnalysis:
-        _TASK_ANALYSES[task_name] = fn
-        return fn
-
-    return add
+    """Decorator: run ``fn`` in the randomness report of every run of task ``task_name``
+    (:data:`RANDOMNESS_ANALYSES`; a second, different analysis for the same task is refused)."""
+    return RANDOMNESS_ANALYSES.add(task_name, description=f"the randomness report's analysis of {task_name} runs")
 
 
 @register_randomness_analysis("recall")
@@ -116,7 +114,7 @@ def analyse_model(model: Any, task: Any, *, seed_source: str = "fresh", n: int =
                           "score": control.score,
                           "seed_probe": seed_probe(random_model, probe_batch, residual_stream_hooks(random_model),
                                                    torch.Generator().manual_seed(seed))[0]}
-    analysis = _TASK_ANALYSES.get(task.name)
+    analysis = RANDOMNESS_ANALYSES.get(task.name) if task.name in RANDOMNESS_ANALYSES else None
     if analysis is not None:
         analysis(model, task, out, batch=batch, generator=generator, seed_source=seed_source,
                  stored_inputs=stored_inputs, seed=seed, label=label, progress=progress)
@@ -168,12 +166,12 @@ def key_numbers(run: dict[str, Any]) -> dict[str, Any]:
 
 def randomness_claims(runs: list[dict[str, Any]]) -> list[Any]:
     """The claims the report makes about its first run, each judged by the one verdict rule
-    (:func:`circuits.analyses.verdict.exceeds`, its default margin and ratio): its output
+    (:func:`interp_rand.verdicts.exceeds`, its default margin and ratio): its output
     depends on its seed beyond its random-init control (the same architecture, random weights:
     seed use by accident); beyond the compared run (e.g. its ERM twin); recall: it mixes
     strategies (:class:`interp_rand.seeded_evaluation.mixing.MixingStrategies`' own rule);
     colouring: its learned rule agrees with the classical routine beyond shuffled noise."""
-    from circuits.analyses.verdict import Claim, Verdict, exceeds
+    from interp_rand.verdicts import Claim, Verdict, exceeds
 
     first = runs[0]
     name = first["name"]
@@ -253,7 +251,7 @@ class RandomnessReport:
         width = max(len(k) for k in rows[0])
         lines = [f"{'':{width}}  " + "  ".join(f"{n[:28]:>28}" for n in names)]
         lines += [f"{key:{width}}  " + "  ".join(f"{_fmt(row.get(key)):>28}" for row in rows) for key in rows[0]]
-        from circuits.analyses.verdict import summary_line
+        from interp_rand.verdicts import summary_line
 
         claims = self.claims
         return "\n".join(lines + [c.line() for c in claims] + [summary_line(claims)])
@@ -330,4 +328,4 @@ def _check_seeded(model: Any, task: Any, what: str) -> None:
 
 
 __all__ = ["DEFAULT_SEED", "RandomnessReport", "analyse_model", "analyse_run", "key_numbers", "load_seeded",
-           "randomness_claims", "randomness_report", "register_randomness_analysis"]
+           "randomness_claims", "randomness_report", "register_randomness_analysis", "RANDOMNESS_ANALYSES"]

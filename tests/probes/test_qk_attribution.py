@@ -18,8 +18,12 @@ from interp_rand.model.config import ModelConfig
 from interp_rand.model.hook_names import hook_name
 from interp_rand.tasks.base import Batch
 from probes.activations import model_args
+from interp_rand.verdicts import exceeds
 from probes.qk_attribution import (
+    MARGIN,
     TOLERANCE,
+    Contributor,
+    Part,
     QKPatchCheck,
     pattern_change,
     qk_attribution,
@@ -208,7 +212,9 @@ def test_a_head_with_too_few_contributors_has_no_control():
 @pytest.mark.parametrize("top, random, verdict", [
     (0.30, (0.10, 0.12), "holds"),
     (0.13, (0.05, 0.07), "holds"),
-    (0.09, (0.05, 0.07), "inconclusive"),  # above random, but not by the margin
+    # above random, but not by the margin: the case the two rules disagreed on (this module said
+    # inconclusive); the one rule (interp_rand.verdicts.exceeds) fails it
+    (0.09, (0.05, 0.07), "fails"),
     (0.15, (0.08, 0.09), "inconclusive"),  # by the margin, but not twice
     (0.05, (0.05, 0.05), "fails"),
     (0.01, (0.05, 0.07), "fails"),
@@ -217,6 +223,8 @@ def test_the_verdict_rule(top, random, verdict):
     check = QKPatchCheck(0, 0, 0, ("q:pos",), top, tuple(("k:embed",) for _ in random), random, "zero")
     assert check.verdict == verdict
     assert check.to_dict()["verdict"] == verdict
+    # it is the circuits' claim rule, number for number
+    assert exceeds("", top, sum(random) / len(random), control_label="", margin=MARGIN, ratio=2.0).verdict.outcome == verdict
 
 
 def test_bad_arguments_are_refused():
@@ -381,3 +389,17 @@ def test_a_query_that_sees_one_key_is_inconclusive_not_a_failure():
     assert check.verdict == "inconclusive" and check.to_dict()["pattern_fixed"] is True
     later = qk_patching_check(model, batch, qk_attribution(model, batch, 0, 0, 3))
     assert not later.pattern_fixed  # a query that sees several keys is judged as before
+
+
+def test_contributors_carry_their_part_as_an_object():
+    """The parts name themselves as circuits' nodes do, and carry kind, layer and head, so the
+    overlay takes its node from them (no name is parsed back)."""
+    attr = qk_attribution(*CASES["LayerNorm + MLPs + biases"], layer=1, head=0, query=3)
+    heads = [p for p in attr.nodes if p.kind == "head"]
+    assert heads and all(p == f"a{p.layer}.{p.head}" and p.layer == 0 for p in heads)
+    assert all(isinstance(c, Contributor) and c == f"{c.side}:{c.part}" and c.part in attr.nodes
+               for c in attr.contributors())
+    assert all(isinstance(c, Contributor) for c in attr.top(3))
+    assert Part("mlp", 2) == "m2" and Part("mlp", 2).layer == 2 and Part("pos").kind == "pos"
+    with pytest.raises(ValueError, match="kind"):
+        Part("a0.1")

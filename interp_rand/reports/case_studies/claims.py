@@ -1,5 +1,5 @@
 """The claims of each case study, each with its verdict against its control
-(:mod:`circuits.analyses.verdict`), and the numbers behind them as sentences (what the CLI prints).
+(:mod:`interp_rand.verdicts`), and the numbers behind them as sentences (what the CLI prints).
 
 The rules and margins are fixed here, before any model is looked at; a claim that does not
 hold on a model is printed as ``FAILS`` or ``INCONCLUSIVE`` with its numbers.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from interp_rand.reports.case_studies.carry import CarryStudy
 from interp_rand.reports.case_studies.sorting import SortStudy
-from circuits.analyses.verdict import Claim, exceeds, inconclusive, keeps
+from interp_rand.verdicts import Claim, exceeds, inconclusive, keeps
 
 # an ablation must remove at least this much accuracy more than its random control, and twice it
 ABLATION_MARGIN = 0.05

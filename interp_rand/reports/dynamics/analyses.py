@@ -54,7 +54,7 @@ def accuracy(view: CheckpointView) -> Measures:
     return out
 
 
-THRESHOLDS["accuracy"] = (Threshold("accuracy/", 0.99),)
+THRESHOLDS.register("accuracy", (Threshold("accuracy/", 0.99),))
 
 
 def final_checkpoint(view: CheckpointView) -> Path:
@@ -149,8 +149,8 @@ def circuit(view: CheckpointView, method: str = "eap", metric: str = "logprob", 
 #: where that gap is at least this share of the final checkpoint's (a ratio of two near-zero
 #: numbers, early in training, says nothing).
 MEANINGFUL_GAP = 0.1
-THRESHOLDS["circuit"] = (Threshold("edge_rel/", 0.5),
-                         Threshold("faithfulness/", 0.8, given=("gap/metric", MEANINGFUL_GAP)))
+THRESHOLDS.register("circuit", (Threshold("edge_rel/", 0.5),
+                                Threshold("faithfulness/", 0.8, given=("gap/metric", MEANINGFUL_GAP))))
 
 
 _PROBE_OPTIONS = (
@@ -187,6 +187,6 @@ def probe(view: CheckpointView, control: bool = True, alpha: float = 1e-3) -> Me
     return out
 
 
-THRESHOLDS["probe"] = (Threshold("probe/", 0.5),)
+THRESHOLDS.register("probe", (Threshold("probe/", 0.5),))
 
 __all__ = ["accuracy", "circuit", "final_checkpoint", "probe"]

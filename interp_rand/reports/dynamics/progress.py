@@ -170,7 +170,7 @@ def addition_progress(view: CheckpointView, min_cascade: int = 2) -> Measures:
                              [f"place{int(p)}" for p in view.task.answer_places()])}
 
 
-THRESHOLDS["addition_progress"] = (Threshold("subtask/", SUBTASK_THRESHOLD), Threshold("role/", ROLE_THRESHOLD))
+THRESHOLDS.register("addition_progress", (Threshold("subtask/", SUBTASK_THRESHOLD), Threshold("role/", ROLE_THRESHOLD)))
 
 
 # ---------------------------------------------------------------------- sort
@@ -205,7 +205,7 @@ def sort_progress(view: CheckpointView) -> Measures:
                              [f"answer{k}" for k in range(len(view.batch.answer_positions))])}
 
 
-THRESHOLDS["sort_progress"] = (Threshold("subtask/", SUBTASK_THRESHOLD), Threshold("role/", ROLE_THRESHOLD))
+THRESHOLDS.register("sort_progress", (Threshold("subtask/", SUBTASK_THRESHOLD), Threshold("role/", ROLE_THRESHOLD)))
 
 
 # ---------------------------------------------------------------------- against the loss curve
@@ -290,7 +290,7 @@ def compare_to_loss(table: Sequence[Mapping[str, Any]], metrics: Sequence[Mappin
     if missing:
         raise ValueError(f"replay table rows {missing[:5]} have no 'step'")
     if thresholds is None:
-        thresholds = [t for group in THRESHOLDS.values() for t in group]
+        thresholds = [t for group in THRESHOLDS.entries() for t in group.value]
     if not any(accuracy_key in r for r in metrics):
         raise ValueError(f"no metrics row has {accuracy_key!r}; got keys {sorted({k for r in metrics for k in r})}")
     accuracy_step = crossing_step(metrics, accuracy_key, accuracy)

@@ -315,7 +315,7 @@ def sweep_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
     qs = [row["q"] for row in rows]
     measures = [row["measures"] for row in rows]
-    cross = crossings(qs, measures, THRESHOLDS["seed_usage"])
+    cross = crossings(qs, measures, THRESHOLDS.get("seed_usage"))
     per_node = {k[len("seed_above_control/"):]: v for k, v in cross.items() if k.startswith("seed_above_control/")}
     whole = cross.get("seed_model/above_control", {"first": None, "sustained": None})
     out: dict[str, Any] = {
@@ -350,12 +350,12 @@ def ramp_summary(rows: list[dict[str, Any]], q: float, ramp_steps: int) -> dict[
     (sustained), the first node, and whether the stored set starts to mix seeds before or after
     the worst-5% success rises (their sustained crossing steps)."""
     from interp_rand.reports.dynamics.randomness import WORST_RISEN
-    from interp_rand.reports.dynamics.view import THRESHOLDS
+    from interp_rand.reports.dynamics.view import thresholds_of
 
     steps = [row["step"] for row in rows]
     q_at = {row["step"]: row["q_at_step"] for row in rows}
     measures = [row["measures"] for row in rows]
-    thresholds = [t for name in ANALYSES for t in THRESHOLDS.get(name, ())]
+    thresholds = [t for name in ANALYSES for t in thresholds_of(name)]
     cross = crossings(steps, measures, thresholds)
     first = _first(cross, "sustained")
     seed_step = first["at"] if first else None

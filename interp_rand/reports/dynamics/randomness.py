@@ -95,8 +95,8 @@ def seed_usage(view: CheckpointView, n_resamples: int = 2) -> Measures:
     return out
 
 
-THRESHOLDS["seed_usage"] = (Threshold("seed_above_control/", 0.0, strict=True),
-                            Threshold("seed_model/above_control", 0.0, strict=True))
+THRESHOLDS.register("seed_usage", (Threshold("seed_above_control/", 0.0, strict=True),
+                                   Threshold("seed_model/above_control", 0.0, strict=True)))
 
 
 def _nan(value: float | None) -> float:
@@ -159,7 +159,7 @@ def stored_set(view: CheckpointView, n_inputs: int = 16, n_seeds: int = 0, eval_
     }
 
 
-THRESHOLDS["stored_set"] = (Threshold("stored/mixes", MIXES_AT), Threshold("success/worst_5pct", WORST_RISEN))
+THRESHOLDS.register("stored_set", (Threshold("stored/mixes", MIXES_AT), Threshold("success/worst_5pct", WORST_RISEN)))
 
 
 # the seed channel's own node: patching it is the whole-model seed resample, so it uses the

@@ -32,7 +32,7 @@ from interp_rand.defaults import DEFAULT_SEED
 # each analysis module registers its analyses on import
 from interp_rand.reports.dynamics import analyses as _analyses, progress as _measures, randomness as _seeds  # noqa: F401
 from interp_rand.output.files import finite_or_none
-from interp_rand.reports.dynamics.view import DYNAMICS_ANALYSES, THRESHOLDS, Threshold, open_view
+from interp_rand.reports.dynamics.view import DYNAMICS_ANALYSES, THRESHOLDS, Threshold, open_view, thresholds_of
 
 FORMAT = "interp-rand/replay"
 TABLE_FILE = "replay.json"
@@ -218,7 +218,7 @@ def replay(run: str | Path, analyses: list[str] | None = None, *, n: int = 256, 
         raise ValueError(f"none of the analyses applies to {run}: " + "; ".join(notes))
     keys = list(dict.fromkeys(key for row in rows for key in row))
     table = {key: [finite_or_none(None if row.get(key) is None else float(row[key])) for row in rows] for key in keys}
-    thresholds = {t.prefix: t for name in names for t in THRESHOLDS.get(name, ())}
+    thresholds = {t.prefix: t for name in names for t in thresholds_of(name)}
     stepped = [{"step": step, **row} for step, row in zip(steps, rows)]
     crossings = crossings_of(stepped, list(table), thresholds)
     seconds = {k: round(v, 3) for k, v in seconds.items() if k in names or k == "open"}

@@ -11,7 +11,7 @@ quantities are judged by::
     @DYNAMICS_ANALYSES.add("accuracy", description="exact match by metadata group")
     def accuracy(view, **options) -> Measures: ...
 
-    THRESHOLDS["accuracy"] = (Threshold("accuracy/", 0.99),)
+    THRESHOLDS.register("accuracy", (Threshold("accuracy/", 0.99),))
 """
 
 from __future__ import annotations
@@ -158,7 +158,12 @@ def open_view(checkpoint: str | Path, *, n: int, seed: int,
 DYNAMICS_ANALYSES: Registry[Callable[..., Measures]] = Registry("dynamics analysis",
                                                                 plural="dynamics analyses")
 # analysis name -> the thresholds its crossing steps are reported for
-THRESHOLDS: dict[str, tuple[Threshold, ...]] = {}
+THRESHOLDS: Registry[tuple[Threshold, ...]] = Registry("analysis's thresholds", plural="analyses' thresholds")
+
+
+def thresholds_of(name: str) -> tuple[Threshold, ...]:
+    """The thresholds registered for analysis ``name`` (none: ``()``)."""
+    return THRESHOLDS.get(name) if name in THRESHOLDS else ()
 
 __all__ = ["DYNAMICS_ANALYSES", "THRESHOLDS", "CheckpointView", "Measures", "Threshold", "crossing_step", "open_view",
-           "settled_step"]
+           "settled_step", "thresholds_of"]

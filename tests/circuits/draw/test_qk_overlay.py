@@ -10,15 +10,17 @@ from circuits.draw.layout import Layout, layered_layout
 from circuits.draw.qk_overlay import attended_key, contributor_node, node_xy
 from circuits.graph.nodes import Node
 from interp_rand.cli.main import main
-from probes.qk_attribution import explain_heads
+from probes.qk_attribution import Part, explain_heads
 
 
-def test_contributor_names_map_to_graph_nodes_or_none():
-    assert contributor_node("a0.3", 2) == Node("head", 0, 3, 2)
-    assert contributor_node("m1", 4) == Node("mlp", 1, None, 4)
-    assert contributor_node("embed", 0) == Node("embed", position=0)
-    assert contributor_node("input_mlp", 1) == Node("input_mlp", position=1)
-    assert contributor_node("pos", 3) is None and contributor_node("b_O", 3) is None
+def test_contributor_parts_map_to_graph_nodes_or_none():
+    assert contributor_node(Part("head", 0, 3), 2) == Node("head", 0, 3, 2)
+    assert contributor_node(Part("mlp", 1), 4) == Node("mlp", 1, None, 4)
+    assert contributor_node(Part("embed"), 0) == Node("embed", position=0)
+    assert contributor_node(Part("input_mlp"), 1) == Node("input_mlp", position=1)
+    assert contributor_node(Part("pos"), 3) is None and contributor_node(Part("b_O"), 3) is None
+    # the node comes from the part's identity, not its name
+    assert contributor_node(Part("head", 0, 3), 2).name == Part("head", 0, 3) + "@2"
 
 
 def test_node_xy_is_where_the_layout_puts_circuit_nodes(model, pairs):
@@ -40,7 +42,7 @@ def test_overlay_draws_one_arrow_per_top_contributor_that_is_a_node(model, pairs
     key = attended_key(attr)
     expected = {}
     for c in check.top:
-        node = contributor_node(c[2:], attr.query if c[0] == "q" else key)
+        node = contributor_node(c.part, attr.query if c.side == "q" else key)
         if node is not None:
             expected[c] = node_xy(node, layout)
     assert len(arrows) == len(expected)

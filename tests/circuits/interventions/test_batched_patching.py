@@ -12,6 +12,7 @@ from circuit_models import make_model, micro_model, micro_pairs, recall_path_mod
 from circuits import Ablation, ModelGraph, discover, run_with_edges, writer_values
 from circuits.graph.architecture import run_model
 from circuits.interventions.batched_patching import (
+    PatchRun,
     batched_edge_scores,
     clean_run,
     MAX_ROWS,
@@ -228,6 +229,53 @@ def test_a_committed_copy_is_the_patched_run_of_its_keep_mask():
         torch.testing.assert_close(logits, run_with_edges(model, graph, clean, then, replacement), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(run.logits, run_with_edges(model, graph, clean, keep, replacement), atol=1e-5, rtol=1e-5)
     assert not torch.allclose(run.logits, run_model(model, clean), atol=1e-3)
+
+
+def test_one_mask_on_the_batched_hooks_is_the_single_mask_run_bitwise():
+    """patched_edges and run_with_edge_sets are one engine (edge_patching.edge_hooks): a single
+    mask batched, over the whole forward, is the single-mask run to the bit."""
+    model, clean, corrupted, _ = _case("seed-append+input-mlp")
+    graph = ModelGraph.of(model, _n_pos(clean))
+    replacement = writer_values(model, graph, corrupted)
+    keep = torch.rand(graph.shape, generator=torch.Generator().manual_seed(1)) < 0.7
+    assert torch.equal(run_with_edge_sets(model, graph, clean, keep[None], replacement)[0],
+                       run_with_edges(model, graph, clean, keep, replacement))
+
+
+def test_the_patch_run_s_two_paths_agree_and_a_commit_renews_the_block_path_s_clean_run():
+    """PatchRun evaluates a candidate on the incremental path (our model) or the block path
+    (incremental=False) with the same answer; after a commit, the block path of the committed
+    run still starts from the unpatched forward (the reference of its keep mask)."""
+    model, clean, corrupted, _ = _case("seed-append+input-mlp")
+    graph = ModelGraph.of(model, _n_pos(clean))
+    replacement = writer_values(model, graph, corrupted)
+    inc, block = PatchRun(model, graph, clean, replacement), PatchRun(model, graph, clean, replacement, False)
+    assert inc.incremental is not None and block.incremental is None
+    keep = graph.mask.clone()
+    head_q = next(s for s in graph.reader_sites if s.layer == 1 and s.input == "q").readers.start
+    # copy 0 ablates one edge into head 1.0's query, copy 1 two (at two positions)
+    ws = graph.mask[2, :, head_q].nonzero()[:, 0]  # its writers (the input MLP, block 0's heads and MLP)
+    copy, slot, writer = torch.tensor([0, 1, 1]), torch.tensor([2, 2, 3]), torch.stack([ws[0], ws[-1], ws[-1]])
+    reader = torch.full_like(copy, head_q)
+    assert graph.mask[slot, writer, reader].all()
+    updates = []
+    a = inc.evaluate(copy, slot, writer, reader, keep, updates)
+    b = block.evaluate(copy, slot, writer, reader, keep)
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    for e in range(2):
+        then = keep.clone()
+        then[slot[copy == e], writer[copy == e], head_q] = False
+        torch.testing.assert_close(a[e], run_with_edges(model, graph, clean, then, replacement), atol=1e-5, rtol=1e-5)
+    inc.commit(updates, 1)
+    keep[slot[copy == 1], writer[copy == 1], head_q] = False
+    # an input-MLP reader: the block path, from a fresh unpatched run (the capture is the committed run now)
+    r = next(s for s in graph.reader_sites if s.layer is None and s.input != "logits").readers.start
+    assert int(inc.stage_of[r]) < 0
+    w = int(graph.valid[:, r].nonzero()[0, 0])
+    then = keep.clone()
+    then[0, w, r] = False
+    logits = inc.evaluate(torch.zeros(1, dtype=torch.long), torch.tensor([0]), torch.tensor([w]), torch.tensor([r]), keep)
+    torch.testing.assert_close(logits[0], run_with_edges(model, graph, clean, then, replacement), atol=1e-5, rtol=1e-5)
 
 
 def test_batched_acdc_recovers_the_micro_circuit():

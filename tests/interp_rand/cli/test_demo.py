@@ -133,7 +133,7 @@ def test_index_gives_each_step_one_verdict_and_names_a_failing_claim(tmp_path):
     """A step whose claim card fails shows FAILS and one line naming the failing claim and why,
     not the card's raw numbers; a step whose claims all hold shows HOLDS; one with an
     inconclusive claim INCONCLUSIVE; one without claims none."""
-    from circuits.analyses.verdict import exceeds, exceeds_on_scale
+    from interp_rand.verdicts import exceeds, exceeds_on_scale
     from interp_rand.figures.demo_index import demo_index, verdict_lines
 
     holds = exceeds("ablating the heads hurts", 0.4, 0.1, control_label="random heads").to_dict()

@@ -172,7 +172,7 @@ def test_sort_duplicates_split_against_exact_match():
 def test_registered_with_thresholds_and_task_checks():
     assert {"addition_progress", "sort_progress"} <= set(DYNAMICS_ANALYSES.names())
     for name in ("addition_progress", "sort_progress"):
-        assert {t.prefix: t.value for t in THRESHOLDS[name]} == {"subtask/": 0.99, "role/": ROLE_THRESHOLD}
+        assert {t.prefix: t.value for t in THRESHOLDS.get(name)} == {"subtask/": 0.99, "role/": ROLE_THRESHOLD}
     planted = sort_model(n=4)
     with pytest.raises(ValueError, match="addition_progress needs a task with carries.*got 'sort'"):
         addition_progress(view_of(planted.model, planted.task, planted.clean))

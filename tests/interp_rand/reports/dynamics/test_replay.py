@@ -115,7 +115,7 @@ def test_a_ratio_crosses_only_where_its_denominator_is_meaningfully_above_zero()
             for s, f, g, a in [(1, 0.95, 0.001, 0.0), (2, 0.3, 0.5, 0.1), (3, 0.85, 2.0, 0.8), (4, 0.9, 3.0, 1.0)]]
     assert MEANINGFUL_GAP == 0.1
     assert crossing_step(rows, "faithfulness/own", 0.8) == 1  # the spurious crossing, without the rule
-    thresholds = {t.prefix: t for name in ("accuracy", "circuit") for t in THRESHOLDS[name]}
+    thresholds = {t.prefix: t for name in ("accuracy", "circuit") for t in THRESHOLDS.get(name)}
     crossed = crossings_of(rows, ["faithfulness/own", "accuracy/exact_match"], thresholds)
     assert crossed["faithfulness/own"]["step"] == 3 and crossed["faithfulness/own"]["settled"] == 3
     assert "where |gap/metric| >= 0.1 x its last value" in crossed["faithfulness/own"]["rule"]
@@ -286,7 +286,7 @@ def test_unknown_analyses_and_options_list_what_exists(run):
 
 def test_every_registered_analysis_has_thresholds_of_its_own_quantities():
     for name in ("accuracy", "circuit", "probe"):
-        assert name in DYNAMICS_ANALYSES and THRESHOLDS[name]
+        assert name in DYNAMICS_ANALYSES and THRESHOLDS.get(name)
 
 
 def test_the_final_circuits_faithfulness_is_the_circuit_reports(run, replayed):

@@ -15,7 +15,7 @@ from interp_rand.reports.case_studies import SortConfig, sort_study
 from interp_rand.reports.case_studies.claims import sort_claims
 from circuits.analyses.comparison import compare_circuits, comparison_claims
 from circuits.graph.model_graph import ModelGraph
-from circuits.analyses.verdict import Verdict, exceeds, exceeds_on_scale, gap_floor_reason, keeps, summary_line
+from interp_rand.verdicts import Verdict, exceeds, exceeds_on_scale, gap_floor_reason, keeps, summary_line
 
 
 def test_the_reported_under_trained_sort_model_fails_its_claim():
@@ -116,7 +116,7 @@ def test_comparison_claims_against_random_circuits():
 
 
 def test_a_floor_refuses_a_claim_that_only_beats_a_negative_control():
-    from circuits.analyses.verdict import exceeds
+    from interp_rand.verdicts import exceeds
 
     # random circuits' recovered share can be far below 0: 0.08 beats it but recovers nothing
     weak = exceeds("recovers", 0.08, -1.19, control_label="random circuits", margin=0.1, floor=0.5)
@@ -152,3 +152,73 @@ def test_exceeds_on_scale_decides_by_the_interval_of_the_difference():
     assert exceeds_on_scale("x", 0.6, 0.0, 2.0, control_label="c").verdict.outcome == "fails"  # below the floor
     assert exceeds_on_scale("x", 1.2, None, 2.0, control_label="c").verdict.outcome == "inconclusive"
     assert "value - control >= 0.1" in holds.verdict.rule and "bootstrap interval" in holds.verdict.rule
+
+
+# ------------------------------------------------------------------ one rule module for every verdict
+def test_within_the_margin_of_its_control_a_claim_fails_in_every_module():
+    """The case the rules disagreed on: above the control but by less than the margin. The
+    circuits' rule failed it, the query/key patching check called it inconclusive; the one rule
+    (:func:`exceeds`) fails it, and the check now uses that rule."""
+    from probes.qk_attribution import MARGIN, QKPatchCheck
+
+    claim = exceeds("x", 0.09, 0.06, control_label="random", margin=0.05, ratio=2.0)
+    assert claim.verdict.outcome == "fails" and "by 0.05" in claim.verdict.reason
+    check = QKPatchCheck(0, 0, 0, ("q:pos",), 0.09, (("k:embed",), ("k:pos",)), (0.05, 0.07), "zero")
+    assert MARGIN == 0.05 and check.verdict == "fails" and check.claim.verdict.rule == claim.verdict.rule
+    # the check's inapplicable cases stay inconclusive
+    assert dataclasses.replace(check, random_sets=(), random_changes=()).verdict == "inconclusive"
+    assert dataclasses.replace(check, pattern_fixed=True, top_change=0.9).verdict == "inconclusive"
+
+
+def test_the_interchange_rule_is_one_for_the_probe_and_the_mechanism_card():
+    """probes.interchange.verdict and the mechanism card's variable claim disagreed on two cases;
+    both now decide by :func:`interp_rand.verdicts.reaches` with probes.interchange's numbers:
+    a low IIA on a model that solves the task fails whatever its controls (the card said
+    inconclusive when a control was high), and a model that does not solve the task is
+    inconclusive even at a high IIA (the card said holds)."""
+    from circuits.mechanisms.card import variable_claim
+    from circuits.mechanisms.interchange import VariableCheck
+    from probes.interchange import verdict
+
+    ok = {"random_site": 0.0, "random_init": 0.1}
+    cases = [  # (iia, controls, base accuracy, outcome)
+        (0.95, ok, 1.0, "holds"),
+        (0.95, {**ok, "random_site": 0.6}, 1.0, "inconclusive"),  # the test cannot tell
+        (0.95, {**ok, "random_init": math.nan}, 1.0, "inconclusive"),  # a control not measured
+        (0.5, ok, 1.0, "fails"),
+        (0.5, {**ok, "random_site": 0.6}, 1.0, "fails"),  # was inconclusive on the card
+        (0.95, ok, 0.5, "inconclusive"),  # was holds on the card
+        (0.5, ok, 0.5, "inconclusive"),
+    ]
+    for iia, controls, base, outcome in cases:
+        assert verdict(iia, controls, base) == outcome, (iia, controls, base)
+        card = variable_claim(VariableCheck("v", "site", iia, controls, 100, base))
+        assert card.verdict.outcome == outcome, (iia, controls, base)
+    assert variable_claim(VariableCheck("v", "site", 0.95, ok, 5, 1.0)).verdict.outcome == "inconclusive"
+
+
+def test_reaches_with_a_margin_is_the_scrubbing_rule():
+    from interp_rand.verdicts import reaches
+
+    rule = lambda value, control: reaches("s", value, target=0.9, controls={"random": control}, margin=0.1)  # noqa: E731
+    assert rule(0.95, 0.5).verdict.outcome == "holds"
+    assert rule(0.95, 0.9).verdict.outcome == "inconclusive"  # random locations recover about as much
+    assert rule(0.5, 0.0).verdict.outcome == "fails"
+    assert rule(float("nan"), 0.0).verdict.outcome == "inconclusive"
+    assert rule(0.95, 0.5).control == 0.5 and "random" in rule(0.95, 0.5).control_label
+
+
+def test_named_tables_refuse_a_second_entry_under_a_name():
+    """The randomness analyses overwrote silently; they and THRESHOLDS are registries now."""
+    from interp_rand.registry import DuplicateName
+    from interp_rand.reports.dynamics.view import THRESHOLDS, Threshold
+    from interp_rand.reports.randomness import RANDOMNESS_ANALYSES, register_randomness_analysis
+
+    import interp_rand.reports.dynamics.analyses  # noqa: F401  (registers its thresholds)
+
+    assert "recall" in RANDOMNESS_ANALYSES and "coloring" in RANDOMNESS_ANALYSES
+    with pytest.raises(DuplicateName, match="recall"):
+        register_randomness_analysis("recall")(lambda *a, **k: None)
+    assert THRESHOLDS.get("accuracy") == (Threshold("accuracy/", 0.99),)
+    with pytest.raises(DuplicateName, match="accuracy"):
+        THRESHOLDS.register("accuracy", (Threshold("accuracy/", 0.5),))

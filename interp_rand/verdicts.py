@@ -1,13 +1,26 @@
 """Verdicts: whether a claim holds against its control, by a rule stated before the numbers.
 
-Every case-study and comparison claim is a :class:`Claim`: a sentence, the measured value, the
-control it is held against and a :class:`Verdict` (``holds``, ``fails`` or ``inconclusive``)
-with the rule that decided it. Three rules cover them:
+The one owner of the toolkit's verdict rules: the case studies, comparisons and claim cards of
+:mod:`circuits`, the mechanism cards (:mod:`circuits.mechanisms.card`), the query/key patching
+check (:mod:`probes.qk_attribution`) and the interchange test (:mod:`probes.interchange`) all
+decide by these functions (a core module, so :mod:`probes` may import it). Every claim is a
+:class:`Claim`: a sentence, the measured value, the control it is held against and a
+:class:`Verdict` (``holds``, ``fails`` or ``inconclusive``) with the rule that decided it. Four
+rules cover them:
 
 - :func:`exceeds`: the value must beat the control by ``margin`` *and* be ``ratio`` times it
-  (e.g. the accuracy drop when the named heads are ablated against the drop for random heads).
-  Below ``control + margin`` the claim fails; above it but short of ``ratio`` it is
-  inconclusive.
+  (e.g. the accuracy drop when the named heads are ablated against the drop for random heads;
+  the pattern change when a head's top query/key contributors are removed against random
+  ones). Below ``control + margin`` the claim fails (the margin is the smallest effect the rule
+  counts, so a smaller one is evidence against the claim, not for it); above it but short of
+  ``ratio`` it is inconclusive.
+- :func:`reaches`: the value must reach an absolute ``target`` and its controls must show the
+  test can tell (each at most ``control_max``, or ``margin`` below the value): e.g. an
+  interchange intervention's IIA against its random-direction, random-init and control-variable
+  runs, or causal scrubbing's recovered share against random location sets. Below the target
+  the claim fails, whatever the controls (a permissive control can only empty a pass of
+  meaning); a control that does not pass makes a pass inconclusive, and a test that does not
+  apply (a model that does not solve the task) is inconclusive either way.
 - :func:`keeps`: the value must stay within ``tolerance`` below a reference (e.g. no-carry
   digits keep their accuracy when the carry is removed); else the claim fails.
 - :func:`exceeds_on_scale`: two effects in the metric's units, shared out of one denominator
@@ -24,7 +37,7 @@ A missing control or value (``None`` / NaN) makes a claim inconclusive. Compute 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,6 +133,47 @@ def exceeds(text: str, value: float | None, control: float | None, *, control_la
         return Claim(text, value, control, control_label,
                      Verdict("inconclusive", rule, f"above its control but less than {ratio:g}x it"))
     return Claim(text, value, control, control_label, Verdict("holds", rule))
+
+
+def reaches(text: str, value: float | None, *, target: float, controls: Mapping[str, float | None],
+            control_max: float | None = None, margin: float | None = None, inapplicable: str = "",
+            too_few: str = "", value_name: str = "value", unavailable: str = "") -> Claim:
+    """``value`` against an absolute ``target``, its ``controls`` (``{name: value}``) showing that
+    the test can tell: each control at most ``control_max`` and, with ``margin``, at least
+    ``margin`` below the value.
+
+    Inconclusive when ``inapplicable`` says why the test means nothing here (e.g. the model does
+    not solve the task, so no alignment with the task's causal model is defined: neither a pass
+    nor a fail), ``too_few`` why the measurement is too small, or a number is missing; fails
+    when ``value < target``, whatever the controls (a control that passes too only shows the
+    test is permissive, which cannot rescue a miss); holds when ``value >= target`` and every
+    control passes; else inconclusive (the test cannot tell the claim from its control). The
+    claim's control is the worst control (the largest), named in its label."""
+    bounds = ([f"<= {control_max:g}"] if control_max is not None else []) + (
+        [f"<= {value_name} - {margin:g}"] if margin is not None else [])
+    rule = (f"{value_name} >= {target:g} with every control {' and '.join(bounds) or 'measured'}; "
+            f"below {target:g} fails; inconclusive when a control does not pass or the test does not apply")
+    worst_name = max(controls, key=lambda k: -math.inf if _missing(controls[k]) else controls[k], default="")
+    worst = None if not worst_name or _missing(controls[worst_name]) else float(controls[worst_name])
+    label = "the worst control" + (f" ({worst_name})" if worst_name else "")
+    claim = lambda outcome, reason="": Claim(text, value, worst, label, Verdict(outcome, rule, reason))
+    for why in (inapplicable, too_few):
+        if why:
+            return claim("inconclusive", why)
+    if _missing(value):
+        return claim("inconclusive", unavailable or "no measurement")
+    if value < target:
+        return claim("fails", f"{value_name} {value:.3f} < {target:g}")
+    missing = [k for k, v in controls.items() if _missing(v)]
+    if missing:
+        return claim("inconclusive", f"the {', '.join(missing)} control was not measured")
+    for name, c in controls.items():
+        if control_max is not None and c > control_max:
+            return claim("inconclusive", f"the {name} control reaches {c:.3f} > {control_max:g}: the test cannot tell")
+        if margin is not None and c > value - margin:
+            return claim("inconclusive", f"the {name} control ({c:.3f}) is within {margin:g} of the {value_name}: "
+                                         "the test cannot tell")
+    return claim("holds")
 
 
 def keeps(text: str, value: float | None, reference: float | None, *, control_label: str,
@@ -227,4 +281,4 @@ def summary_line(claims: list[Claim]) -> str:
 
 
 __all__ = ["VERDICTS", "Claim", "Verdict", "exceeds", "exceeds_on_scale", "gap_floor_reason", "inconclusive", "interval",
-           "keeps", "summary_line", "verdict_counts"]
+           "keeps", "reaches", "summary_line", "verdict_counts"]
