@@ -12,3 +12,25 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+# The case studies on the zoo's addition and sort models at reduced sizes, computed once per session:
+# their claims are checked in tests/interp_rand/reports/test_case_studies_zoo.py and their verdicts in
+# tests/circuits/analyses/test_verdict.py.
+@pytest.fixture(scope="session")
+def zoo_carry_study():
+    from interp_rand import zoo
+    from interp_rand.reports.case_studies import CarryConfig, carry_study
+
+    ckpt = zoo.load("addition")
+    config = CarryConfig(n_pairs=128, n_eval=600, n_cascade=300, n_probe=1500, n_controls=3)
+    return carry_study(ckpt.model().eval(), ckpt.spec.make_task(), config)
+
+
+@pytest.fixture(scope="session")
+def zoo_sort_study():
+    from interp_rand import zoo
+    from interp_rand.reports.case_studies import SortConfig, sort_study
+
+    ckpt = zoo.load("sort")
+    return sort_study(ckpt.model().eval(), ckpt.spec.make_task(), SortConfig(n_pairs=64, n_eval=1500, n_controls=4))

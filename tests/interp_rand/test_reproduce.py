@@ -2,7 +2,9 @@
 next to its checkpoint, and tabulated with the paper's values beside ours; the plan of runs
 (variants, ERM twins, recipes read from the scale); and the Ray path against the in-process one."""
 
+import contextlib
 import dataclasses
+import io
 import json
 import re
 
@@ -21,11 +23,27 @@ TINY = {
 }
 
 
-@pytest.fixture
-def tiny(monkeypatch):
+def _tiny_scales(monkeypatch):
     for task, eval_inputs in (("recall", 10), ("coloring", 12)):
         tiny = dataclasses.replace(repro.EXPERIMENTS[task], scales={"cpu": TINY[task]}, eval_inputs=eval_inputs)
         monkeypatch.setitem(repro.EXPERIMENTS, task, tiny)
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    _tiny_scales(monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def recall_in_process(tmp_path_factory):
+    """One in-process ``reproduce recall`` on the tiny scale, one training seed, with progress:
+    ``(rows, its output folder, what it printed on stderr)``, shared by the progress and Ray tests."""
+    out = tmp_path_factory.mktemp("here")
+    err = io.StringIO()
+    with pytest.MonkeyPatch.context() as monkeypatch, contextlib.redirect_stderr(err):
+        _tiny_scales(monkeypatch)
+        rows = repro.reproduce("recall", "cpu", out, progress=True, train_seeds=(0,))
+    return rows, out, err.getvalue()
 
 
 @pytest.mark.slow
@@ -175,9 +193,8 @@ def test_table_has_a_line_per_sweep_value_and_variant_with_the_papers_values(tas
 
 # ------------------------------------------------------------------------------ progress and Ray
 @pytest.mark.slow
-def test_progress_lines_name_each_run_with_its_headline(tmp_path, tiny, capsys):
-    rows = repro.reproduce("recall", "cpu", tmp_path, progress=True, train_seeds=(0,))
-    err = capsys.readouterr().err
+def test_progress_lines_name_each_run_with_its_headline(recall_in_process):
+    rows, _, err = recall_in_process
     n = len(rows)
     assert f"run 1 of {n}: recall N=12 A^E_r0 seed 0\n" in err
     for k, row in enumerate(rows, 1):
@@ -193,22 +210,22 @@ def _comparable(rows, out):
 
 
 @pytest.mark.slow
-def test_ray_gives_the_same_rows_as_in_process(tmp_path, tiny, capsys):
+def test_ray_gives_the_same_rows_as_in_process(tmp_path, tiny, capsys, recall_in_process):
     ray = pytest.importorskip("ray")
-    here = repro.reproduce("recall", "cpu", tmp_path / "here", progress=False, train_seeds=(0,))
+    here, here_out, _ = recall_in_process  # the same plan, run in this process
     try:
         remote = repro.reproduce("recall", "cpu", tmp_path / "ray", progress=True, train_seeds=(0,),
                                  ray_address="local", workers=2)
     except ConnectionError as err:  # reproduce's own message when a local Ray instance cannot start
         pytest.skip(str(err))
     assert not ray.is_initialized()  # the instance it started is stopped again
-    assert _comparable(remote, tmp_path / "ray") == _comparable(here, tmp_path / "here")
+    assert _comparable(remote, tmp_path / "ray") == _comparable(here, here_out)
     assert any(r["init_from"] for r in remote)  # the q-norm runs waited for their ERM twins
     for row in remote:  # each run wrote its own folder, under the Ray output folder
         assert (tmp_path / "ray" / "runs").joinpath(row["run_dir"].split("runs/")[-1], "seeded_eval.json").is_file()
     err = capsys.readouterr().err
     assert len(re.findall(r"run \d+ of 5: .*: done in", err)) == 5
-    assert (tmp_path / "ray" / "reproduction.md").read_text() == (tmp_path / "here" / "reproduction.md").read_text()
+    assert (tmp_path / "ray" / "reproduction.md").read_text() == (here_out / "reproduction.md").read_text()
 
 
 def test_cli_reproduce_workers_need_a_local_ray_instance(capsys):

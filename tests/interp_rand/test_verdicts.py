@@ -64,11 +64,8 @@ def test_sort_claims_fail_on_a_random_init_model():
 
 
 @pytest.mark.slow
-def test_sort_claims_hold_on_the_zoo_model_and_fail_when_random_heads_matter_more():
-    from interp_rand import zoo
-
-    ckpt = zoo.load("sort")
-    study = sort_study(ckpt.model().eval(), ckpt.spec.make_task(), SortConfig(n_pairs=64, n_eval=1500, n_controls=4))
+def test_sort_claims_hold_on_the_zoo_model_and_fail_when_random_heads_matter_more(zoo_sort_study):
+    study = zoo_sort_study  # tests/conftest.py; the study tests/interp_rand/reports/test_case_studies_zoo.py checks
     assert all(c.verdict.holds for c in sort_claims(study)), [c.line() for c in sort_claims(study)]
     # the same study with the random heads' ablation and the named heads' swapped
     swapped = dataclasses.replace(study, ablated=study.controls.mean(0), controls=study.ablated[None])
@@ -76,16 +73,13 @@ def test_sort_claims_hold_on_the_zoo_model_and_fail_when_random_heads_matter_mor
 
 
 @pytest.mark.slow
-def test_carry_claims_hold_on_the_zoo_model():
+def test_carry_claims_hold_on_the_zoo_model(zoo_carry_study):
     """The carry claims about ablations hold on zoo:addition; the per-place probe claims are
-    reported whatever they say (place 3's selectivity is below the random-init model's)."""
-    from interp_rand.reports.case_studies import CarryConfig, carry_study
+    reported whatever they say (place 3's selectivity is below the random-init model's). The study
+    (tests/conftest.py) is the one tests/interp_rand/reports/test_case_studies_zoo.py checks."""
     from interp_rand.reports.case_studies.claims import carry_claims
-    from interp_rand import zoo
 
-    ckpt = zoo.load("addition")
-    config = CarryConfig(n_pairs=128, n_eval=600, n_cascade=300, n_probe=1500, n_controls=3)
-    claims = carry_claims(carry_study(ckpt.model().eval(), ckpt.spec.make_task(), config))
+    claims = carry_claims(zoo_carry_study)
     ablations = claims[:4]
     assert all(c.verdict.holds for c in ablations), [c.line() for c in ablations]
     assert len(claims) == 4 + 3 and any(c.verdict.holds for c in claims[4:])

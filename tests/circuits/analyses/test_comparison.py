@@ -143,7 +143,8 @@ def test_cli_compare_end_to_end_and_refusals(tmp_path, capsys):
     assert all(html_lib.escape(c["claim"]) in page for c in summary["claims"])
     assert page.index("class='headline'") < page.index("Plotly.newPlot") < page.index("<table")
     # the same run twice: everything shared
-    assert main(["compare", str(run_a), str(run_a), "--method", "eap", "--n", "16", "--top-k", "12",
+    # (the claim cards are checked above; this run and the refusals need none)
+    assert main(["compare", str(run_a), str(run_a), "--method", "eap", "--n", "16", "--top-k", "12", "--no-card",
                  "--out", str(tmp_path / "same")]) == 0
     same = json.loads((tmp_path / "same" / "comparison.json").read_text())
     assert same["jaccard"] == 1.0
@@ -172,7 +173,8 @@ def test_cli_circuit_and_compare_on_recall_runs(tmp_path, capsys):
     circuit = json.loads((out / "circuit.json").read_text())
     assert circuit["architecture"]["has_input_mlp"] and circuit["architecture"]["seed_append"]
     assert "input_mlp" in (out / "circuit.html").read_text()
-    assert main(["compare", str(runs[0]), str(runs[1]), "--method", "eap", "--n", "16", "--top-k", "8",
+    # compare's claim cards are checked in test_cli_compare_end_to_end_and_refusals
+    assert main(["compare", str(runs[0]), str(runs[1]), "--method", "eap", "--n", "16", "--top-k", "8", "--no-card",
                  "--out", str(tmp_path / "out")]) == 0
     summary = json.loads((tmp_path / "out" / "comparison.json").read_text())
     assert summary["task"] == "recall" and summary["n_shared"] + summary["n_only_a"] == 8
@@ -183,7 +185,9 @@ def test_cli_compare_picks_each_runs_smallest_faithful_circuit_by_default(tmp_pa
     task = make_task("sort", length=3, vocab=4)
     run_a, run_b = _train(tmp_path / "a", task), _train(tmp_path / "b", task, seed=1)
     out = tmp_path / "out"
-    assert main(["compare", str(run_a), str(run_b), "--method", "eap", "--n", "16", "--out", str(out)]) == 0
+    # the size rule does not read the claim cards (checked in test_cli_compare_end_to_end_and_refusals)
+    assert main(["compare", str(run_a), str(run_b), "--method", "eap", "--n", "16", "--no-card",
+                 "--out", str(out)]) == 0
     summary = json.loads((out / "comparison.json").read_text())
     assert summary["top_k"] == "auto"
     for size, side in zip(summary["edges"], ("a", "b")):

@@ -4,6 +4,7 @@ TransformerBridge, with and without position-resolved edges, with a seed channel
 and the hand-set recall model (vector inputs, an appended seed, no positional embedding)."""
 
 import dataclasses
+import functools
 
 import pytest
 import torch
@@ -120,14 +121,21 @@ def test_the_forward_starts_at_the_first_patched_block():
 OURS = [name for name in CASES]
 
 
+@functools.cache
+def _exact_reference(name, on, by_position):
+    """A case, its graph, the corrupted writers and the one-edge reference scores: computed once
+    for both values of ``incremental`` (the case is built the same, seeded, every time)."""
+    model, clean, corrupted, metric = _case(name, on)
+    graph = ModelGraph.of(model, _n_pos(clean), by_position)
+    replacement = writer_values(model, graph, corrupted)
+    return model, clean, metric, graph, replacement, exact_edge_scores(model, graph, clean, replacement, metric)
+
+
 @pytest.mark.parametrize("by_position", [True, False])
 @pytest.mark.parametrize("name,on", [(name, "ours") for name in OURS] + [("plain", "bridge")])
 @pytest.mark.parametrize("incremental", [True, False])
 def test_batched_exact_scores_equal_the_one_edge_reference(name, on, by_position, incremental):
-    model, clean, corrupted, metric = _case(name, on)
-    graph = ModelGraph.of(model, _n_pos(clean), by_position)
-    replacement = writer_values(model, graph, corrupted)
-    reference = exact_edge_scores(model, graph, clean, replacement, metric)
+    model, clean, metric, graph, replacement, reference = _exact_reference(name, on, by_position)
     assert reference.abs().max() > 1e-3
     for max_batch in (1, 7, None):
         fast = batched_edge_scores(model, graph, clean, replacement, metric, max_batch=max_batch, incremental=incremental)
@@ -142,16 +150,24 @@ def test_discover_exact_is_the_reference_in_its_denoising_form():
     torch.testing.assert_close(scores.scores, reference, atol=1e-5, rtol=0)
 
 
+@functools.cache
+def _acdc_reference(name, on, by_position, threshold):
+    """A case, its graph, the resampled writers and the sequential search's scores, computed once
+    for both values of ``incremental``."""
+    model, clean, corrupted, metric = _case(name, on)
+    graph = ModelGraph.of(model, _n_pos(clean), by_position)
+    replacement = Ablation("resample").replacement(model, graph, clean, corrupted)
+    return model, clean, metric, graph, replacement, acdc_scores_sequential(model, graph, clean, replacement, metric,
+                                                                           threshold)
+
+
 @pytest.mark.parametrize("by_position", [True, False])
 @pytest.mark.parametrize("name,on", [(name, "ours") for name in OURS if name != "seed-add+input-mlp"]
                          + [("plain", "bridge")])
 @pytest.mark.parametrize("threshold", [0.0, 0.003, 0.02])
 @pytest.mark.parametrize("incremental", [True, False])
 def test_batched_acdc_keeps_the_sequential_search_s_edges(name, on, by_position, threshold, incremental):
-    model, clean, corrupted, metric = _case(name, on)
-    graph = ModelGraph.of(model, _n_pos(clean), by_position)
-    replacement = Ablation("resample").replacement(model, graph, clean, corrupted)
-    reference = acdc_scores_sequential(model, graph, clean, replacement, metric, threshold)
+    model, clean, metric, graph, replacement, reference = _acdc_reference(name, on, by_position, threshold)
     kept = reference.abs() >= threshold
     if threshold > 0:
         # the search keeps some edges and drops others (the hand-set recall model's paths and the

@@ -20,10 +20,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def carry():
-    ckpt = zoo.load("addition")
-    config = CarryConfig(n_pairs=128, n_eval=600, n_cascade=300, n_probe=1500, n_controls=3)
-    return carry_study(ckpt.model().eval(), ckpt.spec.make_task(), config)
+def carry(zoo_carry_study):  # tests/conftest.py: CarryConfig(n_pairs=128, n_eval=600, n_cascade=300, n_probe=1500)
+    return zoo_carry_study
 
 
 def test_removing_the_carry_breaks_carry_digits_only(carry):
@@ -48,9 +46,8 @@ def test_carry_probe_beats_its_controls_somewhere(carry):
 
 
 @pytest.fixture(scope="module")
-def sort():
-    ckpt = zoo.load("sort")
-    return sort_study(ckpt.model().eval(), ckpt.spec.make_task(), SortConfig(n_pairs=64, n_eval=1500, n_controls=4))
+def sort(zoo_sort_study):  # tests/conftest.py: SortConfig(n_pairs=64, n_eval=1500, n_controls=4)
+    return zoo_sort_study
 
 
 def test_next_element_heads_score_above_chance_and_random_init(sort):

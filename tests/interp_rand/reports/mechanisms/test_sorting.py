@@ -28,7 +28,9 @@ def outcomes(card) -> dict[str, str]:
 
 def test_rank_readout_holds_on_zoo_sort(zoo_sort):
     model, task = zoo_sort
-    card = check_mechanism(model, task, sorting.mechanism(task, n_lists=4000), n=400, n_pairs=100, n_random=3)
+    # the predictions on 1,000 of the 10^5 lists (~870 changed rows each; 0.968 / 0.703 / 1.000 measured,
+    # as on 4,000 lists: 0.964 / 0.714 / 1.000; on all of them 0.968 / 0.710 / 0.9996)
+    card = check_mechanism(model, task, sorting.mechanism(task, n_lists=1000), n=400, n_pairs=100, n_random=3)
     got = outcomes(card)
     assert card.verdict == "holds", "\n".join(card.lines())
     assert card.scrubbing.share["logprob"] >= 0.9
