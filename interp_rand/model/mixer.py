@@ -157,6 +157,11 @@ class Mixer(nn.Module):
         w_o = self.W_O if heads is None else self.W_O[heads]
         return einops.einsum(z, w_o, "... h e, h e d -> ... h d")
 
+    def heads_write(self, z: Tensor, heads: Tensor) -> Tensor:
+        """``z [..., nh, d_head]`` of ``heads`` -> the sum of their residual writes ``[...,
+        d_model]`` in one matmul (no ``b_O``)."""
+        return z.flatten(-2) @ self.W_O[heads].flatten(0, 1)
+
     def write(self, z: Tensor) -> Tensor:
         """``z [batch, pos, head, d_head]`` -> ``[batch, pos, d_model]``: ``z @ W_O + b_O``
         (``hook_result`` fires per head with ``use_attn_result``)."""
