@@ -91,9 +91,10 @@ def _attention(model: nn.Module, layer: int) -> nn.Module:
 
 
 def _attn_scale(model: nn.Module, layer: int) -> float:
-    """The scores' divisor: our mixer's own ``scale``, a ``TransformerBridge``'s ``attn_scale``."""
     attn = _attention(model, layer)
-    scale = attn.scale if isinstance(attn, Mixer) else getattr(attn, "attn_scale", None)
+    scale = getattr(attn, "scale", None)
+    if scale is None:
+        scale = getattr(attn, "attn_scale", None)
     return float(scale if scale is not None else 1.0)
 
 

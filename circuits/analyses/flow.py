@@ -47,11 +47,15 @@ class FlowEdge:
 
 
 @torch.no_grad()
-def mean_attention(model, batch) -> Tensor:
+def mean_attention(model, batch) -> Tensor | None:
     """``[layer, head, query, key]`` attention pattern averaged over ``batch`` at the model's own
-    positions (a seed token, if any, is position 0: the positions of the circuit's nodes)."""
+    positions (a seed token, if any, is position 0: the positions of the circuit's nodes); ``None``
+    for a mixer without a pattern (``hook_pattern``; the gated recurrence), whose key/value edges
+    are then drawn unsplit."""
     from probes.attention import attention_patterns
 
+    if "blocks.0.attn.hook_pattern" not in model.hook_dict:
+        return None
     return attention_patterns(model, batch).mean(0)
 
 
