@@ -30,7 +30,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import einops
 from torch import Tensor
 
 from interp_rand.model.hook_names import hook_name, seed_offset
@@ -101,35 +100,20 @@ def check_hook_names(model: Any, names: list[str]) -> None:
         raise ValueError(f"model has no hook point(s) {missing}")
 
 
-def _mixer(model: Any, layer: int) -> Any:
-    """Block ``layer``'s mixer when it is one of ours (:class:`~interp_rand.model.mixer.Mixer`,
-    the owner of its maths), else ``None`` (a ``TransformerBridge``'s attention)."""
-    attn = model.blocks[layer].attn
-    return attn if isinstance(attn, Mixer) else None
-
-
 def head_results(model: Any, layer: int, z: Tensor) -> Tensor:
-    """``z: [batch, pos, head, d_head]`` → each head's residual write ``[batch, pos, head, d_model]``."""
-    mixer = _mixer(model, layer)
-    if mixer is not None:
-        return mixer.head_writes(z)
-    return einops.einsum(z, model.blocks[layer].attn.W_O, "b p h e, h e d -> b p h d")
+    """``z: [batch, pos, head, d_head]`` → each head's residual write ``[batch, pos, head, d_model]``:
+    the mixer's own write step (:meth:`~interp_rand.model.mixer.Mixer.head_writes`; a
+    ``TransformerBridge``'s attention has the same TL weights, so the same maths reads them)."""
+    return Mixer.head_writes(model.blocks[layer].attn, z)
 
 
 def attention_input(model: Any, layer: int, which: str, x: Tensor) -> Tensor:
-    """``hook_q/k/v`` rebuilt from per-head residual inputs ``x: [batch, pos, head, d_model]``.
-
-    The block's own LayerNorm normalises each head's copy separately (it acts on the last axis);
-    our mixers project it themselves (:meth:`~interp_rand.model.mixer.Mixer.project_heads`).
-    """
+    """``hook_q/k/v`` rebuilt from per-head residual inputs ``x: [batch, pos, head, d_model]``:
+    the block's own LayerNorm (it normalises each head's copy separately: it acts on the last
+    axis), then the mixer's own projection (:meth:`~interp_rand.model.mixer.Mixer.project_heads`,
+    read off a bridge's TL weights alike)."""
     block = model.blocks[layer]
-    mixer = _mixer(model, layer)
-    if mixer is not None:
-        return mixer.project_heads(block.ln1(x), which)
-    attn = block.attn
-    weight = getattr(attn, f"W_{which.upper()}")  # [head, d_model, d_head]
-    bias = getattr(attn, f"b_{which.upper()}")  # [head, d_head]
-    return einops.einsum(block.ln1(x), weight, "b p h d, h d e -> b p h e") + bias
+    return Mixer.project_heads(block.attn, block.ln1(x), which)
 
 
 def input_mlp_input(model: Any, x: Tensor) -> Tensor:

@@ -101,7 +101,7 @@ class FastForward:
             for block in self.model.blocks:
                 w_qkv, b_qkv = block.attn.fused_qkv()  # the mixer's own projection
                 fused.append((w_qkv.T.contiguous().detach(), None if b_qkv is None else b_qkv.detach(),
-                              block.attn.W_O.flatten(0, 1).T.contiguous().detach()))
+                              block.attn.fused_o().T.contiguous().detach()))
             self._fused, self._version, self._params = fused, version, params
         return self._fused
 

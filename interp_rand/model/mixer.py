@@ -152,6 +152,10 @@ class Mixer(nn.Module):
         return None
 
     # ------------------------------------------------------------------ 3. write
+    def fused_o(self) -> Tensor:
+        """``W_O`` as one matrix ``[(head d_head), d_model]``."""
+        return einops.rearrange(self.W_O, "h e d -> (h e) d")
+
     def head_writes(self, z: Tensor, heads: Tensor | None = None) -> Tensor:
         """``z [..., nh, d_head]`` -> each head's residual write ``[..., nh, d_model]`` (no ``b_O``)."""
         w_o = self.W_O if heads is None else self.W_O[heads]
@@ -170,8 +174,7 @@ class Mixer(nn.Module):
             result = fire(self.hook_result, self.head_writes(z))
             return result.sum(dim=2) + self.b_O
         # [batch, pos, (head d_head)] @ [(head d_head), d_model]
-        w_o = einops.rearrange(self.W_O, "h e d -> (h e) d")
-        return linear(z.reshape(batch, n_pos, -1), w_o, self.b_O if self.cfg.attn_bias else None)
+        return linear(z.reshape(batch, n_pos, -1), self.fused_o(), self.b_O if self.cfg.attn_bias else None)
 
     # ------------------------------------------------------------------ the hooked forward
     def forward(self, x: Tensor, allowed: Tensor | None) -> Tensor:
