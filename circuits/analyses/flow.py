@@ -54,7 +54,9 @@ def mean_attention(model, batch) -> Tensor | None:
     are then drawn unsplit."""
     from probes.attention import attention_patterns
 
-    if "blocks.0.attn.hook_pattern" not in model.hook_dict:
+    from interp_rand.model.hook_names import hook_name
+
+    if hook_name(0, "attn.hook_pattern") not in model.hook_dict:
         return None
     return attention_patterns(model, batch).mean(0)
 
