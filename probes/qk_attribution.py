@@ -68,7 +68,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from interp_rand.model.attention import scores_of
 from interp_rand.model.hook_names import hook_name, seed_offset
+from interp_rand.model.mixer import Mixer
 from interp_rand.tasks.base import Batch
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.verdicts import Claim, exceeds, inconclusive
@@ -182,7 +184,8 @@ def residual_parts(model: nn.Module, batch: Batch | Tensor, layer: int) -> tuple
     seed_mode = getattr(model.cfg, "seed_mode", "add")
     wanted = {"hook_embed", hook_name(layer, "hook_resid_pre"), hook_name(layer, "attn.hook_attn_scores"),
               hook_name(layer, "attn.hook_pattern"), hook_name(layer, "attn.hook_q"), hook_name(layer, "attn.hook_k")}
-    wanted |= {n for n in ("hook_pos_embed", "hook_seed_embed", "input_mlp.hook_post") if n in hooks}
+    wanted |= {n for n in ("hook_pos_embed", "hook_seed_embed", "input_mlp.hook_post", hook_name(layer, "ln1.hook_scale"))
+               if n in hooks}
     for l in range(layer):
         wanted |= {hook_name(l, "attn.hook_z")} | ({hook_name(l, "hook_mlp_out")} & set(hooks))
     args, kwargs = _forward_args(model, batch)
@@ -224,7 +227,8 @@ def residual_parts(model: nn.Module, batch: Batch | Tensor, layer: int) -> tuple
     for l in range(layer):
         attn = _attention(model, l)
         z = cache[hook_name(l, "attn.hook_z")].double()
-        heads = torch.einsum("bphe,hed->bphd", z, attn.W_O.double())
+        # the mixer's own write step (a bridge's attention has the same W_O; Mixer's maths reads it)
+        heads = Mixer.head_writes(attn, z.to(attn.W_O.dtype)).double()
         for h in range(heads.shape[2]):
             names.append(Part("head", l, h))
             parts.append(heads[:, :, h])
@@ -242,7 +246,7 @@ def residual_parts(model: nn.Module, batch: Batch | Tensor, layer: int) -> tuple
     return names, stacked, dict(cache.cache_dict) if hasattr(cache, "cache_dict") else dict(cache)
 
 
-def _side_inputs(model: nn.Module, layer: int, head: int, parts: Tensor, resid: Tensor, which: str) -> tuple[Tensor, Tensor]:
+def _side_inputs(model: nn.Module, layer: int, head: int, parts: Tensor, ln_scale: Tensor, which: str) -> tuple[Tensor, Tensor]:
     """``(per part [batch, P, n, d_head], bias [d_head])``: each part's share of the head's
     ``hook_q`` or ``hook_k`` (frozen LayerNorm scale), and the bias term."""
     attn = _attention(model, layer)
@@ -251,8 +255,7 @@ def _side_inputs(model: nn.Module, layer: int, head: int, parts: Tensor, resid: 
     ln = _ln(model, layer)
     if ln is None:
         return parts @ weight, bias
-    centred = resid - resid.mean(-1, keepdim=True)
-    scale = (centred.pow(2).mean(-1, keepdim=True) + ln.eps).sqrt()  # [batch, P, 1], frozen
+    scale = ln_scale  # [batch, P, 1]: the block's own LayerNorm scale (its hook_scale), frozen
     u = (parts - parts.mean(-1, keepdim=True)) / scale[:, :, None] * ln.w.double().cpu()
     return u @ weight, ln.b.double().cpu() @ weight + bias
 
@@ -385,13 +388,18 @@ def qk_attribution(model: nn.Module, batch: Batch | Tensor, layer: int, head: in
     n_heads = int(model.cfg.n_heads)
     if not 0 <= head < n_heads:
         raise ValueError(f"head={head} outside [0, {n_heads})")
+    if 0 <= layer < int(model.cfg.n_layers) and hook_name(layer, "attn.hook_attn_scores") not in model.hook_dict:
+        raise ValueError(f"query/key attribution splits attention scores; blocks.{layer}.attn "
+                         f"({type(_attention(model, layer)).__name__}) has none (hook_attn_scores)")
     names, parts, cache = residual_parts(model, batch, layer)
     n_batch, n_stream = parts.shape[:2]
     if not 0 <= query < n_stream:
         raise ValueError(f"query={query} outside the residual stream's positions [0, {n_stream})")
-    resid = cache[hook_name(layer, "hook_resid_pre")].double().cpu()
-    q_parts, q_bias = _side_inputs(model, layer, head, parts[:, query : query + 1], resid[:, query : query + 1], "Q")
-    k_parts, k_bias = _side_inputs(model, layer, head, parts, resid, "K")
+    ln_scale = cache.get(hook_name(layer, "ln1.hook_scale"))
+    ln_scale = None if ln_scale is None else ln_scale.double().cpu()
+    q_parts, q_bias = _side_inputs(model, layer, head, parts[:, query : query + 1],
+                                   None if ln_scale is None else ln_scale[:, query : query + 1], "Q")
+    k_parts, k_bias = _side_inputs(model, layer, head, parts, ln_scale, "K")
     has_bias = bool(q_bias.abs().max() > 0 or k_bias.abs().max() > 0)
     if has_bias:
         names = names + [Part("bias")]
@@ -405,7 +413,7 @@ def qk_attribution(model: nn.Module, batch: Batch | Tensor, layer: int, head: in
     else:
         q = cache[hook_name(layer, "attn.hook_q")][:, query, head].double().cpu()
         k = cache[hook_name(layer, "attn.hook_k")][:, :, head].double().cpu()
-        scores = torch.einsum("be,bke->bk", q, k) / _attn_scale(model, layer)
+        scores = scores_of(q[:, None, None], k[:, :, None], _attn_scale(model, layer))[:, 0, 0]  # the mixer's maths
     diff = (contrib.sum((2, 3)) - scores).abs()
     error = float(diff[allowed].max()) if bool(allowed.any()) else 0.0
     if error > TOLERANCE * max(1.0, float(scores[allowed].abs().max()) if bool(allowed.any()) else 1.0):
@@ -508,8 +516,8 @@ def pattern_change(model: nn.Module, batch: Batch | Tensor, attr: QKAttribution,
         if ablation == "mean":
             drop = drop - drop.mean(0, keepdim=True)
         x = (resid - drop).to(attn.W_Q.dtype).to(attn.W_Q.device)
-        weight = getattr(attn, f"W_{side.upper()}")[head]
-        new[side] = ln(x) @ weight + getattr(attn, f"b_{side.upper()}")[head]  # [batch, P, d_head]
+        # the mixer's own projection (a bridge's attention has the same weights; Mixer's maths reads them)
+        new[side] = Mixer.project_heads(attn, ln(x)[:, :, None], side, torch.tensor([head]))[:, :, 0]  # [batch, P, d_head]
     captured: dict[str, Tensor] = {}
 
     def put_q(value: Tensor, hook: Any) -> Tensor:

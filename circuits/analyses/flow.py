@@ -47,11 +47,17 @@ class FlowEdge:
 
 
 @torch.no_grad()
-def mean_attention(model, batch) -> Tensor:
+def mean_attention(model, batch) -> Tensor | None:
     """``[layer, head, query, key]`` attention pattern averaged over ``batch`` at the model's own
-    positions (a seed token, if any, is position 0: the positions of the circuit's nodes)."""
+    positions (a seed token, if any, is position 0: the positions of the circuit's nodes); ``None``
+    for a mixer without a pattern (``hook_pattern``; the gated recurrence), whose key/value edges
+    are then drawn unsplit."""
     from probes.attention import attention_patterns
 
+    from interp_rand.model.hook_names import hook_name
+
+    if hook_name(0, "attn.hook_pattern") not in model.hook_dict:
+        return None
     return attention_patterns(model, batch).mean(0)
 
 

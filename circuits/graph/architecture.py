@@ -30,10 +30,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import einops
 from torch import Tensor
 
 from interp_rand.model.hook_names import hook_name, seed_offset
+from interp_rand.model.mixer import Mixer
 
 
 @dataclass(frozen=True)
@@ -101,19 +101,19 @@ def check_hook_names(model: Any, names: list[str]) -> None:
 
 
 def head_results(model: Any, layer: int, z: Tensor) -> Tensor:
-    """``z: [batch, pos, head, d_head]`` → each head's residual write ``[batch, pos, head, d_model]``."""
-    return einops.einsum(z, model.blocks[layer].attn.W_O, "b p h e, h e d -> b p h d")
+    """``z: [batch, pos, head, d_head]`` → each head's residual write ``[batch, pos, head, d_model]``:
+    the mixer's own write step (:meth:`~interp_rand.model.mixer.Mixer.head_writes`; a
+    ``TransformerBridge``'s attention has the same TL weights, so the same maths reads them)."""
+    return Mixer.head_writes(model.blocks[layer].attn, z)
 
 
 def attention_input(model: Any, layer: int, which: str, x: Tensor) -> Tensor:
-    """``hook_q/k/v`` rebuilt from per-head residual inputs ``x: [batch, pos, head, d_model]``.
-
-    The block's own LayerNorm normalises each head's copy separately (it acts on the last axis).
-    """
-    attn = model.blocks[layer].attn
-    weight = getattr(attn, f"W_{which.upper()}")  # [head, d_model, d_head]
-    bias = getattr(attn, f"b_{which.upper()}")  # [head, d_head]
-    return einops.einsum(model.blocks[layer].ln1(x), weight, "b p h d, h d e -> b p h e") + bias
+    """``hook_q/k/v`` rebuilt from per-head residual inputs ``x: [batch, pos, head, d_model]``:
+    the block's own LayerNorm (it normalises each head's copy separately: it acts on the last
+    axis), then the mixer's own projection (:meth:`~interp_rand.model.mixer.Mixer.project_heads`,
+    read off a bridge's TL weights alike)."""
+    block = model.blocks[layer]
+    return Mixer.project_heads(block.attn, block.ln1(x), which)
 
 
 def input_mlp_input(model: Any, x: Tensor) -> Tensor:
@@ -129,9 +129,12 @@ def input_mlp_output(model: Any, post: Tensor) -> Tensor:
 
 
 def mlp_input(model: Any, layer: int, x: Tensor) -> Tensor:
-    """``mlp.hook_pre`` rebuilt from the MLP's residual input ``x: [..., d_model]``."""
-    mlp = model.blocks[layer].mlp
-    return model.blocks[layer].ln2(x) @ mlp.W_in + mlp.b_in
+    """``mlp.hook_pre`` rebuilt from the MLP's residual input ``x: [..., d_model]`` (our MLP's
+    own :meth:`~interp_rand.model.mlp.MLP.pre_activation`; a bridge's MLP by its weights)."""
+    block = model.blocks[layer]
+    if hasattr(block.mlp, "pre_activation"):
+        return block.mlp.pre_activation(block.ln2(x))
+    return block.ln2(x) @ block.mlp.W_in + block.mlp.b_in
 
 
 def run_model(model: Any, batch: Any) -> Tensor:

@@ -43,6 +43,7 @@ from torch import Tensor
 
 from circuits.graph.architecture import Architecture, architecture, attention_input, input_mlp_input, mlp_input
 from interp_rand.model.hook_names import hook_name
+from interp_rand.model.mixer import Mixer
 from circuits.graph.nodes import Edge, Node
 
 # Node kinds whose hooks see the task positions only (a seed token, if any, is joined after them).
@@ -144,7 +145,7 @@ class ModelGraph:
         if node.kind == "input_mlp":
             return "input_mlp.hook_post"
         if node.kind == "head":
-            return hook_name(node.layer, "attn.hook_z")
+            return hook_name(node.layer, f"attn.{Mixer.WRITER_HOOK}")  # the mixer's writer site
         if node.kind == "mlp":
             return hook_name(node.layer, "hook_mlp_out")
         raise ValueError(f"a {node.kind!r} node writes nothing and cannot be ablated")
@@ -222,8 +223,8 @@ class ModelGraph:
         if self.arch.has_input_mlp:
             add("mlp", None, "input_mlp.hook_pre", None, task_positions=True)
         for layer in range(self.arch.n_layers):
-            for which in "qkv":
-                add(which, layer, hook_name(layer, f"attn.hook_{which}"), hook_name(layer, "hook_resid_pre"),
+            for hook in Mixer.READER_HOOKS:  # the mixer's reader sites: hook_q/k/v, one reader per head
+                add(hook.removeprefix("hook_"), layer, hook_name(layer, f"attn.{hook}"), hook_name(layer, "hook_resid_pre"),
                     self.arch.n_heads, per_head=True)
             if not self.arch.attn_only:
                 add("mlp", layer, hook_name(layer, "mlp.hook_pre"), hook_name(layer, "hook_resid_mid"))

@@ -10,7 +10,6 @@ from typing import Any
 
 import einops
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from circuits.graph.architecture import run_model
@@ -48,9 +47,9 @@ class IncrementalRun:
     Only our :class:`~interp_rand.model.transformer.HookedTransformer` is decomposed this way
     (:meth:`supports`): the stages use its public modules (``blocks[l].ln1``, the attention
     weights, ``blocks[l].ln2``/``mlp``, ``ln_final``, ``unembed``), its attention mask
-    (``allowed_keys``) and the attention's own masking and pattern step
-    (:meth:`~interp_rand.model.attention.Attention.mask_scores`, ``pattern_of``: softmax or
-    linear, a query with no allowed key reading nothing). ``tests/circuits/interventions/test_batched_patching.py``
+    (``allowed_keys``) and the block's mixer's own steps (:class:`~interp_rand.model.mixer.Mixer`:
+    ``project_shared``/``project_heads``, ``mix_at`` for the changed heads at the queries they
+    reach, ``head_writes``/``heads_write``), so any mixer kind is decomposed alike. ``tests/circuits/interventions/test_batched_patching.py``
     pins the results against :func:`~circuits.interventions.edge_patching.run_with_edges`.
     Readers of the input MLP are not decomposed (``stage_of`` is -1):
     :class:`~circuits.interventions.batched_patching.PatchRun`, which drives this run, takes the
@@ -215,16 +214,13 @@ class IncrementalRun:
         hit = where.any(1).any(0)
         pos, where, dx = pos[hit], where[:, :, hit], dx[:, :, hit]
         kinds = torch.arange(3)
-        weights = torch.stack([attn.W_Q, attn.W_K, attn.W_V])[:, heads]  # [3, nh, d, e]
-        biases = torch.stack([attn.b_Q, attn.b_K, attn.b_V])[:, heads]  # [3, nh, e]
         xin = self.xin[s].unflatten(2, (3, H))  # a view: [b, P, 3, H, d]
         if shared:  # one input for every reader: normalise once, project every head in one matmul
             x = xin[:, pos, 0, 0] + dx[:, :, :, 0]  # [E, b, n, d]
-            w = einops.rearrange(weights, "t h d e -> d (t h e)")
-            new = (F.linear(block.ln1(x), w.T) .unflatten(-1, (3, len(heads), -1))) + biases
+            new = attn.project_shared(block.ln1(x), heads)
         else:  # the changed heads' q/k/v inputs: [E, b, n, 3, nh, d]
             x = xin[_ix(pos, kinds, heads)] + dx.unflatten(3, (3, H))[:, :, :, :, heads]
-            new = einops.einsum(block.ln1(x), weights, "E b p t h d, t h d e -> E b p t h e") + biases
+            new = attn.project_heads(block.ln1(x), kinds, heads)
         cached = self.qkv[layer][_ix(pos, kinds, heads)]  # [b, n, 3, nh, e]
         hit = where[:, heads].permute(2, 0, 1)[..., None]  # [n, 3, nh, 1]
         new = torch.where(hit, new, cached)
@@ -240,21 +236,17 @@ class IncrementalRun:
         inside = torch.searchsorted(queries, pos)
         found = (inside < len(queries)) & (queries[inside.clamp(max=len(queries) - 1)] == pos)
         q[:, :, inside[found]] = new[:, :, found, 0]
-        scores = q.transpose(2, 3) @ k.permute(0, 1, 3, 4, 2) / attn.scale  # [E, b, nh, nq, P]
         allowed = None
         if self.allowed is not None:
             allowed = self.allowed[queries] if self.allowed.dim() == 2 else self.allowed[:, None, queries]
-        pattern = attn.pattern_of(attn.mask_scores(scores, allowed), allowed,
-                                  per_example=self.allowed is not None and self.allowed.dim() == 3)
-        z = (pattern @ v.transpose(2, 3)).transpose(2, 3)  # [E, b, nq, nh, e]
+        # the mixer's own "these heads at these queries" form: [E, b, nq, nh, e]
+        z = attn.mix_at(q, k, v, allowed, queries, per_example=self.allowed is not None and self.allowed.dim() == 3)
         writers = self.stages[s][3].start + heads
         dz = z - self.z[layer][_ix(queries, heads)]
-        w_o = attn.W_O[heads]  # [nh, e, d]
         # each head's write changes by dz @ W_O; their sum in one matmul, each one only if needed
-        changed.append((writers, queries, lambda: einops.einsum(dz, w_o, "E b q h e, h e d -> E b q h d"),
-                        dz.flatten(-2) @ w_o.flatten(0, 1)))
+        changed.append((writers, queries, lambda: attn.head_writes(dz, heads), attn.heads_write(dz, heads)))
         if updates is not None:
-            out = einops.einsum(z, w_o, "E b q h e, h e d -> E b q h d")
+            out = attn.head_writes(z, heads)
             if shared:
                 x = x[:, :, :, None, None].expand(-1, -1, -1, 3, len(heads), -1)
             updates += [(xin, _ix(pos, kinds, heads), x), (self.qkv[layer], _ix(pos, kinds, heads), new),

@@ -1,4 +1,7 @@
-"""Multi-head attention, softmax or linear, with causal, full or per-example masks.
+"""Multi-head attention, softmax or linear, with causal, full or per-example masks: a
+:class:`~interp_rand.model.mixer.Mixer`, and the one place attention's maths is written (the
+hooked forward, the recompute-these-heads form of incremental patching and the fast path's
+kernels).
 
 Weights and hooks carry TransformerLens names and shapes: ``W_Q/W_K/W_V: [n_heads, d_model,
 d_head]``, ``W_O: [n_heads, d_head, d_model]``; ``hook_q/k/v/z: [batch, pos, head, d_head]``,
@@ -15,69 +18,35 @@ nothing on both paths; within 1e-6, ``tests/interp_rand/model/test_fast_paths.py
 
 from __future__ import annotations
 
-import einops
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
-from transformer_lens.hook_points import HookPoint
+from torch import Tensor
 
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.hook_dispatch import fire, listening
-from interp_rand.model.linear import linear
+from interp_rand.model.mixer import Mixer, Plan
 
 
-class Attention(nn.Module):
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.cfg = cfg
-        h, d, e = cfg.n_heads, cfg.d_model, cfg.d_head
-        self.W_Q = nn.Parameter(torch.empty(h, d, e))
-        self.W_K = nn.Parameter(torch.empty(h, d, e))
-        self.W_V = nn.Parameter(torch.empty(h, d, e))
-        self.W_O = nn.Parameter(torch.empty(h, e, d))
-        for name, shape in (("b_Q", (h, e)), ("b_K", (h, e)), ("b_V", (h, e)), ("b_O", (d,))):
-            if cfg.attn_bias:
-                setattr(self, name, nn.Parameter(torch.zeros(shape)))
-            else:
-                # zero buffers under the same names: readers of b_Q ... (circuits) need no case
-                self.register_buffer(name, torch.zeros(shape))
-        self.scale = e**0.5 if cfg.use_attn_scale else 1.0
-        self.hook_q = HookPoint()
-        self.hook_k = HookPoint()
-        self.hook_v = HookPoint()
-        self.hook_attn_scores = HookPoint()
-        self.hook_pattern = HookPoint()
-        self.hook_z = HookPoint()
-        self.hook_result = HookPoint()
+def scores_of(q: Tensor, k: Tensor, scale: float) -> Tensor:
+    """``q [..., nq, head, e]``, ``k [..., P, head, e]`` -> the scaled scores ``[..., head, nq,
+    P]`` (``x / 1.0`` is ``x``: an unscaled model's scores are the plain products)."""
+    # [..., head, q_pos, d_head] @ [..., head, d_head, k_pos]
+    scores = q.transpose(-3, -2) @ k.movedim(-3, -1)
+    return scores / scale if scale != 1.0 else scores
 
-    def forward(self, x: Tensor, allowed: Tensor | None) -> Tensor:
-        """``x: [batch, pos, d_model]``; ``allowed``: bool ``[pos, pos]`` or
-        ``[batch, pos, pos]`` (true where query may attend key), ``None`` for full attention.
-        Returns ``[batch, pos, d_model]``."""
-        batch, n_pos, _ = x.shape
-        # One matmul for q, k and v: [d_model, 3 * n_heads * d_head] (plain mm, which is much
-        # faster on CPU than a 4-d einsum that lowers to many small bmm calls).
-        w_qkv = einops.rearrange([self.W_Q, self.W_K, self.W_V], "three h d e -> d (three h e)")
-        b_qkv = einops.rearrange([self.b_Q, self.b_K, self.b_V], "three h e -> (three h e)") if self.cfg.attn_bias else None
-        # addmm fuses the bias add into the matmul (one pass over the activations, not two);
-        # :func:`linear` takes the faster orientation for the weight gradient
-        qkv = linear(x, w_qkv, b_qkv)
-        # unbind: three views whose backward stacks the three gradients once (indexing
-        # qkv[:, :, i] zero-fills and copies a full-size gradient per slice)
-        q, k, v = qkv.view(batch, n_pos, 3, self.cfg.n_heads, self.cfg.d_head).unbind(2)
-        q = fire(self.hook_q, q)  # [batch, pos, head, d_head]
-        k = fire(self.hook_k, k)
-        v = fire(self.hook_v, v)
+
+def weighted_values(pattern: Tensor, v: Tensor) -> Tensor:
+    """``pattern [..., head, nq, P] @ v [..., P, head, e]`` -> ``z [..., nq, head, e]``."""
+    return (pattern @ v.transpose(-3, -2)).transpose(-3, -2)
+
+
+class Attention(Mixer):
+    INNER_HOOKS = ("hook_attn_scores", "hook_pattern")
+
+    def mix(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None) -> Tensor:
         if self.cfg.attention == "softmax" and not (listening(self.hook_attn_scores) or listening(self.hook_pattern)):
-            z = fire(self.hook_z, self._sdpa(q, k, v, allowed))
-        else:
-            z = fire(self.hook_z, self._explicit(q, k, v, allowed))
-        if self.cfg.use_attn_result:
-            result = fire(self.hook_result, einops.einsum(z, self.W_O, "b q h e, h e d -> b q h d"))
-            return result.sum(dim=2) + self.b_O
-        # [batch, pos, (head d_head)] @ [(head d_head), d_model]
-        w_o = einops.rearrange(self.W_O, "h e d -> (h e) d")
-        return linear(z.reshape(batch, n_pos, -1), w_o, self.b_O if self.cfg.attn_bias else None)
+            return self._sdpa(q, k, v, allowed)
+        return self._explicit(q, k, v, allowed)
 
     def _sdpa(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None) -> Tensor:
         """Softmax attention by ``F.scaled_dot_product_attention`` (``[batch, pos, head,
@@ -104,8 +73,7 @@ class Attention(nn.Module):
     def pattern_of(self, scores: Tensor, keep: Tensor | None, *, per_example: bool) -> Tensor:
         """The pattern of masked ``scores`` (:meth:`mask_scores`): softmax over keys, or the
         scores themselves for linear attention. With a per-example mask a query may have no
-        allowed key: the softmax gives NaN there, and it reads nothing instead. Public for code
-        that recomputes one head's attention at a few queries (incremental patching)."""
+        allowed key: the softmax gives NaN there, and it reads nothing instead."""
         if self.cfg.attention != "softmax":
             return scores
         pattern = torch.softmax(scores, dim=-1)
@@ -114,14 +82,96 @@ class Attention(nn.Module):
     def _explicit(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None) -> Tensor:
         """Scores, mask, softmax (none for linear attention) and pattern, each through its hook
         point (``[batch, pos, head, d_head]`` each -> ``z``, the same shape)."""
-        # [batch, head, q_pos, d_head] @ [batch, head, d_head, k_pos] -> [batch, head, q_pos, k_pos]
-        scores = q.transpose(1, 2) @ k.permute(0, 2, 3, 1)
-        if self.scale != 1.0:  # x / 1.0 is x: no pass over the scores for an unscaled model
-            scores = scores / self.scale
         # [pos, pos] or [batch, pos, pos] -> broadcast over heads
         keep = None if allowed is None else (allowed if allowed.dim() == 2 else allowed[:, None])
-        scores = fire(self.hook_attn_scores, self.mask_scores(scores, keep))
+        scores = fire(self.hook_attn_scores, self.mask_scores(scores_of(q, k, self.scale), keep))
         pattern = self.pattern_of(scores, keep, per_example=allowed is not None and allowed.dim() == 3)
-        pattern = fire(self.hook_pattern, pattern)
-        # [batch, head, q_pos, k_pos] @ [batch, head, k_pos, d_head] -> [batch, q_pos, head, d_head]
-        return (pattern @ v.transpose(1, 2)).transpose(1, 2)
+        return weighted_values(fire(self.hook_pattern, pattern), v)
+
+    def mix_at(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None, queries: Tensor,
+               per_example: bool) -> Tensor:
+        pattern = self.pattern_of(self.mask_scores(scores_of(q, k, self.scale), allowed), allowed,
+                                  per_example=per_example)
+        return weighted_values(pattern, v)
+
+    # ------------------------------------------------------------------ the fast path's forms
+    @classmethod
+    def fast_plan(cls, cfg: ModelConfig, allowed: Tensor | None, index: Tensor | None, batch: int,
+                  n_pos: int) -> Plan:
+        """``attend(q, k, v, scale) -> z``, all ``[batch, pos, head, d_head]``, with the mask
+        prepared once for every block as an additive ``0 / -inf`` bias; or, over the allowed
+        keys (``index``, :meth:`~interp_rand.model.fast.FastForward.key_index`), ``attend(qkv,
+        scale) -> z`` from the fused ``[batch * pos, 3 h e]`` projections to ``[batch * pos, h e]``."""
+        if cfg.attention == "linear":
+            keep = None if allowed is None else (allowed if allowed.dim() == 2 else allowed[:, None])
+            return lambda q, k, v, scale: _linear_attention(q, k, v, keep, scale)
+        if index is not None:
+            # [d * batch * query]: the flat row (of the [batch * pos, ...] activations) of every
+            # query's j-th allowed key, slot-major so that slot j's keys are one block
+            rows = index + torch.arange(batch, device=index.device)[:, None, None] * n_pos
+            keys = rows.view(batch * n_pos, -1).T.flatten()
+            return lambda qkv, scale: _gathered_softmax(qkv, keys, cfg.n_heads, cfg.d_head, scale)
+        bias = empty = None
+        if allowed is not None:
+            keep = allowed if allowed.dim() == 2 else allowed[:, None]  # broadcast over heads
+            bias = torch.zeros(keep.shape, device=allowed.device).masked_fill_(~keep, float("-inf"))
+            if allowed.dim() == 3 and not bool(allowed.any(-1).all()):
+                empty = ~keep  # a query with no allowed key gives NaN; it reads nothing (the hooked rule)
+        return lambda q, k, v, scale: _softmax_attention(q, k, v, bias, empty, scale)
+
+    @classmethod
+    def decode_one(cls, cfg: ModelConfig, q: Tensor, keys: Tensor, values: Tensor, scale: float) -> Tensor:
+        """One new query per row over all ``t`` keys so far (the causal mask hides nothing):
+        ``q [batch, 1, head, d_head]``, ``keys, values [t, d_head, batch, head]`` -> ``[batch, 1,
+        head, d_head]``. Scores, softmax (or, linear, the scores themselves) and the weighted sum
+        in the hooked attention's order, each reduction over an outer axis."""
+        scores = (keys * q[:, 0].permute(2, 0, 1)).sum(1) / scale  # [t, batch, head]
+        pattern = scores if cfg.attention == "linear" else torch.softmax(scores, dim=0)
+        return (pattern[:, None] * values).sum(0).permute(1, 2, 0)[:, None]
+
+
+def _softmax_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, empty: Tensor | None,
+                       scale: float) -> Tensor:
+    """Softmax attention in the hooked attention's order of operations (so within a few float
+    ulps of it), the mask an additive ``0 / -inf`` bias prepared once for every block."""
+    scores = q.transpose(1, 2) @ k.permute(0, 2, 3, 1) / scale  # [batch, head, query, key]
+    if bias is not None:
+        scores = scores + bias
+    pattern = torch.softmax(scores, dim=-1)
+    if empty is not None:
+        pattern = pattern.masked_fill(empty, 0.0)
+    return (pattern @ v.transpose(1, 2)).transpose(1, 2)
+
+
+def _linear_attention(q: Tensor, k: Tensor, v: Tensor, keep: Tensor | None, scale: float) -> Tensor:
+    """Linear attention (the pattern is the masked scores), in the hooked order of operations."""
+    scores = q.transpose(1, 2) @ k.permute(0, 2, 3, 1) / scale  # [batch, head, query, key]
+    pattern = scores if keep is None else scores.masked_fill(~keep, 0.0)
+    return (pattern @ v.transpose(1, 2)).transpose(1, 2)
+
+
+def _gathered_softmax(qkv: Tensor, keys: Tensor, h: int, e: int, scale: float) -> Tensor:
+    """Softmax attention over only the allowed keys, straight from the fused projections.
+
+    ``qkv [rows, 3 * h * e]`` (``rows = batch * pos``: q, k, v of every position), ``keys
+    [d * rows]``: slot-major, the row of each query's ``j``-th allowed key (the same number
+    ``d`` for every query). The key and value rows are gathered once (``[d, rows, 2 h e]``),
+    each score is the elementwise product with the query summed over ``d_head`` (no score
+    matrix over all keys, no batched matmul of 10 x 10 blocks), its softmax runs over the slot
+    axis (the outer axis: torch's fast kernel; over a last axis of a few entries its CPU
+    softmax is ~10x slower) and the values are summed weighted by it. The masked keys'
+    ``exp(-inf) = 0`` terms of the hooked softmax are simply absent. Returns ``z [rows, h e]``."""
+    he = h * e
+    rows = qkv.shape[0]
+    kv = qkv[:, he:].index_select(0, keys).view(-1, rows, 2 * he)  # [d, rows, 2 h e]
+    q = qkv[:, :he]
+    scores = (kv[:, :, :he] * q).view(-1, rows, h, e).sum(-1)  # [d, rows, h]
+    pattern = torch.softmax(scores.div_(scale), dim=0)[..., None]  # [d, rows, h, 1]
+    values = kv[:, :, he:].view(-1, rows, h, e)
+    z = pattern[0] * values[0]  # the weighted sum over slots, one fused multiply-add per slot
+    for slot in range(1, len(values)):
+        z.addcmul_(pattern[slot], values[slot])
+    return z.view(rows, he)
+
+
+__all__ = ["Attention", "scores_of", "weighted_values"]

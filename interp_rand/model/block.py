@@ -10,7 +10,12 @@ from interp_rand.model.attention import Attention
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.hook_dispatch import fire
 from interp_rand.model.layer_norm import make_norm
+from interp_rand.model.mixer import Mixer
 from interp_rand.model.mlp import MLP
+from interp_rand.model.recurrence import GatedRecurrence
+
+#: The mixer class of each ``ModelConfig.attention`` kind (:mod:`~interp_rand.model.mixer`).
+MIXERS: dict[str, type[Mixer]] = {"softmax": Attention, "linear": Attention, "recurrent": GatedRecurrence}
 
 
 class TransformerBlock(nn.Module):
@@ -18,7 +23,7 @@ class TransformerBlock(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.ln1 = make_norm(cfg)
-        self.attn = Attention(cfg)
+        self.attn = MIXERS[cfg.attention](cfg)
         self.hook_resid_pre = HookPoint()
         self.hook_attn_out = HookPoint()
         self.hook_resid_post = HookPoint()

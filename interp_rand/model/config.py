@@ -12,7 +12,7 @@ from typing import Any
 
 from interp_rand.validation import bounded, check_bounds, check_int
 
-ATTENTION_KINDS = ("softmax", "linear")
+ATTENTION_KINDS = ("softmax", "linear", "recurrent")
 MASK_KINDS = ("causal", "full", "custom")
 INPUT_KINDS = ("tokens", "vectors")
 SEED_MODES = ("append", "add", "token")
@@ -39,7 +39,9 @@ class ModelConfig:
         input_kind: ``"tokens"`` (integer ids through ``W_E``) or ``"vectors"`` (feature vectors
             through a linear embedding).
         attention: ``"softmax"``, or ``"linear"`` (the pattern is the masked, scaled scores with
-            no softmax: a fixed-size state, the capacity limit of the paper's recall task).
+            no softmax: a fixed-size state, the capacity limit of the paper's recall task), or
+            ``"recurrent"`` (not attention: a gated linear recurrence with a diagonal,
+            data-dependent decay, :mod:`~interp_rand.model.recurrence`; causal only).
         mask: ``"causal"``, ``"full"``, or ``"custom"`` (a per-example ``[batch, pos, pos]``
             boolean ``attention_mask`` is passed to ``forward``, e.g. cycle adjacency).
         d_seed: width of the randomness channel; 0 means the model has none.
@@ -154,6 +156,11 @@ class ModelConfig:
             raise ValueError(
                 "ModelConfig.mask='custom' cannot be used with attention='linear': linear attention "
                 "keeps a fixed-size state, which needs mask 'causal' or 'full'"
+            )
+        if self.attention == "recurrent" and self.mask != "causal":
+            raise ValueError(
+                f"ModelConfig.mask={self.mask!r} cannot be used with attention='recurrent': a "
+                "recurrence reads the positions in order, which needs mask 'causal'"
             )
         if self.seed_mode == "append" and self.d_seed > 0 and self.d_input_mlp == 0:
             raise ValueError(

@@ -99,12 +99,9 @@ class FastForward:
         ):
             fused = []
             for block in self.model.blocks:
-                attn = block.attn
-                w_qkv = torch.cat([w.permute(1, 0, 2).flatten(1) for w in (attn.W_Q, attn.W_K, attn.W_V)], 1)
-                b_qkv = torch.cat([attn.b_Q.flatten(), attn.b_K.flatten(), attn.b_V.flatten()])
-                fused.append((w_qkv.T.contiguous().detach(),
-                              b_qkv.detach() if self.cfg.attn_bias else None,
-                              attn.W_O.flatten(0, 1).T.contiguous().detach()))
+                w_qkv, b_qkv = block.attn.fused_qkv()  # the mixer's own projection
+                fused.append((w_qkv.T.contiguous().detach(), None if b_qkv is None else b_qkv.detach(),
+                              block.attn.fused_o().T.contiguous().detach()))
             self._fused, self._version, self._params = fused, version, params
         return self._fused
 
@@ -217,7 +214,8 @@ class FastForward:
         if cfg.positional != "none" and not pos_added:
             # broadcast over the batch (no copy: no hook to see it)
             x = x + model.pos_embed(start + n_pos)[:, start:]
-        attend = self._attention_plan(allowed, key_index, batch, n_pos)
+        mixer = type(model.blocks[0].attn)
+        attend = mixer.fast_plan(cfg, allowed, key_index, batch, n_pos)  # the mixer's hook-free form
         gathered = key_index is not None and cfg.attention == "softmax"
         h, e = cfg.n_heads, cfg.d_head
         x = x.reshape(batch * n_pos, -1)
@@ -232,7 +230,7 @@ class FastForward:
                 if cache is None:
                     z = attend(q, k, v, attn.scale)  # [batch, pos, head, d_head]
                 else:
-                    z = cache.attend(layer, q, k, v, attn.scale, attend, cfg.attention == "linear")
+                    z = cache.attend(layer, q, k, v, attn.scale, attend, cfg, mixer)
                 z = z.reshape(batch * n_pos, h * e)
             if cfg.attn_bias:
                 x = x + F.linear(z, w_o, attn.b_O)
@@ -251,29 +249,6 @@ class FastForward:
         if cache is not None:
             cache.length = start + n_pos
         return logits.view(batch, n_pos, -1)[:, 0 if start else cfg.seed_offset :]
-
-    def _attention_plan(self, allowed: Tensor | None, index: Tensor | None, batch: int, n_pos: int):
-        """``attend(q, k, v, scale) -> z``, all ``[batch, pos, head, d_head]``, with the mask
-        prepared once for every block as an additive ``0 / -inf`` bias; or, over the allowed
-        keys (``index``, :meth:`key_index`), ``attend(qkv, scale) -> z`` from the fused
-        ``[batch * pos, 3 h e]`` projections to ``[batch * pos, h e]``."""
-        cfg = self.cfg
-        if cfg.attention == "linear":
-            keep = None if allowed is None else (allowed if allowed.dim() == 2 else allowed[:, None])
-            return lambda q, k, v, scale: _linear_attention(q, k, v, keep, scale)
-        if index is not None:
-            # [d * batch * query]: the flat row (of the [batch * pos, ...] activations) of every
-            # query's j-th allowed key, slot-major so that slot j's keys are one block
-            rows = index + torch.arange(batch, device=index.device)[:, None, None] * n_pos
-            keys = rows.view(batch * n_pos, -1).T.flatten()
-            return lambda qkv, scale: _gathered_softmax(qkv, keys, cfg.n_heads, cfg.d_head, scale)
-        bias = empty = None
-        if allowed is not None:
-            keep = allowed if allowed.dim() == 2 else allowed[:, None]  # broadcast over heads
-            bias = torch.zeros(keep.shape, device=allowed.device).masked_fill_(~keep, float("-inf"))
-            if allowed.dim() == 3 and not bool(allowed.any(-1).all()):
-                empty = ~keep  # a query with no allowed key gives NaN; it reads nothing (the hooked rule)
-        return lambda q, k, v, scale: _softmax_attention(q, k, v, bias, empty, scale)
 
 
 class DecodeCache:
@@ -331,71 +306,20 @@ class DecodeCache:
             return None
         return torch.ones(n_new, self.length + n_new, dtype=torch.bool, device=device).tril(self.length)
 
-    def attend(self, layer: int, q: Tensor, k: Tensor, v: Tensor, scale: float, attend, linear: bool) -> Tensor:
-        """Store block ``layer``'s new ``k, v [batch, new, head, d_head]`` and attend ``q`` over
-        every position so far: one new query by :func:`_single_query_attention`, several by
-        ``attend`` (the forward's plan, over views of the buffers). ``[batch, new, head, d_head]``."""
+    def attend(self, layer: int, q: Tensor, k: Tensor, v: Tensor, scale: float, attend, cfg, mixer) -> Tensor:
+        """Store block ``layer``'s new ``k, v [batch, new, head, d_head]`` and mix ``q`` over
+        every position so far: one new query by the mixer's ``decode_one`` where it has one,
+        otherwise by ``attend`` (the forward's plan, over views of the buffers). ``[batch, new,
+        head, d_head]``."""
         end = self.length + k.shape[1]
         keys, values = self.keys[layer], self.values[layer]
         keys[self.length : end] = k.permute(1, 3, 0, 2)  # [new, d_head, batch, head]
         values[self.length : end] = v.permute(1, 3, 0, 2)
         if k.shape[1] == 1:
-            return _single_query_attention(q, keys[:end], values[:end], scale, linear)
+            z = mixer.decode_one(cfg, q, keys[:end], values[:end], scale)
+            if z is not None:
+                return z
         return attend(q, keys[:end].permute(2, 0, 3, 1), values[:end].permute(2, 0, 3, 1), scale)
-
-
-def _single_query_attention(q: Tensor, keys: Tensor, values: Tensor, scale: float, linear: bool) -> Tensor:
-    """One new query per row over all ``t`` keys so far (the causal mask hides nothing):
-    ``q [batch, 1, head, d_head]``, ``keys, values [t, d_head, batch, head]`` -> ``[batch, 1,
-    head, d_head]``. Scores, softmax (or, linear, the scores themselves) and the weighted sum
-    in the hooked attention's order, each reduction over an outer axis."""
-    scores = (keys * q[:, 0].permute(2, 0, 1)).sum(1) / scale  # [t, batch, head]
-    pattern = scores if linear else torch.softmax(scores, dim=0)
-    return (pattern[:, None] * values).sum(0).permute(1, 2, 0)[:, None]
-
-
-def _softmax_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, empty: Tensor | None,
-                       scale: float) -> Tensor:
-    """Softmax attention in the hooked attention's order of operations (so within a few float
-    ulps of it), the mask an additive ``0 / -inf`` bias prepared once for every block."""
-    scores = q.transpose(1, 2) @ k.permute(0, 2, 3, 1) / scale  # [batch, head, query, key]
-    if bias is not None:
-        scores = scores + bias
-    pattern = torch.softmax(scores, dim=-1)
-    if empty is not None:
-        pattern = pattern.masked_fill(empty, 0.0)
-    return (pattern @ v.transpose(1, 2)).transpose(1, 2)
-
-
-def _linear_attention(q: Tensor, k: Tensor, v: Tensor, keep: Tensor | None, scale: float) -> Tensor:
-    """Linear attention (the pattern is the masked scores), in the hooked order of operations."""
-    scores = q.transpose(1, 2) @ k.permute(0, 2, 3, 1) / scale  # [batch, head, query, key]
-    pattern = scores if keep is None else scores.masked_fill(~keep, 0.0)
-    return (pattern @ v.transpose(1, 2)).transpose(1, 2)
-
-
-def _gathered_softmax(qkv: Tensor, keys: Tensor, h: int, e: int, scale: float) -> Tensor:
-    """Softmax attention over only the allowed keys, straight from the fused projections.
-
-    ``qkv [rows, 3 * h * e]`` (``rows = batch * pos``: q, k, v of every position), ``keys
-    [d * rows]``: slot-major, the row of each query's ``j``-th allowed key (the same number
-    ``d`` for every query). The key and value rows are gathered once (``[d, rows, 2 h e]``),
-    each score is the elementwise product with the query summed over ``d_head`` (no score
-    matrix over all keys, no batched matmul of 10 x 10 blocks), its softmax runs over the slot
-    axis (the outer axis: torch's fast kernel; over a last axis of a few entries its CPU
-    softmax is ~10x slower) and the values are summed weighted by it. The masked keys'
-    ``exp(-inf) = 0`` terms of the hooked softmax are simply absent. Returns ``z [rows, h e]``."""
-    he = h * e
-    rows = qkv.shape[0]
-    kv = qkv[:, he:].index_select(0, keys).view(-1, rows, 2 * he)  # [d, rows, 2 h e]
-    q = qkv[:, :he]
-    scores = (kv[:, :, :he] * q).view(-1, rows, h, e).sum(-1)  # [d, rows, h]
-    pattern = torch.softmax(scores.div_(scale), dim=0)[..., None]  # [d, rows, h, 1]
-    values = kv[:, :, he:].view(-1, rows, h, e)
-    z = pattern[0] * values[0]  # the weighted sum over slots, one fused multiply-add per slot
-    for slot in range(1, len(values)):
-        z.addcmul_(pattern[slot], values[slot])
-    return z.view(rows, he)
 
 
 __all__ = ["FEW_OUTPUTS", "DecodeCache", "FastForward", "regular_key_index"]
