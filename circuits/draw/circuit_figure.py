@@ -212,6 +212,11 @@ def add_strokes(fig: go.Figure, strokes: list[Stroke], name: str = "edge", **whe
             hovertext=[s.hover] * len(s.xs), hoverinfo="text", hoverlabel={"namelength": 0}), **where)
 
 
+#: A readable drawing: at most this many pairs of edge segments cross inside one position band
+#: (:func:`edge_crossings`; the circuit and comparison drawings' tests hold them to it).
+MAX_CROSSINGS_PER_BAND = 20
+
+
 def edge_crossings(fig: go.Figure, bands: list[tuple[str, float, float]], xaxis: str = "x") -> dict[str, int]:
     """Per position band ``(name, y_low, y_high)``: how many pairs of edge segments of
     different edge lines (the figure's line traces on ``xaxis``) cross properly inside the band
@@ -431,6 +436,6 @@ def _named(node, names) -> str:
     return base if node.position is None else f"{base} @ {_pos_name(node.position, names)}"
 
 
-__all__ = ["ATTENTION", "EDGE_SCALE", "ROW_PX", "Stroke", "add_nodes", "add_strokes", "circuit_figure", "component_circuit",
+__all__ = ["ATTENTION", "EDGE_SCALE", "MAX_CROSSINGS_PER_BAND", "ROW_PX", "Stroke", "add_nodes", "add_strokes", "circuit_figure", "component_circuit",
            "drawn_nodes", "edge_crossings", "edge_strokes", "figure_bands", "figure_layout", "layout_axes", "score_colour",
            "score_width", "write_circuit_html"]
