@@ -64,15 +64,21 @@ def add_nodes(fig: go.Figure, nodes, pos: dict, names: list[str] | None, present
     ), **where)
 
 
+def _diverging_at(x: float) -> float:
+    """Where on :data:`~interp_rand.figures.style.DIVERGING` a score of ``x`` (``score / top``
+    in [-1, 1]) is drawn: 0.2 of the scale away from its white middle at the least, so a line
+    of a score near 0 stays visible on white (light red or light blue, by its sign)."""
+    x = min(1.0, max(-1.0, x))
+    return 0.5 + (0.2 + 0.3 * abs(x)) * (-1.0 if x < 0 else 1.0)
+
+
 def edge_colourscale() -> list[list]:
-    """:data:`~interp_rand.figures.style.DIVERGING` without its pale middle (a line of score near
-    0 stays visible on white): score -top .. 0 .. +top maps to 0 .. 0.5 .. 1."""
-    stops = []
-    for i in range(11):
-        t = i / 10
-        u = 0.5 + (t - 0.5) / 0.5 * 0.3 + (0.2 if t > 0.5 else -0.2 if t < 0.5 else 0)
-        stops.append([t, sample_colorscale(DIVERGING, [min(1.0, max(0.0, u))])[0]])
-    return stops
+    """:data:`~interp_rand.figures.style.DIVERGING` without its pale middle (:func:`_diverging_at`):
+    score -top .. 0 .. +top maps to 0 .. 0.5 .. 1, light blue meeting light red at 0 (two stops
+    at 0.5: plotly's way of a scale that jumps)."""
+    ats = [(i / 10, _diverging_at(i / 5 - 1)) for i in range(11)]
+    ats.insert(5, (0.5, 1.0 - _diverging_at(0.0)))  # the light blue end of the negative half
+    return [[t, sample_colorscale(DIVERGING, [at])[0]] for t, at in ats]
 
 
 EDGE_SCALE = edge_colourscale()
@@ -80,7 +86,7 @@ EDGE_SCALE = edge_colourscale()
 
 def score_colour(score: float, top: float) -> str:
     """The colour of a score on :data:`EDGE_SCALE` (``top``: the largest ``|score|``)."""
-    return sample_colorscale(EDGE_SCALE, [min(1.0, max(0.0, 0.5 + 0.5 * score / top))])[0]
+    return sample_colorscale(DIVERGING, [_diverging_at(score / top)])[0]
 
 
 def score_width(score: float, top: float) -> float:
