@@ -35,8 +35,9 @@ from interp_rand.figures.html_page import write_page
 
 #: Marker on an edge: in both circuits, or in this panel's circuit only.
 SHARED_SYMBOL, UNIQUE_SYMBOL = "circle", "x"
-#: Where along an edge's first piece (its source 0, where it ends or enters its lane 1) its marker sits.
-MARK_AT = 0.55
+#: Where along an edge's first piece (its source 0, where it ends or enters its lane 1) its marker sits:
+#: past the source's label, and off the middle column of an edge skipping one.
+MARK_AT = 0.7
 #: The room around the plot in pixels (title, panel titles, column names, legend); each drawn
 #: row takes :data:`~circuits.draw.circuit_figure.ROW_PX`.
 FRAME_PX = 230
