@@ -48,14 +48,17 @@ def drawn_nodes(flows: list[FlowEdge]) -> set:
 
 
 def add_nodes(fig: go.Figure, nodes, pos: dict, names: list[str] | None, present=None, name: str = "nodes",
-              **where) -> None:
+              heads_only: bool = False, **where) -> None:
     """Node markers labelled by component (the y axis names the position); ``present``: names
-    drawn black and labelled (default all), the others faint."""
+    drawn black and labelled (default all), the others faint; ``heads_only``: label the heads
+    (and the seed, which shares the embed column) only, above them (the column names the others:
+    a narrow panel keeps its lines clear)."""
     nodes = sorted(nodes, key=lambda n: pos[n.name])
     shown = {n.name for n in nodes} if present is None else present
     fig.add_trace(go.Scatter(
         x=[pos[n.name][0] for n in nodes], y=[pos[n.name][1] for n in nodes], mode="markers+text",
-        text=[n.at(None).name if n.name in shown else "" for n in nodes], textposition="middle right",
+        text=[n.at(None).name if n.name in shown and (n.kind in ("head", "seed") or not heads_only) else "" for n in nodes],
+        textposition="top center" if heads_only else "middle right",
         textfont={"size": FONT}, hoverinfo="text", showlegend=False, name=name, cliponaxis=False,
         hovertext=[f"{_named(n, names)}<br>{n.kind}" + ("" if n.name in shown else " (not in this circuit)")
                    for n in nodes],

@@ -130,7 +130,7 @@ def comparison_figure(a: Circuit, b: Circuit, result: CircuitComparison, title: 
     for col, (label, circuit, other, flow) in enumerate(((la, a, b, flows[0]), (lb, b, a, flows[1])), start=1):
         _add_panel(fig, circuit, flow, other, layout, top, label, position_names, col, colorbar=col == 2)
         add_nodes(fig, nodes, where, position_names, present={n.name for n in drawn_nodes(flow)},
-                  name=f"nodes {label}", row=1, col=col)
+                  name=f"nodes {label}", heads_only=True, row=1, col=col)
     _legend(fig, attention is not None and layout.positions != (None,))
     xaxis, yaxis = layout_axes(layout, position_names)
     fig.update_xaxes(**xaxis)
