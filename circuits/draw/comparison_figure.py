@@ -131,7 +131,8 @@ def comparison_figure(a: Circuit, b: Circuit, result: CircuitComparison, title: 
         _add_panel(fig, circuit, flow, other, layout, top, label, position_names, col, colorbar=col == 2)
         add_nodes(fig, nodes, where, position_names, present={n.name for n in drawn_nodes(flow)},
                   name=f"nodes {label}", heads_only=True, row=1, col=col)
-    _legend(fig, attention is not None and layout.positions != (None,))
+    split = any(f.share is not None for flow in flows for f in flow)
+    _legend(fig, split)
     xaxis, yaxis = layout_axes(layout, position_names)
     fig.update_xaxes(**xaxis)
     fig.update_yaxes(**yaxis)
