@@ -28,56 +28,17 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
-from circuits.graph.architecture import Architecture
 from circuits.graph.circuit import Circuit
-from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Edge, Node
 from circuits.analyses.flow import FlowEdge, attention_flow
-from circuits.draw.layout import Layout, layered_layout, position_centre
+from circuits.draw.layout import Layout
 from circuits.draw.qk_overlay import add_qk_overlay, overlay_nodes, overlay_positions
 from interp_rand.figures.html_page import write_page
 from interp_rand.figures.headline import Headline
 from interp_rand.figures.style import DIVERGING, head_name
 
-POSITIVE, NEGATIVE = "rgba(40,90,200,{a})", "rgba(210,50,50,{a})"
 DASH = {"q": "dot", "k": "dash", "v": "solid"}
 FONT = 12  # px, every label
-_WIDTH_BINS = 6  # edges are grouped into this many width classes (one trace each)
-
-
-def edge_width(flow: FlowEdge, top: float) -> float:
-    """Line width: the attention share for a split key/value edge, else ``|score| / top``."""
-    weight = flow.share if flow.share is not None else abs(flow.score) / top
-    return 0.75 + 1.5 * min(_WIDTH_BINS - 1, int(_WIDTH_BINS * weight))
-
-
-def add_edges(fig: go.Figure, flows: list[FlowEdge], pos: dict, colour, top: float, names: list[str] | None,
-              name: str = "edges", **where) -> None:
-    """Lines for ``flows`` (one trace per colour, dash and width class) and invisible midpoint
-    markers carrying the hover text; ``colour(flow) -> rgba template``; ``where``: subplot."""
-    groups: dict[tuple, tuple[list, list]] = {}
-    mid_x, mid_y, mid_text = [], [], []
-    for f in flows:
-        u, v = f.source.name, f.dest.name
-        alpha = 0.65 if f.reaches else 0.25
-        key = (colour(f).format(a=alpha), DASH.get(f.input, "solid"), edge_width(f, top))
-        xs, ys = groups.setdefault(key, ([], []))
-        (x0, y0), (x1, y1) = pos[u], pos[v]
-        xs += [x0, x1, None]
-        ys += [y0, y1, None]
-        mid_x.append((x0 + x1) / 2)
-        mid_y.append((y0 + y1) / 2)
-        text = f"{_named(f.source, names)} → {_named(f.dest, names)} &lt;{f.input}&gt;<br>score {f.score:+.4g}"
-        if f.share is not None:
-            text += f"<br>mean attention of query {_pos(f.dest, names)} on key {_pos(f.source, names)}: {f.share:.2f}"
-        elif not f.reaches:
-            text += "<br>no query position kept in the circuit attends to this key (share < threshold)"
-        mid_text.append(text)
-    for (rgba, dash, width), (xs, ys) in sorted(groups.items()):
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
-                                 line={"width": width, "color": rgba, "dash": dash}), **where)
-    fig.add_trace(go.Scatter(x=mid_x, y=mid_y, mode="markers", marker={"size": 8, "opacity": 0.0},
-                             hovertext=mid_text, hoverinfo="text", showlegend=False, name=name), **where)
 
 
 def drawn_nodes(flows: list[FlowEdge]) -> set:
@@ -87,14 +48,17 @@ def drawn_nodes(flows: list[FlowEdge]) -> set:
 
 
 def add_nodes(fig: go.Figure, nodes, pos: dict, names: list[str] | None, present=None, name: str = "nodes",
-              **where) -> None:
+              heads_only: bool = False, **where) -> None:
     """Node markers labelled by component (the y axis names the position); ``present``: names
-    drawn black and labelled (default all), the others faint."""
+    drawn black and labelled (default all), the others faint; ``heads_only``: label the heads
+    (and the seed, which shares the embed column) only, above them (the column names the others:
+    a narrow panel keeps its lines clear)."""
     nodes = sorted(nodes, key=lambda n: pos[n.name])
     shown = {n.name for n in nodes} if present is None else present
     fig.add_trace(go.Scatter(
         x=[pos[n.name][0] for n in nodes], y=[pos[n.name][1] for n in nodes], mode="markers+text",
-        text=[n.at(None).name if n.name in shown else "" for n in nodes], textposition="middle right",
+        text=[n.at(None).name if n.name in shown and (n.kind in ("head", "seed") or not heads_only) else "" for n in nodes],
+        textposition="top center" if heads_only else "middle right",
         textfont={"size": FONT}, hoverinfo="text", showlegend=False, name=name, cliponaxis=False,
         hovertext=[f"{_named(n, names)}<br>{n.kind}" + ("" if n.name in shown else " (not in this circuit)")
                    for n in nodes],
@@ -103,60 +67,21 @@ def add_nodes(fig: go.Figure, nodes, pos: dict, names: list[str] | None, present
     ), **where)
 
 
-def add_legend(fig: go.Figure, colours: list[tuple[str, str]], split: bool) -> None:
-    """Legend-only traces: what colour, line style and width mean."""
-    def entry(name, **line):
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=name, line=line, hoverinfo="skip"))
-
-    for name, rgba in colours:
-        entry(name, color=rgba.format(a=0.8), width=3)
-    for which, dash in DASH.items():
-        entry(f"into the head's {which}", color="grey", width=2, dash=dash)
-    entry("thin → thick: |score|" + ("; k, v: mean attention<br>from the query position to the key"
-                                    if split else ""), color="grey", width=6)
-
-
-def column_axis(arch: Architecture | int) -> dict:
-    """X axis: one tick per residual-stream column (:meth:`ModelGraph.column_labels`), where
-    :func:`~circuits.draw.layout.layered_layout` puts the nodes. ``arch`` may be a number of
-    layers (a model without seed channel or input MLP)."""
-    if isinstance(arch, int):
-        arch = Architecture(arch, 1, False, False, 0)
-    columns = ModelGraph.structure(arch).column_labels()
-    # room on the right for the last column's labels (logits@...)
-    return {"showgrid": False, "zeroline": False, "tickmode": "array", "tickvals": [c for c, _ in columns],
-            "ticktext": [label for _, label in columns], "range": [-0.4, columns[-1][0] + 0.8],
-            "tickfont": {"size": FONT}}
-
-
-def position_axis(circuit: Circuit, pos: dict, names: list[str] | None, extra: set[int] = frozenset()) -> dict:
-    """Y axis: one tick per position band, named by token (``3 SEP``); heads without positions.
-    ``extra``: positions to name besides the circuit's (where an overlay draws)."""
-    axis = {"showgrid": False, "zeroline": False, "tickfont": {"size": FONT}, "automargin": True}
-    positions = {n.position for n in circuit.nodes if n.position is not None}
-    positions = sorted(positions | set(extra) if positions else positions)
-    if not positions:
-        return {**axis, "title": "head"}
-    top = max(y for _, y in pos.values())
-    return {**axis, "title": "position", "tickmode": "array",
-            "tickvals": [position_centre(p, circuit.arch.n_heads) for p in positions],
-            "ticktext": [_pos_name(p, names) for p in positions], "range": [-1, top + 1]}
-
-
-def figure_height(pos: dict) -> int:
-    # about 24 px per row, so labels of neighbouring heads do not overlap
-    return max(480, 200 + 24 * int(max((y for _, y in pos.values()), default=0) + 2))
+def _diverging_at(x: float) -> float:
+    """Where on :data:`~interp_rand.figures.style.DIVERGING` a score of ``x`` (``score / top``
+    in [-1, 1]) is drawn: 0.2 of the scale away from its white middle at the least, so a line
+    of a score near 0 stays visible on white (light red or light blue, by its sign)."""
+    x = min(1.0, max(-1.0, x))
+    return 0.5 + (0.2 + 0.3 * abs(x)) * (-1.0 if x < 0 else 1.0)
 
 
 def edge_colourscale() -> list[list]:
-    """:data:`~interp_rand.figures.style.DIVERGING` without its pale middle (a line of score near
-    0 stays visible on white): score -top .. 0 .. +top maps to 0 .. 0.5 .. 1."""
-    stops = []
-    for i in range(11):
-        t = i / 10
-        u = 0.5 + (t - 0.5) / 0.5 * 0.3 + (0.2 if t > 0.5 else -0.2 if t < 0.5 else 0)
-        stops.append([t, sample_colorscale(DIVERGING, [min(1.0, max(0.0, u))])[0]])
-    return stops
+    """:data:`~interp_rand.figures.style.DIVERGING` without its pale middle (:func:`_diverging_at`):
+    score -top .. 0 .. +top maps to 0 .. 0.5 .. 1, light blue meeting light red at 0 (two stops
+    at 0.5: plotly's way of a scale that jumps)."""
+    ats = [(i / 10, _diverging_at(i / 5 - 1)) for i in range(11)]
+    ats.insert(5, (0.5, 1.0 - _diverging_at(0.0)))  # the light blue end of the negative half
+    return [[t, sample_colorscale(DIVERGING, [at])[0]] for t, at in ats]
 
 
 EDGE_SCALE = edge_colourscale()
@@ -164,7 +89,7 @@ EDGE_SCALE = edge_colourscale()
 
 def score_colour(score: float, top: float) -> str:
     """The colour of a score on :data:`EDGE_SCALE` (``top``: the largest ``|score|``)."""
-    return sample_colorscale(EDGE_SCALE, [min(1.0, max(0.0, 0.5 + 0.5 * score / top))])[0]
+    return sample_colorscale(DIVERGING, [_diverging_at(score / top)])[0]
 
 
 def score_width(score: float, top: float) -> float:
@@ -175,8 +100,8 @@ def score_width(score: float, top: float) -> float:
 @dataclass(frozen=True)
 class Stroke:
     """One line of the drawing: ``xs``/``ys`` (``None`` separates pieces), its ``colour``,
-    ``width``, ``opacity`` and ``dash``, the ``hover`` text of every point, and ``order`` (drawn
-    later = on top)."""
+    ``width``, ``opacity`` and ``dash``, the ``hover`` text of every point, ``order`` (drawn
+    later = on top) and the circuit ``edge`` it draws (``None``: a head's attention lane or branch)."""
 
     xs: tuple
     ys: tuple
@@ -186,6 +111,7 @@ class Stroke:
     dash: str
     hover: str
     order: tuple = ()
+    edge: Edge | None = None
 
 
 #: The colour of a head's attention lane and of what it hands to each query position
@@ -242,7 +168,8 @@ def edge_strokes(flows: list[FlowEdge], layout: Layout, names: list[str] | None,
                 text += "<br>no query position kept in the circuit attends to this key (share < threshold)"
             xs, ys = _pieces([layout.xy(f.source), layout.xy(f.dest)])
             out.append(Stroke(xs, ys, score_colour(f.score, top), score_width(f.score, top),
-                              0.9 if f.reaches else 0.3, DASH.get(f.input, "solid"), text, (f.score < 0, abs(f.score))))
+                              0.9 if f.reaches else 0.3, DASH.get(f.input, "solid"), text, (f.score < 0, abs(f.score)),
+                              edge))
         if edge not in moved:
             continue
         split, (l, h) = moved[edge], (edge.dest.layer, edge.dest.head)
@@ -254,7 +181,7 @@ def edge_strokes(flows: list[FlowEdge], layout: Layout, names: list[str] | None,
         xs, ys = _pieces([layout.xy(edge.source), entry])
         score = edge_score(split)
         out.append(Stroke(xs, ys, score_colour(score, top), score_width(score, top), 0.9,
-                          DASH.get(edge.input, "solid"), text, (score < 0, abs(score))))
+                          DASH.get(edge.input, "solid"), text, (score < 0, abs(score)), edge))
     for l, h in heads:
         split = [f for e, fs in moved.items() if (e.dest.layer, e.dest.head) == (l, h) for f in fs]
         keys = {f.edge.dest.position for f in split}
@@ -292,6 +219,11 @@ def add_strokes(fig: go.Figure, strokes: list[Stroke], name: str = "edge", **whe
             x=list(s.xs), y=list(s.ys), mode="lines", showlegend=False, name=name, opacity=s.opacity,
             line={"width": s.width, "color": s.colour, "dash": s.dash},
             hovertext=[s.hover] * len(s.xs), hoverinfo="text", hoverlabel={"namelength": 0}), **where)
+
+
+#: A readable drawing: at most this many pairs of edge segments cross inside one position band
+#: (:func:`edge_crossings`; the circuit and comparison drawings' tests hold them to it).
+MAX_CROSSINGS_PER_BAND = 20
 
 
 def edge_crossings(fig: go.Figure, bands: list[tuple[str, float, float]], xaxis: str = "x") -> dict[str, int]:
@@ -381,7 +313,9 @@ def component_circuit(circuit: Circuit) -> Circuit:
     return Circuit(edges, circuit.arch, {**circuit.settings, "by_position": False}, circuit.total_edges)
 
 
-def _axes(layout: Layout, names: list[str] | None) -> tuple[dict, dict]:
+def layout_axes(layout: Layout, names: list[str] | None) -> tuple[dict, dict]:
+    """The x axis (the kept columns, named on top) and y axis (the kept positions, named by
+    token) of a drawing on ``layout``."""
     ticks = layout.column_ticks()
     x = {"showgrid": False, "zeroline": False, "tickmode": "array", "tickvals": [v for v, _ in ticks],
          "ticktext": [t for _, t in ticks], "range": [-0.4, len(ticks) - 1 + 0.75], "tickfont": {"size": FONT},
@@ -437,7 +371,7 @@ def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None
         add_nodes(fig, summed.nodes, {n.name: comp_layout.xy(n) for n in summed.nodes}, None,
                   name="nodes (summed)", row=1, col=2)
         low = max(0.25, 1 - comp_px / (height - 130))
-        x2, y2 = _axes(comp_layout, None)
+        x2, y2 = layout_axes(comp_layout, None)
         fig.update_layout(xaxis2=x2, yaxis2={**y2, "domain": [low, 1.0]})
         legend = {"x": 0.7, "xanchor": "left", "y": low - 0.06, "yanchor": "top"}
         bar = {"x": 0.7, "xanchor": "left", "y": low - 0.06 - 220 / height, "yanchor": "top",
@@ -467,7 +401,7 @@ def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None
                                  name="grey: a head's attention, key → query<br>(faint: attends the key little)",
                                  hoverinfo="skip"), **where)
     add_qk_overlay(fig, qk, layout, position_names)
-    xaxis, yaxis = _axes(layout, position_names)
+    xaxis, yaxis = layout_axes(layout, position_names)
     settings = circuit.settings
     fig.update_layout(
         title={"text": title or f"{settings.get('method', 'circuit')}: {len(circuit)} of {circuit.total_edges} edges",
@@ -511,6 +445,6 @@ def _named(node, names) -> str:
     return base if node.position is None else f"{base} @ {_pos_name(node.position, names)}"
 
 
-__all__ = ["EDGE_SCALE", "Stroke", "add_edges", "add_legend", "add_nodes", "add_strokes", "circuit_figure", "column_axis",
-           "component_circuit", "drawn_nodes", "edge_crossings", "edge_strokes", "edge_width", "figure_bands", "figure_layout",
-           "position_axis", "score_colour", "score_width", "write_circuit_html"]
+__all__ = ["ATTENTION", "EDGE_SCALE", "MAX_CROSSINGS_PER_BAND", "ROW_PX", "Stroke", "add_nodes", "add_strokes", "circuit_figure", "component_circuit",
+           "drawn_nodes", "edge_crossings", "edge_strokes", "figure_bands", "figure_layout", "layout_axes", "score_colour",
+           "score_width", "write_circuit_html"]

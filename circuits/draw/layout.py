@@ -108,11 +108,6 @@ class Layout:
         return [(float(i) if self.compact else c, labels[c]) for i, c in enumerate(self.columns)]
 
 
-def position_centre(position: int, n_heads: int) -> float:
-    """The y of position ``position``'s band middle on the full (not compact) layout."""
-    return (n_heads - 1) / 2 + position * band_height(n_heads)
-
-
 def layered_layout(circuit: Circuit, nodes: Iterable[Node] | None = None,
                    compact: bool = False) -> dict[str, tuple[float, float]]:
     """``{node name: (x, y)}`` for every node of ``circuit`` (or of ``nodes``) on
@@ -123,4 +118,4 @@ def layered_layout(circuit: Circuit, nodes: Iterable[Node] | None = None,
     return {n.name: layout.xy(n) for n in nodes}
 
 
-__all__ = ["Layout", "band_height", "layered_layout", "node_column", "node_row", "position_centre"]
+__all__ = ["Layout", "band_height", "layered_layout", "node_column", "node_row"]

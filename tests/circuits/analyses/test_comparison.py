@@ -7,14 +7,8 @@ from circuit_models import make_model, token_pairs
 
 from circuits import Circuit, Edge, Node, discover
 from circuits.analyses.comparison import compare_circuits
-from circuits.draw.comparison_figure import (
-    FRAME_PX,
-    ROW_PX,
-    SHARED_SYMBOL,
-    UNIQUE_SYMBOL,
-    comparison_figure,
-    write_comparison_html,
-)
+from circuits.draw.circuit_figure import ATTENTION, MAX_CROSSINGS_PER_BAND, ROW_PX, edge_crossings, figure_bands
+from circuits.draw.comparison_figure import FRAME_PX, SHARED_SYMBOL, UNIQUE_SYMBOL, comparison_figure, write_comparison_html
 from circuits.graph.model_graph import ModelGraph
 from interp_rand.cli.main import main
 from interp_rand.model.transformer import HookedTransformer
@@ -98,7 +92,8 @@ def test_html_is_self_contained_and_panels_share_positions(model, pairs, circuit
 
 
 def test_unused_columns_and_positions_are_dropped_and_the_height_follows_the_rows(circuit):
-    """Without MLP nodes no MLP column is drawn; rows are the drawn nodes' rows, each ROW_PX high."""
+    """Without MLP nodes no MLP column is drawn; the y axis spans the drawn position bands'
+    rows (one unit each), each ROW_PX high."""
     no_mlp = {e: s for e, s in circuit.edges.items() if "mlp" not in (e.source.kind, e.dest.kind)}
     a = Circuit(no_mlp, circuit.arch, circuit.settings, circuit.total_edges)
     b = Circuit(dict(list(no_mlp.items())[:3]), circuit.arch, circuit.settings, circuit.total_edges)
@@ -106,11 +101,43 @@ def test_unused_columns_and_positions_are_dropped_and_the_height_follows_the_row
     ticks = list(fig.layout.xaxis.ticktext)
     assert ticks[0] == "embed" and ticks[-1] == "logits" and not [t for t in ticks if t.startswith("mlp")]
     assert list(fig.layout.xaxis.tickvals) == list(range(len(ticks)))
-    nodes = next(t for t in fig.data if t.name == "nodes A")
-    rows = len(set(nodes.y))
-    assert fig.layout.height == FRAME_PX + ROW_PX * rows
+    low, high = fig.layout.yaxis.range
+    assert fig.layout.height == FRAME_PX + ROW_PX * round(high - low)
     positions = {e.source.position for e in no_mlp} | {e.dest.position for e in no_mlp}
     assert len(fig.layout.yaxis.tickvals) == len(positions)  # one tick per position drawn, none for empty ones
+    one_band = Circuit(dict(list((e, s) for e, s in no_mlp.items() if e.dest.position == e.source.position)[:1]),
+                       circuit.arch, circuit.settings, circuit.total_edges)
+    small = comparison_figure(one_band, one_band, compare_circuits(one_band, one_band))
+    assert len(small.layout.yaxis.tickvals) == 1 and small.layout.height < fig.layout.height
+
+
+def test_comparison_is_drawn_by_the_circuit_drawing_and_no_band_is_a_hairball(model, pairs, circuit):
+    """Both panels use the circuit drawing's strokes: key/value edges run into their head's grey
+    attention lane and branch to the query positions, hover on the whole edge says which circuit
+    has it, each panel crosses exactly as the circuit drawing of its circuit does, and no
+    position band has more than MAX_CROSSINGS_PER_BAND crossings."""
+    from circuits.analyses.flow import attention_flow, mean_attention
+    from circuits.draw.circuit_figure import circuit_figure
+
+    a = discover(model, *pairs, method="eap").circuit(top_k=25)
+    b = circuit  # the 15 strongest edges: a subset of a, so the shared layout is a's own
+    attention = mean_attention(model, pairs[0])
+    fig = comparison_figure(a, b, compare_circuits(a, b), attention=(attention, attention))
+    assert [f for f in attention_flow(a, attention, 0.1) if f.share is not None]  # there is attention flow to draw
+    bands = figure_bands(fig)
+    assert len(bands) >= 3
+    for axis, c in (("x", a), ("x2", b)):
+        lanes = [t for t in fig.data if (t.xaxis or "x") == axis and t.mode == "lines" and t.line.color == ATTENTION]
+        assert lanes  # each panel draws the attention lanes
+        scored = [t for t in fig.data if (t.xaxis or "x") == axis and t.mode == "lines" and t.line.color != ATTENTION
+                  and t.x and t.x[0] is not None]
+        assert scored and all(len(set(t.hovertext)) == 1 and len(t.hovertext) == len(t.x) for t in scored)
+        assert all("in both circuits" in t.hovertext[0] or " only" in t.hovertext[0] for t in scored)
+        crossings = edge_crossings(fig, bands, axis)
+        alone = circuit_figure(c, attention=attention, components=False)
+        own = edge_crossings(alone, figure_bands(alone))
+        assert {k: v for k, v in crossings.items() if k in own} == own  # one edge drawing: the same crossings
+        assert max(crossings.values()) <= MAX_CROSSINGS_PER_BAND, crossings
 
 
 def _train(run_dir, task, n_heads=2, seed=0):
@@ -222,5 +249,5 @@ def test_comparison_in_a_browser_labels_axes_and_cuts_nothing(model, pairs, circ
     browser.assert_first_look(result)
     (fig,) = result["figures"].values()
     assert fig["xticks"].count("embed") == 2 and fig["xticks"].count("logits") == 2  # both panels
-    assert fig["yticks"] and all(" t" in t for t in fig["yticks"])
+    assert fig["yticks"] and set(fig["yticks"]) <= {f"t{i}" for i in range(6)}  # token names, as circuit_figure
     assert fig["right"] <= 1280 and fig["height"] < 800

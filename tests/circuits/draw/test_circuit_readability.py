@@ -18,13 +18,10 @@ import plotly.graph_objects as go
 import pytest
 
 from circuits.analyses.flow import attention_flow
-from circuits.draw.circuit_figure import (ATTENTION, NEGATIVE, POSITIVE, add_edges, circuit_figure, edge_crossings,
-                                          edge_strokes, figure_bands, position_axis, score_colour, score_width)
+from circuits.draw.circuit_figure import (ATTENTION, MAX_CROSSINGS_PER_BAND, circuit_figure, edge_crossings,
+                                          edge_strokes, figure_bands, score_colour, score_width)
 from circuits.draw.claim_card import curves_figure
-from circuits.draw.layout import Layout, layered_layout
-
-#: At most this many pairs of edge segments may cross inside one position band.
-MAX_CROSSINGS_PER_BAND = 20
+from circuits.draw.layout import Layout
 
 
 @pytest.fixture(scope="module")
@@ -38,13 +35,24 @@ def report(tmp_path_factory):
 
 
 def straight_drawing(r) -> go.Figure:
-    """Today's (a75580d) drawing of the same circuit: one straight segment per key → query flow,
-    on the full layout (its code, add_edges, still draws the comparison figure)."""
-    fig = go.Figure()
-    pos = layered_layout(r.circuit)
-    add_edges(fig, attention_flow(r.circuit, r.attention, 0.1), pos, lambda f: POSITIVE if f.score >= 0 else NEGATIVE,
-              1.0, r.position_names)
-    fig.update_layout(yaxis=position_axis(r.circuit, pos, r.position_names))
+    """Today's (a75580d) drawing of the same circuit, kept here as the measure's control: one
+    straight segment per key → query flow on the full layout (every column and position), the
+    segments grouped into one line trace per (sign, reaches, input, width class) as its
+    ``add_edges`` did, the y ticks at the circuit's positions."""
+    flows = attention_flow(r.circuit, r.attention, 0.1)
+    layout = Layout.of(r.circuit.nodes, r.circuit.arch, compact=False)
+    groups: dict[tuple, tuple[list, list]] = {}
+    for f in flows:
+        weight = f.share if f.share is not None else abs(f.score)
+        key = (f.score >= 0, f.reaches, f.input, min(5, int(6 * weight)))
+        xs, ys = groups.setdefault(key, ([], []))
+        (x0, y0), (x1, y1) = layout.xy(f.source), layout.xy(f.dest)
+        xs += [x0, x1, None]
+        ys += [y0, y1, None]
+    fig = go.Figure([go.Scatter(x=xs, y=ys, mode="lines") for xs, ys in groups.values()])
+    positions = sorted({n.position for n in r.circuit.nodes if n.position is not None})
+    fig.update_layout(yaxis={"tickvals": [layout.centre(p) for p in positions],
+                             "ticktext": [r.position_names[p] for p in positions]})
     return fig
 
 
