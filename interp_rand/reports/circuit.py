@@ -23,7 +23,9 @@ from interp_rand.defaults import DEFAULT_SEED
 
 def position_names(model: Any, task: Any) -> list[str]:
     """Names of the model's positions: the task's, after a seed token if the model has one."""
-    return ["seed"] * int(model.cfg.seed_offset) + list(task.position_names())
+    from interp_rand.model.hook_names import seed_offset
+
+    return ["seed"] * int(seed_offset(model)) + list(task.position_names())
 
 
 def check_top_k(top_k: int | str | None, model: Any, pairs: Any, by_position: bool) -> None:
