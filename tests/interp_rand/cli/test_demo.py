@@ -82,7 +82,7 @@ def test_tour_runs_every_step_on_the_zoo(tmp_path, monkeypatch, capsys):
             srcs = re.findall(r"<script[^>]*src='([^']+)'", page.read_text())
             assert srcs and all((page.parent / src).resolve() == tmp_path / "plotly.min.js" for src in srcs), name
     assert "exact_match" in index  # read from addition/eval.json
-    assert "class='headline'" in index and "the tour's verdicts" in index
+    assert "class='headline'" in index and "the tour&#x27;s verdicts" in index
 
 
 def test_train_demo_trains_evaluates_and_draws(tmp_path, monkeypatch, capsys):
