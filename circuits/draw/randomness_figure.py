@@ -216,7 +216,7 @@ def randomness_headline(report: Any) -> Headline:
     """What the page opens with: the first run's whole-model seed usage against the compared
     run's (ERM) and the random-init control, the task's key number (recall: set diversity),
     and one verdict over the report's claims naming the first that fails."""
-    from interp_rand.figures.headline import overall_verdict as step_verdict
+    from interp_rand.figures.headline import overall_verdict
 
     report = _as_dict(report)
     runs, claims = report["runs"], report.get("claims", [])
@@ -239,7 +239,7 @@ def randomness_headline(report: Any) -> Headline:
     if failing is not None:
         why = (f"{failing['verdict']}: {failing['claim']} ({_number(failing['value'])} vs {failing['control_label']} "
                f"{_number(failing['control'])})")
-    return Headline(measured, number, step_verdict(claims), failing=why)
+    return Headline(measured, number, overall_verdict(claims), failing=why)
 
 
 def _claims_table(claims: list[dict[str, Any]]) -> str:

@@ -91,11 +91,6 @@ def _claims(data: Any) -> list[dict[str, Any]]:
     return [c for c in claims if isinstance(c, dict) and "verdict" in c] if isinstance(claims, list) else []
 
 
-def step_verdict(claims: list[dict[str, Any]]) -> str | None:
-    """One word over a step's ``claims`` (:func:`~interp_rand.figures.headline.overall_verdict`)."""
-    return overall_verdict(claims)
-
-
 def _failing_line(name: str, data: dict[str, Any], claim: dict[str, Any]) -> str:
     """``card.json (the carry card): the circuit is learned ... — below the floor 0.5 (0.261 vs ...)``."""
     what = f"{name} ({data['subject']})" if isinstance(data.get("subject"), str) else name
@@ -121,7 +116,7 @@ def verdict_lines(folder: str | Path) -> list[str]:
     then one line per failing claim; ``[]`` when the step states no claims."""
     judged = _judged(Path(folder))
     claims = [c for _, _, cs in judged for c in cs]
-    word = step_verdict(claims)
+    word = overall_verdict(claims)
     if word is None:
         return []
     counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICT_ORDER}
@@ -174,11 +169,17 @@ def _step(out: Path, step: dict[str, Any]) -> str:
             f"{_verdict_block(folder)}{table}" + (f"<p class='files'>{links}</p>" if links else "") + "</section>")
 
 
-def _overview(out: Path, steps: list[dict[str, Any]]) -> str:
+def step_words(out: Path, steps: list[dict[str, Any]]) -> dict[str, str | None]:
+    """Each step's one word over the claims its folder's JSON files state (None: no claims)."""
+    return {step["folder"]: overall_verdict([c for _, _, cs in _judged(out / step["folder"]) for c in cs])
+            for step in steps}
+
+
+def _overview(steps: list[dict[str, Any]], words: dict[str, str | None]) -> str:
     """One line per step, its verdict word coloured, linking to its section."""
     items = []
     for step in steps:
-        word = step_verdict([c for _, _, cs in _judged(out / step["folder"]) for c in cs])
+        word = words[step["folder"]]
         mark = (f"<b style='color:{verdict_colour(word)}'>{word.upper()}</b>" if word
                 else "<span class='muted'>no claims</span>")
         items.append(f"<li>{mark} · <a href='#step-{html.escape(step['folder'], quote=True)}'>"
@@ -186,15 +187,14 @@ def _overview(out: Path, steps: list[dict[str, Any]]) -> str:
     return f"<ol class='overview'>{''.join(items)}</ol>"
 
 
-def tour_headline(out: Path, steps: list[dict[str, Any]]) -> Headline:
-    """The index's headline: how many steps state claims, how many fail, and which (by name)."""
-    words = {step["folder"]: step_verdict([c for _, _, cs in _judged(out / step["folder"]) for c in cs])
-             for step in steps}
+def tour_headline(steps: list[dict[str, Any]], words: dict[str, str | None]) -> Headline:
+    """The index's headline (``words``: :func:`step_words`): how many steps state claims, how
+    many fail, and which (by name)."""
     judged = {f: w for f, w in words.items() if w is not None}
     if not judged:
         return Headline(f"the tour's {len(steps)} steps", "no step states a claim")
     counts = {v: sum(w == v for w in judged.values()) for v in VERDICT_ORDER}
-    word = step_verdict([{"verdict": w} for w in judged.values()])
+    word = overall_verdict(judged.values())
     number = (f"{len(judged)} of {len(steps)} steps state claims: "
               + ", ".join(f"{counts[v]} {v}" for v in VERDICT_ORDER if counts[v]))
     failing = [f for f, w in judged.items() if w != "holds"]
@@ -209,8 +209,9 @@ def demo_index(out: str | Path, steps: list[dict[str, Any]], title: str = "inter
     intro = ("<p class='muted'>Each step's command, its verdict over the claims it states (FAILS when any claim "
              "fails, with one line per failing claim saying why; HOLDS when all hold; else INCONCLUSIVE), its key "
              "numbers (from the JSON it wrote) and every file it wrote; the figures are offline HTML.</p>")
-    return page_html(title, [_overview(out, steps), intro, "".join(_step(out, step) for step in steps)], style=_STYLE,
-                     headline=tour_headline(out, steps))
+    words = step_words(out, steps)  # each folder's JSON read once for the overview and the headline
+    return page_html(title, [_overview(steps, words), intro, "".join(_step(out, step) for step in steps)], style=_STYLE,
+                     headline=tour_headline(steps, words))
 
 
-__all__ = ["PRINTED", "demo_index", "key_numbers", "side_by_side", "step_verdict", "tour_headline", "verdict_lines"]
+__all__ = ["PRINTED", "demo_index", "key_numbers", "side_by_side", "step_words", "tour_headline", "verdict_lines"]

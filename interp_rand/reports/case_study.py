@@ -111,14 +111,14 @@ class CaseStudyReport:
         """The page's headline: the mechanism's checks and, for an edge-level study, its claims
         and circuit card; one verdict over all of them (FAILS when any fails), naming the first
         that does not hold."""
-        from interp_rand.figures.headline import overall_verdict as step_verdict
+        from interp_rand.figures.headline import overall_verdict
         from interp_rand.figures.headline import Headline
 
         mech = self.mechanism.page_headline()
         if self.result is None:
             return mech
         claims = [*self.mechanism.card.claims, *self.claims, *([] if self.card is None else self.card.claims)]
-        word = step_verdict([{"verdict": c.verdict.outcome} for c in claims])
+        word = overall_verdict(c.verdict.outcome for c in claims)
         bad = [c for c in claims if not c.verdict.holds]
         number = (f"{mech.number} (mechanism); {sum(c.verdict.holds for c in self.claims)} of {len(self.claims)} "
                   "edge-level claims hold" + ("" if self.card is None else f"; circuit card {self.card.verdict.upper()}"))

@@ -84,12 +84,12 @@ class ComparisonReport:
     def headline(self) -> Any:
         """The page's headline: the two circuits' overlap and cross-faithfulness, and one verdict
         over the claims (``fails`` when any fails, naming it; ``holds`` when all hold)."""
-        from interp_rand.figures.headline import overall_verdict as step_verdict
+        from interp_rand.figures.headline import overall_verdict
         from interp_rand.figures.headline import Headline
 
         r, (la, lb) = self.result, self.labels
         dicts = [c.to_dict() for c in self.claims]
-        verdict = step_verdict(dicts)
+        verdict = overall_verdict(dicts)
         cross = ", ".join(f"{k[0].upper()} on {k[-1].upper()} {v:.2f}" for k, v in r.cross.items() if k[0] != k[-1])
         random = "n/a" if r.random_jaccard is None else f"{r.random_jaccard:.3f}"
         number = (f"{len(r.shared)} shared, Jaccard {r.jaccard:.3f} (random {random})"

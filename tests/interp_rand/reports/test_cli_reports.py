@@ -129,7 +129,7 @@ def test_randomness_report_is_what_the_command_writes_and_prints(runs, tmp_path,
     # every run and the random-init control, each bar labelled with its value
     import browser
     from circuits.draw.randomness_figure import usage_figure
-    from interp_rand.figures.demo_index import step_verdict
+    from interp_rand.figures.headline import overall_verdict as step_verdict
 
     look = browser.first_look(out / "randomness.html", browser.screenshot_path(tmp_path, "randomness.png"))
     browser.assert_first_look(look)
@@ -188,7 +188,7 @@ def test_compare_report_is_what_the_command_writes_and_prints(runs, tmp_path, ca
     assert report.summary["behaviour_gap"] == report.gaps and len(report.lines) == len(report.claims) + 1
     # what a reader sees first: the headline with the verdict over the claims, the figure in the window
     import browser
-    from interp_rand.figures.demo_index import step_verdict
+    from interp_rand.figures.headline import overall_verdict as step_verdict
 
     look = browser.first_look(out / "comparison.html", browser.screenshot_path(tmp_path, "compare-recall.png"))
     browser.assert_first_look(look)
