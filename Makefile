@@ -19,8 +19,10 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/interp-rand demo --out demo-output
 
+# The suite runs on every core (pytest-xdist); a file's tests stay on one worker, so the
+# fixtures a file shares are built once.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=20
+	$(BIN)/python -m pytest -q -n auto --dist loadfile --durations=20
 
 # Rebuild the zoo of trained models shipped in interp_rand/zoo/models (about 18 minutes).
 zoo: $(STAMP)
