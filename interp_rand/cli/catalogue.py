@@ -139,7 +139,7 @@ def generate() -> dict[str, Any]:
         "choices": {
             "objective": list(objective_names()),
             "seed_source": list(SEED_SOURCES),
-            "attention": list(model_config.ATTENTION_KINDS),
+            "attention": model_config.MIXERS.names(),
             "mask": list(model_config.MASK_KINDS),
             "input_kind": list(model_config.INPUT_KINDS),
             "seed_mode": list(model_config.SEED_MODES),
