@@ -154,7 +154,7 @@ def generate() -> dict[str, Any]:
             "selection": list(SELECTION_RULES),
             "planted_model": list(PLANTED_MODELS),
             "reproduce_task": list(reproduce.EXPERIMENTS),
-            "reproduce_scale": list(dict.fromkeys(s for e in reproduce.EXPERIMENTS.values() for s in e.scales)),
+            "reproduce_scale": list(dict.fromkeys(s for e in reproduce.EXPERIMENTS.entries() for s in e.value.scales)),
             "gridworld_scale": list(gridworld_config.SCALES),
             "gridworld_variant": list(gridworld_config.VARIANTS),
         },
