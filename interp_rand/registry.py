@@ -11,6 +11,8 @@ build its choices, flags and ``--help`` text from the registry instead of by han
     >>> METHODS.get("nope")            # UnknownName: unknown discovery method 'nope'; registered discovery methods: eap
     >>> with METHODS.temporarily("mine", my_method):   # tests: gone on exit, even after an exception
     ...     discover(..., method="mine")
+    >>> with METHODS.replaced("eap", tiny_eap):         # tests: the original back on exit
+    ...     discover(..., method="eap")
 
 Registering a name twice is refused unless it is the same entry again (re-importing a module
 or an idempotent registration is harmless); lookups of unknown names raise :class:`UnknownName`
@@ -163,6 +165,19 @@ class Registry(Generic[T]):
             yield value
         finally:
             self._entries.pop(name, None)
+
+    @contextlib.contextmanager
+    def replaced(self, name: Hashable, value: T) -> Iterator[T]:
+        """The entry under ``name``, which must be registered, holds ``value`` instead for the
+        ``with`` block only (tests: a real entry at a tiny size), with its description and
+        options; the original is back on exit, also when the block raises. An unknown name is
+        refused (:class:`UnknownName`): the block cannot add an entry (:meth:`temporarily` does)."""
+        original = self.entry(name)
+        self._entries[name] = self._entry(name, value, original.description, original.options)
+        try:
+            yield value
+        finally:
+            self._entries[name] = original
 
     def _entry(self, name: Hashable, value: T, description: str, options) -> Entry[T]:
         options = tuple(options)

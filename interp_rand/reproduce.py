@@ -39,6 +39,7 @@ import torch
 from interp_rand.figures.html_page import write_figure
 from interp_rand.figures.reproduction import reproduction_figure
 from interp_rand.job_runner import LOCAL, print_line, run_jobs
+from interp_rand.registry import Registry
 from interp_rand.seeded_evaluation import evaluate_seeded, save_summary
 from interp_rand.tasks import make_task
 from interp_rand.tasks.randomized import Experiment, ExperimentScale, experiments
@@ -47,7 +48,10 @@ from interp_rand.variant_names import file_label
 
 # Every randomized task's experiment (its scales, sweep, evaluation size and the paper's
 # values), each held by its task (``RecallTask.experiment``): adding one is an entry there.
-EXPERIMENTS: dict[str, Experiment] = experiments()
+# Tests run a tiny scale of one with ``EXPERIMENTS.replaced(task, tiny)``.
+EXPERIMENTS: Registry[Experiment] = Registry("randomized experiment")
+for _name, _experiment in experiments().items():
+    EXPERIMENTS.register(_name, _experiment)
 # Seeds are drawn from generators offset from the training seed so no stream is reused.
 EVAL_SEED = 99_991
 # the variants whose "-sampled" baseline the table shows: the deterministic ones
@@ -75,7 +79,7 @@ def experiment(task_name: str) -> Experiment:
     """The experiment of ``task_name`` (:data:`EXPERIMENTS`); other names list those that exist."""
     if task_name not in EXPERIMENTS:
         raise ValueError(f"reproduce: task must be one of {sorted(EXPERIMENTS)}, got {task_name!r}")
-    return EXPERIMENTS[task_name]
+    return EXPERIMENTS.get(task_name)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,9 @@ from pathlib import Path
 ZOO_DIR = Path(__file__).resolve().parent / "zoo" / "models"
 PREFIX = "zoo:"
 CARD_FILE = "zoo.json"
+#: a run's checkpoint folders are ``RUN/checkpoints/step_N``: the one owner of that layout's name
+#: (:mod:`interp_rand.training.checkpoint` writes there; :func:`run_of` reads a path back)
+CHECKPOINTS_DIR = "checkpoints"
 # a zoo model's name: one folder name inside the zoo (never a path out of it)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -64,9 +67,17 @@ def run_label(run: str | Path) -> str:
     if zoo_name(run) is not None:
         return str(run)
     path = Path(run)
-    if path.parent.name == "checkpoints":
-        return f"{path.parent.parent.name}@{path.name}"
+    folder = run_of(path)
+    if folder is not None:
+        return f"{folder.name}@{path.name}"
     return path.name or str(path)
+
+
+def run_of(checkpoint: str | Path) -> Path | None:
+    """The run folder a checkpoint folder ``RUN/checkpoints/step_N`` belongs to (``None`` for a
+    folder outside a run, e.g. a copied checkpoint)."""
+    path = Path(checkpoint)
+    return path.parent.parent if path.parent.name == CHECKPOINTS_DIR else None
 
 
 def output_folder(run: str | Path, run_dir: str | Path, given: str | Path | None = None) -> Path:

@@ -5,7 +5,7 @@ The one owner of the toolkit's verdict rules: the case studies, comparisons and 
 check (:mod:`probes.qk_attribution`) and the interchange test (:mod:`probes.interchange`) all
 decide by these functions (a core module, so :mod:`probes` may import it). Every claim is a
 :class:`Claim`: a sentence, the measured value, the control it is held against and a
-:class:`Verdict` (``holds``, ``fails`` or ``inconclusive``) with the rule that decided it. Four
+:class:`Verdict` (``holds``, ``fails`` or ``inconclusive``) with the rule that decided it. Five
 rules cover them:
 
 - :func:`exceeds`: the value must beat the control by ``margin`` *and* be ``ratio`` times it
@@ -21,6 +21,10 @@ rules cover them:
   the claim fails, whatever the controls (a permissive control can only empty a pass of
   meaning); a control that does not pass makes a pass inconclusive, and a test that does not
   apply (a model that does not solve the task) is inconclusive either way.
+- :func:`meets`: the value must lie on one side of a bound stated with the claim (at least, or
+  at most, it: e.g. a mechanism's prediction that the model succeeds, or fails, on the inputs
+  it names, a bound on its accuracy there); on the other side the claim fails; too small a
+  measurement is inconclusive. A control is shown beside it, never deciding.
 - :func:`keeps`: the value must stay within ``tolerance`` below a reference (e.g. no-carry
   digits keep their accuracy when the carry is removed); else the claim fails.
 - :func:`exceeds_on_scale`: two effects in the metric's units, shared out of one denominator
@@ -176,6 +180,32 @@ def reaches(text: str, value: float | None, *, target: float, controls: Mapping[
     return claim("holds")
 
 
+#: the sides of a one-sided bound (:func:`meets`)
+SIDES = ("at least", "at most")
+
+
+def meets(text: str, value: float | None, bound: float, *, side: str, control: float | None = None,
+          control_label: str, value_name: str = "value", condition: str = "", too_few: str = "",
+          unavailable: str = "") -> Claim:
+    """``value`` held to a one-sided ``bound``: ``side="at least"`` holds when ``value >= bound``,
+    ``"at most"`` when ``value <= bound``; fails on the other side. Inconclusive when ``too_few``
+    says why the measurement is too small (``condition``: the rule's own words for that, e.g. "at
+    least 10 inputs") or the value is missing. ``control`` (e.g. the accuracy elsewhere) is shown
+    beside the value and decides nothing."""
+    if side not in SIDES:
+        raise ValueError(f"meets: side={side!r} is not allowed; choose from {SIDES}")
+    op = ">=" if side == "at least" else "<="
+    rule = f"{value_name} {op} {bound:g}" + (f" ({condition})" if condition else "")
+    claim = lambda outcome, reason="": Claim(text, value, control, control_label, Verdict(outcome, rule, reason))
+    if too_few:
+        return claim("inconclusive", too_few)
+    if _missing(value):
+        return claim("inconclusive", unavailable or "no measurement")
+    if value >= bound if side == "at least" else value <= bound:
+        return claim("holds")
+    return claim("fails", f"{value_name} {value:.3f} {'<' if side == 'at least' else '>'} {bound:g}")
+
+
 def keeps(text: str, value: float | None, reference: float | None, *, control_label: str,
           tolerance: float = 0.05, unavailable: str = "") -> Claim:
     """``value`` must not fall more than ``tolerance`` below ``reference``: holds or fails;
@@ -281,4 +311,4 @@ def summary_line(claims: list[Claim]) -> str:
 
 
 __all__ = ["VERDICTS", "Claim", "Verdict", "exceeds", "exceeds_on_scale", "gap_floor_reason", "inconclusive", "interval",
-           "keeps", "reaches", "summary_line", "verdict_counts"]
+           "keeps", "meets", "reaches", "SIDES", "summary_line", "verdict_counts"]

@@ -12,7 +12,7 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
-from interp_rand.model.hook_names import hook_name
+from interp_rand.model.mixer import capability_hook
 from interp_rand.registry import Registry
 from interp_rand.tasks.base import Batch
 from probes.activations import model_args, seed_offset
@@ -42,10 +42,11 @@ def conditions(task) -> list[tuple[str, Callable]]:
 def attention_patterns(model: nn.Module, batch: Batch, *, batch_size: int = 1024) -> Tensor:
     """``[batch, layer, head, query, key]`` attention patterns of every head, at the model's
     own positions (a seed token, if any, is position 0; see :func:`task_slice`)."""
-    names = [hook_name(layer, "attn.hook_pattern") for layer in range(int(model.cfg.n_layers))]
-    missing = [n for n in names if n not in model.hook_dict]
+    names = [capability_hook(model, layer, "pattern") for layer in range(int(model.cfg.n_layers))]
+    missing = [layer for layer, n in enumerate(names) if n is None]
     if missing:
-        raise ValueError(f"the model has no hook point(s) {missing}")
+        mixer = type(model.blocks[missing[0]].attn).__name__
+        raise ValueError(f"attention patterns need a mixer with a pattern; blocks {missing} ({mixer}) have none")
     wanted = set(names)
     chunks = []
     for start in range(0, len(batch), batch_size):

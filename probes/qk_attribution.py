@@ -70,7 +70,7 @@ from torch import Tensor, nn
 
 from interp_rand.model.attention import scores_of
 from interp_rand.model.hook_names import hook_name, seed_offset
-from interp_rand.model.mixer import Mixer
+from interp_rand.model.mixer import Mixer, capability_hook
 from interp_rand.tasks.base import Batch
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.verdicts import Claim, exceeds, inconclusive
@@ -118,6 +118,16 @@ def _allowed(model: nn.Module, batch: Batch | Tensor, n_stream: int, n_batch: in
     if allowed is None:
         return torch.ones(n_batch, n_stream, n_stream, dtype=torch.bool)
     return (allowed if allowed.dim() == 3 else allowed[None]).expand(n_batch, -1, -1).cpu()
+
+
+def _score_hooks(model: nn.Module, layer: int) -> tuple[str, str]:
+    """The full hook names of block ``layer``'s scores and pattern (its mixer's capabilities,
+    :func:`~interp_rand.model.mixer.capability_hook`); a mixer without them is refused."""
+    scores, pattern = (capability_hook(model, layer, c) for c in ("scores", "pattern"))
+    if scores is None or pattern is None:
+        raise ValueError(f"query/key attribution splits attention scores; blocks.{layer}.attn "
+                         f"({type(_attention(model, layer)).__name__}) has none (no 'scores' and 'pattern' capability)")
+    return scores, pattern
 
 
 def _softmax(model: nn.Module) -> bool:
@@ -170,8 +180,8 @@ def residual_parts(model: nn.Module, batch: Batch | Tensor, layer: int) -> tuple
     Returns:
         ``(names, parts [batch, P, n_parts, d_model] float64, cache)`` (``names``: each part's
         :class:`Part`); ``cache`` holds the
-        block's ``hook_resid_pre``, ``attn.hook_q/k``, ``attn.hook_attn_scores`` and
-        ``attn.hook_pattern``. Raises
+        block's ``hook_resid_pre``, ``attn.hook_q/k`` and its mixer's scores and pattern hooks
+        where it has them (``attn.hook_attn_scores``, ``attn.hook_pattern``). Raises
         when the parts do not sum to ``hook_resid_pre`` within :data:`TOLERANCE` (relative to
         its size): a node this module does not know.
     """
@@ -182,8 +192,8 @@ def residual_parts(model: nn.Module, batch: Batch | Tensor, layer: int) -> tuple
     has_input_mlp = "input_mlp.hook_post" in hooks
     has_seed = "hook_seed_embed" in hooks
     seed_mode = getattr(model.cfg, "seed_mode", "add")
-    wanted = {"hook_embed", hook_name(layer, "hook_resid_pre"), hook_name(layer, "attn.hook_attn_scores"),
-              hook_name(layer, "attn.hook_pattern"), hook_name(layer, "attn.hook_q"), hook_name(layer, "attn.hook_k")}
+    wanted = {"hook_embed", hook_name(layer, "hook_resid_pre"), hook_name(layer, "attn.hook_q"), hook_name(layer, "attn.hook_k")}
+    wanted |= {capability_hook(model, layer, c) for c in ("scores", "pattern")} - {None}
     wanted |= {n for n in ("hook_pos_embed", "hook_seed_embed", "input_mlp.hook_post", hook_name(layer, "ln1.hook_scale"))
                if n in hooks}
     for l in range(layer):
@@ -388,9 +398,8 @@ def qk_attribution(model: nn.Module, batch: Batch | Tensor, layer: int, head: in
     n_heads = int(model.cfg.n_heads)
     if not 0 <= head < n_heads:
         raise ValueError(f"head={head} outside [0, {n_heads})")
-    if 0 <= layer < int(model.cfg.n_layers) and hook_name(layer, "attn.hook_attn_scores") not in model.hook_dict:
-        raise ValueError(f"query/key attribution splits attention scores; blocks.{layer}.attn "
-                         f"({type(_attention(model, layer)).__name__}) has none (hook_attn_scores)")
+    # a mixer without scores is refused before the forward; residual_parts refuses a bad layer
+    scores_hook, pattern_hook = _score_hooks(model, layer) if 0 <= layer < int(model.cfg.n_layers) else (None, None)
     names, parts, cache = residual_parts(model, batch, layer)
     n_batch, n_stream = parts.shape[:2]
     if not 0 <= query < n_stream:
@@ -409,7 +418,7 @@ def qk_attribution(model: nn.Module, batch: Batch | Tensor, layer: int, head: in
     allowed = _allowed(model, batch, n_stream, n_batch)[:, query]
     contrib = contrib * allowed[:, :, None, None]
     if isinstance(model, HookedTransformer):
-        scores = cache[hook_name(layer, "attn.hook_attn_scores")][:, head, query].double().cpu()
+        scores = cache[scores_hook][:, head, query].double().cpu()
     else:
         q = cache[hook_name(layer, "attn.hook_q")][:, query, head].double().cpu()
         k = cache[hook_name(layer, "attn.hook_k")][:, :, head].double().cpu()
@@ -418,7 +427,7 @@ def qk_attribution(model: nn.Module, batch: Batch | Tensor, layer: int, head: in
     error = float(diff[allowed].max()) if bool(allowed.any()) else 0.0
     if error > TOLERANCE * max(1.0, float(scores[allowed].abs().max()) if bool(allowed.any()) else 1.0):
         raise RuntimeError(f"the contributions miss the scores of a{layer}.{head} at {query} by {error:.2e}")
-    pattern = cache[hook_name(layer, "attn.hook_pattern")][:, head, query].double().cpu()
+    pattern = cache[pattern_hook][:, head, query].double().cpu()
     return QKAttribution(layer, head, query, tuple(names), contrib, allowed, scores, pattern, error, _softmax(model))
 
 
@@ -535,7 +544,7 @@ def pattern_change(model: nn.Module, batch: Batch | Tensor, attr: QKAttribution,
 
     hooks = [(hook_name(layer, "attn.hook_q"), put_q)] if "q" in new else []
     hooks += [(hook_name(layer, "attn.hook_k"), put_k)] if "k" in new else []
-    hooks.append((hook_name(layer, "attn.hook_pattern"), keep))
+    hooks.append((_score_hooks(model, layer)[1], keep))
     args, kwargs = _forward_args(model, batch)
     with model.hooks(fwd_hooks=hooks):
         model(*args, **kwargs)

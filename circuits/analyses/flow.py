@@ -50,13 +50,14 @@ class FlowEdge:
 def mean_attention(model, batch) -> Tensor | None:
     """``[layer, head, query, key]`` attention pattern averaged over ``batch`` at the model's own
     positions (a seed token, if any, is position 0: the positions of the circuit's nodes); ``None``
-    for a mixer without a pattern (``hook_pattern``; the gated recurrence), whose key/value edges
-    are then drawn unsplit."""
+    for a mixer without a pattern (no ``"pattern"`` capability,
+    :func:`~interp_rand.model.mixer.capability_hook`; the gated recurrence), whose key/value
+    edges are then drawn unsplit."""
     from probes.attention import attention_patterns
 
-    from interp_rand.model.hook_names import hook_name
+    from interp_rand.model.mixer import capability_hook
 
-    if hook_name(0, "attn.hook_pattern") not in model.hook_dict:
+    if any(capability_hook(model, layer, "pattern") is None for layer in range(int(model.cfg.n_layers))):
         return None
     return attention_patterns(model, batch).mean(0)
 

@@ -6,7 +6,7 @@ each with a verdict by a rule stated here, before any number is looked at.
 
 The rules (constants below; a claim's line prints its rule) are those of
 :mod:`interp_rand.verdicts` (:func:`~interp_rand.verdicts.exceeds`,
-:func:`~interp_rand.verdicts.reaches`) with these numbers:
+:func:`~interp_rand.verdicts.reaches`, :func:`~interp_rand.verdicts.meets`) with these numbers:
 
 - **agreement**: the algorithm's answer equals the model's argmax at every output on at least
   ``AGREEMENT_MIN`` of the examples, and beats by ``MARGIN`` the control: the algorithm run on
@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from interp_rand.verdicts import Claim, Verdict, exceeds, reaches, summary_line
+from interp_rand.verdicts import Claim, exceeds, meets, reaches, summary_line
 from circuits.graph.model_graph import ModelGraph
 from circuits.mechanisms.hypothesis import Mechanism
 from circuits.mechanisms.interchange import VariableCheck, check_variable
@@ -53,11 +53,6 @@ IIA_MIN = IIA_HOLDS  # the interchange rule's numbers are probes.interchange's
 MARGIN = 0.1
 MIN_PAIRS = 20
 MIN_WHERE = 10
-
-
-def _claim(text: str, value: float, control: float | None, label: str, outcome: str, rule: str,
-           reason: str = "") -> Claim:
-    return Claim(text, value, control, label, Verdict(outcome, rule, "" if outcome == "holds" else reason))
 
 
 def agreement_claim(agreement: float, chance: float) -> Claim:
@@ -84,16 +79,14 @@ def variable_claim(c: VariableCheck) -> Claim:
 
 
 def prediction_claim(p: PredictionCheck) -> Claim:
-    bound = ">=" if p.expect == "succeed" else "<="
-    rule = f"accuracy where predicted {bound} {p.threshold:g} (at least {MIN_WHERE} inputs)"
-    text = f"prediction: the model {'succeeds' if p.expect == 'succeed' else 'fails'} on {p.name}"
-    label = f"accuracy elsewhere ({p.n_elsewhere} inputs)"
-    if p.n_where < MIN_WHERE:
-        return _claim(text, p.accuracy_where, p.accuracy_elsewhere, label, "inconclusive", rule,
-                      f"only {p.n_where} inputs where it applies")
-    ok = p.accuracy_where >= p.threshold if p.expect == "succeed" else p.accuracy_where <= p.threshold
-    return _claim(text, p.accuracy_where, p.accuracy_elsewhere, label, "holds" if ok else "fails", rule,
-                  f"accuracy {p.accuracy_where:.3f} there")
+    """:func:`~interp_rand.verdicts.meets`: accuracy where predicted at least (``succeed``) or at
+    most (``fail``) the prediction's threshold, on at least ``MIN_WHERE`` inputs."""
+    succeed = p.expect == "succeed"
+    return meets(f"prediction: the model {'succeeds' if succeed else 'fails'} on {p.name}", p.accuracy_where,
+                 p.threshold, side="at least" if succeed else "at most", control=p.accuracy_elsewhere,
+                 control_label=f"accuracy elsewhere ({p.n_elsewhere} inputs)", value_name="accuracy where predicted",
+                 condition=f"at least {MIN_WHERE} inputs",
+                 too_few=f"only {p.n_where} inputs where it applies" if p.n_where < MIN_WHERE else "")
 
 
 @dataclass

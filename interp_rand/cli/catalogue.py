@@ -139,7 +139,7 @@ def generate() -> dict[str, Any]:
         "choices": {
             "objective": list(objective_names()),
             "seed_source": list(SEED_SOURCES),
-            "attention": list(model_config.ATTENTION_KINDS),
+            "attention": model_config.MIXERS.names(),
             "mask": list(model_config.MASK_KINDS),
             "input_kind": list(model_config.INPUT_KINDS),
             "seed_mode": list(model_config.SEED_MODES),
@@ -154,7 +154,7 @@ def generate() -> dict[str, Any]:
             "selection": list(SELECTION_RULES),
             "planted_model": list(PLANTED_MODELS),
             "reproduce_task": list(reproduce.EXPERIMENTS),
-            "reproduce_scale": list(dict.fromkeys(s for e in reproduce.EXPERIMENTS.values() for s in e.scales)),
+            "reproduce_scale": list(dict.fromkeys(s for e in reproduce.EXPERIMENTS.entries() for s in e.value.scales)),
             "gridworld_scale": list(gridworld_config.SCALES),
             "gridworld_variant": list(gridworld_config.VARIANTS),
         },

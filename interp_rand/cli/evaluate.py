@@ -32,7 +32,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
                         help="seed of the evaluation examples")
     parser.add_argument("--seeds", type=at_least(1, counts="examples"), default=None, metavar="S",
                         help="randomized tasks: also run every example under S random seeds (a "
-                        "fixed-seed run: its seed r0) and write the paper's metrics (README: The randomized-algorithms setting; average and "
+                        "fixed-seed run: its seed r0) and write the paper's metrics (docs/setting.md; average and "
                         "worst-5%% success, majority-5/30, the sampled baseline, predictive "
                         "variance, histogram) to seeded_eval.json")
     return parser

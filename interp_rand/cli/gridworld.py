@@ -17,7 +17,7 @@ _FROM_SCALE = object()  # --tie-break-q not given (argparse would run a string d
 
 def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", choices=catalogue.choices("gridworld_scale"), default="cpu",
-                        help="cpu: the 5x5 grid with a small agent (width 16), population 20, 60 generations, minutes on one core; paper: the paper's settings, width 80, population 300 (README: The randomized-algorithms setting) (default: cpu)")
+                        help="cpu: the 5x5 grid with a small agent (width 16), population 20, 60 generations, minutes on one core; paper: the paper's settings, width 80, population 300 (docs/setting.md) (default: cpu)")
     parser.add_argument("--m", type=at_least(1, counts="examples"), default=None, help="seeds per generation (default: the scale's)")
     parser.add_argument("--generations", type=at_least(1), default=None, help="PGPE generations (default: the scale's)")
     parser.add_argument("--popsize", type=at_least(2, counts="examples"), default=None, help="PGPE population, even, >= 2 (default: the scale's)")
@@ -43,7 +43,7 @@ _tie_break_q = number_or("none", float, 1, word_means=None)
 
 def add_parser(commands) -> argparse.ArgumentParser:
     parser = commands.add_parser(
-        "gridworld", help="grid-world exploration agents trained with PGPE (the paper's task 3; README: The randomized-algorithms setting)",
+        "gridworld", help="grid-world exploration agents trained with PGPE (the paper's task 3; docs/setting.md)",
         description="Train seeded transformer agents on the explore-then-exploit grid with evotorch's PGPE "
         "against the exact worst treasure cell (or the average: ERM), evaluate them, and compare ERM "
         "with the randomized agent.",

@@ -42,6 +42,15 @@ def weighted_values(pattern: Tensor, v: Tensor) -> Tensor:
 
 class Attention(Mixer):
     INNER_HOOKS = ("hook_attn_scores", "hook_pattern")
+    CAPABILITIES = {"pattern": "hook_pattern", "scores": "hook_attn_scores"}
+
+    @classmethod
+    def check_config(cls, cfg: ModelConfig) -> None:
+        if cfg.attention == "linear" and cfg.mask == "custom":
+            raise ValueError(
+                "ModelConfig.mask='custom' cannot be used with attention='linear': linear attention "
+                "keeps a fixed-size state, which needs mask 'causal' or 'full'"
+            )
 
     def mix(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None) -> Tensor:
         if self.cfg.attention == "softmax" and not (listening(self.hook_attn_scores) or listening(self.hook_pattern)):

@@ -7,15 +7,19 @@ from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
 from interp_rand.model.attention import Attention
-from interp_rand.model.config import ModelConfig
+from interp_rand.model.config import MIXERS, ModelConfig
 from interp_rand.model.hook_dispatch import fire
 from interp_rand.model.layer_norm import make_norm
-from interp_rand.model.mixer import Mixer
 from interp_rand.model.mlp import MLP
 from interp_rand.model.recurrence import GatedRecurrence
 
-#: The mixer class of each ``ModelConfig.attention`` kind (:mod:`~interp_rand.model.mixer`).
-MIXERS: dict[str, type[Mixer]] = {"softmax": Attention, "linear": Attention, "recurrent": GatedRecurrence}
+# The mixer class of each ``ModelConfig.attention`` kind (:mod:`~interp_rand.model.mixer`): a new
+# kind is its module, its import and one registration here.
+MIXERS.register("softmax", Attention, description="softmax attention")
+MIXERS.register("linear", Attention, description="linear attention: the pattern is the masked, scaled scores "
+                "with no softmax (a fixed-size state, the capacity limit of the paper's recall task)")
+MIXERS.register("recurrent", GatedRecurrence, description="not attention: a gated linear recurrence with a "
+                "diagonal, data-dependent decay (interp_rand.model.recurrence); causal only")
 
 
 class TransformerBlock(nn.Module):
@@ -23,7 +27,7 @@ class TransformerBlock(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.ln1 = make_norm(cfg)
-        self.attn = MIXERS[cfg.attention](cfg)
+        self.attn = MIXERS.get(cfg.attention)(cfg)
         self.hook_resid_pre = HookPoint()
         self.hook_attn_out = HookPoint()
         self.hook_resid_post = HookPoint()

@@ -10,9 +10,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from interp_rand.registry import Registry
 from interp_rand.validation import bounded, check_bounds, check_int
 
-ATTENTION_KINDS = ("softmax", "linear", "recurrent")
+#: The block's mixer kinds (``ModelConfig.attention``), each name to its
+#: :class:`~interp_rand.model.mixer.Mixer` class: the one table of them. The classes register
+#: where the block imports them (:mod:`~interp_rand.model.block`: a mixer's module imports this
+#: config, so the config cannot import it); a test's own mixer with :meth:`Registry.temporarily`.
+MIXERS: Registry = Registry("attention kind")
 MASK_KINDS = ("causal", "full", "custom")
 INPUT_KINDS = ("tokens", "vectors")
 SEED_MODES = ("append", "add", "token")
@@ -38,10 +43,10 @@ class ModelConfig:
         d_vocab_out: number of output logits per position (classes, or bits for BCE tasks).
         input_kind: ``"tokens"`` (integer ids through ``W_E``) or ``"vectors"`` (feature vectors
             through a linear embedding).
-        attention: ``"softmax"``, or ``"linear"`` (the pattern is the masked, scaled scores with
-            no softmax: a fixed-size state, the capacity limit of the paper's recall task), or
-            ``"recurrent"`` (not attention: a gated linear recurrence with a diagonal,
-            data-dependent decay, :mod:`~interp_rand.model.recurrence`; causal only).
+        attention: the block's sequence mixer, a kind registered in :data:`MIXERS` (each with
+            its description; ``"softmax"`` attention, ``"linear"`` attention and the gated
+            ``"recurrent"`` mixer are the package's own). Each mixer checks the config it accepts
+            (:meth:`~interp_rand.model.mixer.Mixer.check_config`: a recurrence is causal only).
         mask: ``"causal"``, ``"full"``, or ``"custom"`` (a per-example ``[batch, pos, pos]``
             boolean ``attention_mask`` is passed to ``forward``, e.g. cycle adjacency).
         d_seed: width of the randomness channel; 0 means the model has none.
@@ -128,7 +133,7 @@ class ModelConfig:
             check_int("ModelConfig", name, getattr(self, name), minimum)
 
         for name, allowed in (
-            ("attention", ATTENTION_KINDS),
+            ("attention", tuple(MIXERS.names())),
             ("mask", MASK_KINDS),
             ("input_kind", INPUT_KINDS),
             ("seed_mode", SEED_MODES),
@@ -152,16 +157,7 @@ class ModelConfig:
             positive("d_vocab")
         else:
             positive("d_input")
-        if self.attention == "linear" and self.mask == "custom":
-            raise ValueError(
-                "ModelConfig.mask='custom' cannot be used with attention='linear': linear attention "
-                "keeps a fixed-size state, which needs mask 'causal' or 'full'"
-            )
-        if self.attention == "recurrent" and self.mask != "causal":
-            raise ValueError(
-                f"ModelConfig.mask={self.mask!r} cannot be used with attention='recurrent': a "
-                "recurrence reads the positions in order, which needs mask 'causal'"
-            )
+        MIXERS.get(self.attention).check_config(self)  # the mixer's own rules (a mask it needs)
         if self.seed_mode == "append" and self.d_seed > 0 and self.d_input_mlp == 0:
             raise ValueError(
                 "ModelConfig.seed_mode='append' joins the seed to the input features before the "

@@ -21,8 +21,13 @@ Every mixer has TransformerLens's weight names and shapes (``W_Q/W_K/W_V: [n_hea
 d_head]``, ``W_O: [n_heads, d_head, d_model]``, biases ``b_Q/b_K/b_V/b_O``, zero buffers without
 ``attn_bias``) and hooks (``hook_q/k/v/z``, ``hook_result`` with ``use_attn_result``), so the
 graph of a circuit (heads with q/k/v inputs), patching, attribution and drawing need no case per
-mixer. A mixer kind is one class (:mod:`~interp_rand.model.attention`,
-:mod:`~interp_rand.model.recurrence`) and one line of :data:`~interp_rand.model.block.MIXERS`.
+mixer. What a mixer offers beyond these steps it declares (:attr:`Mixer.CAPABILITIES`: an
+attention pattern and the scores it is made from, each carried by an inner hook) and the configs
+it accepts it checks (:meth:`Mixer.check_config`); readers ask :func:`capability_hook`, never a
+kind's name. A mixer kind is one class (:mod:`~interp_rand.model.attention`,
+:mod:`~interp_rand.model.recurrence`) and one registration in :mod:`~interp_rand.model.block`
+(into :data:`~interp_rand.model.config.MIXERS`, which ``ModelConfig.attention`` is checked
+against).
 """
 
 from __future__ import annotations
@@ -36,7 +41,15 @@ from transformer_lens.hook_points import HookPoint
 
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.hook_dispatch import fire
+from interp_rand.model.hook_names import hook_name
 from interp_rand.model.linear import linear
+
+#: What a mixer may offer beyond the protocol, each carried by one of its inner hooks
+#: (:attr:`Mixer.CAPABILITIES`): ``"pattern"``, ``[batch, head, query, key]``, each query's
+#: weight on each key (the circuit drawing splits key/value edges by it; attention probes read
+#: it); ``"scores"``, the bilinear ``q . k / scale`` (masked) the pattern is made from
+#: (query/key attribution splits them into upstream parts).
+CAPABILITY_NAMES = ("pattern", "scores")
 
 #: ``plan(q, k, v, scale) -> z`` (``[batch, pos, head, d_head]`` each; ``q`` may be the last
 #: positions only, over a decoding cache's keys), or, gathered, ``plan(qkv, scale) -> z``.
@@ -53,6 +66,9 @@ class Mixer(nn.Module):
     WRITER_HOOK = "hook_z"
     #: the mixer's own hooks inside :meth:`mix`
     INNER_HOOKS: tuple[str, ...] = ()
+    #: its capabilities (:data:`CAPABILITY_NAMES`), each to the inner hook that carries it; a
+    #: mixer without a pattern (the recurrence) has none, and a reader of one skips it or refuses
+    CAPABILITIES: dict[str, str] = {}
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -76,6 +92,11 @@ class Mixer(nn.Module):
         self.hook_result = HookPoint()
         for name in self.INNER_HOOKS:
             setattr(self, name, HookPoint())
+
+    @classmethod
+    def check_config(cls, cfg: ModelConfig) -> None:
+        """Raise a ``ValueError`` naming the field for a config this mixer cannot run (say, a mask
+        it does not support); :class:`~interp_rand.model.config.ModelConfig` calls it."""
 
     # ------------------------------------------------------------------ 1. project
     def fused_qkv(self) -> tuple[Tensor, Tensor | None]:
@@ -188,4 +209,19 @@ class Mixer(nn.Module):
         return self.write(fire(self.hook_z, self.mix(q, k, v, allowed)))
 
 
-__all__ = ["Mixer", "Plan"]
+def capability_hook(model: nn.Module, layer: int, capability: str) -> str | None:
+    """The full hook name carrying ``capability`` (:data:`CAPABILITY_NAMES`) of block ``layer``'s
+    mixer, or ``None`` where the mixer has no such thing (a recurrence has no pattern). A mixer
+    that is not a :class:`Mixer` (a TransformerLens bridge's attention) has TransformerLens's
+    ``hook_pattern`` / ``hook_attn_scores`` where its model's ``hook_dict`` holds them."""
+    if capability not in CAPABILITY_NAMES:
+        raise ValueError(f"unknown mixer capability {capability!r}; capabilities are {CAPABILITY_NAMES}")
+    mixer = model.blocks[layer].attn
+    hooks = mixer.CAPABILITIES if isinstance(mixer, Mixer) else {"pattern": "hook_pattern", "scores": "hook_attn_scores"}
+    if capability not in hooks:
+        return None
+    name = hook_name(layer, "attn." + hooks[capability])
+    return name if name in model.hook_dict else None
+
+
+__all__ = ["CAPABILITY_NAMES", "Mixer", "Plan", "capability_hook"]

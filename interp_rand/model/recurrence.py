@@ -82,6 +82,14 @@ class GatedRecurrence(Mixer):
 
     INNER_HOOKS = ("hook_decay",)
 
+    @classmethod
+    def check_config(cls, cfg: ModelConfig) -> None:
+        if cfg.mask != "causal":
+            raise ValueError(
+                f"ModelConfig.mask={cfg.mask!r} cannot be used with attention={cfg.attention!r}: a "
+                "recurrence reads the positions in order, which needs mask 'causal'"
+            )
+
     def mix(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None) -> Tensor:
         return q * scan(fire(self.hook_decay, decay(k)), v)
 

@@ -38,14 +38,14 @@ from interp_rand.training.config import TrainConfig
 from interp_rand.output.files import write_json
 from interp_rand.output.folder import replace_folder
 from interp_rand.output.write_error import writing
-from interp_rand.run_names import resolve_run
+from interp_rand.run_names import CHECKPOINTS_DIR, resolve_run
 
 FORMAT = "interp-rand/checkpoint"
 VERSION = 1
 MODEL_FILE = "model.safetensors"
 TRAINER_FILE = "trainer.safetensors"
 META_FILE = "checkpoint.json"
-CHECKPOINTS_DIR = "checkpoints"  # RUN/checkpoints/step_XXXXXXX
+# RUN/checkpoints/step_XXXXXXX (the folder's name and reading a path back, run_of: run_names)
 _PREFIX = "step_"
 # Training settings that do not change the weights a step produces; a resume may change them.
 # (``steps`` changes the cosine schedule of the steps still to come, not of those taken.)
@@ -110,13 +110,6 @@ class Checkpoint:
 
 def step_dir(run_dir: Path, step: int) -> Path:
     return Path(run_dir) / CHECKPOINTS_DIR / f"{_PREFIX}{step:07d}"
-
-
-def run_of(checkpoint: Path) -> Path | None:
-    """The run folder a checkpoint folder ``RUN/checkpoints/step_N`` belongs to (``None`` for a
-    folder outside a run, e.g. a copied checkpoint)."""
-    path = Path(checkpoint)
-    return path.parent.parent if path.parent.name == CHECKPOINTS_DIR else None
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:

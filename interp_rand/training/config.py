@@ -43,13 +43,13 @@ class TrainConfig:
         seed: seeds model initialisation, the data stream and the evaluation set; the same
             seed gives bitwise-identical runs on CPU.
         objective: registered objective name: ``erm`` (mean loss) or ``qnorm`` (the paper's
-            q-norm over seed-averaged losses, README: The randomized-algorithms setting; needs a
+            q-norm over seed-averaged losses, docs/setting.md; needs a
             task with a seed channel).
         q: the q-norm's exponent (>= 1; 1 is the mean, large q approaches the worst input, inf
             is the worst input; finite values up to 1e38, float32's range).
         q_ramp_steps: steps over which the q-norm's exponent grows geometrically from 1 (the
-            mean) to ``q``; 0 uses ``q`` from the first step, as the paper does (README: The
-            randomized-algorithms setting). A large q from a random start gives gradient to
+            mean) to ``q``; 0 uses ``q`` from the first step, as the paper does
+            (docs/setting.md). A large q from a random start gives gradient to
             only the few worst inputs of each batch; ramping lets the model first learn the
             task on average (a departure from the paper, used
             by the CPU-scale configs, which cannot afford the paper's 50k steps of batch 512).

@@ -85,6 +85,24 @@ def test_temporary_registration_can_neither_replace_nor_remove_a_real_entry():
     assert reg.get("kept") is _one
 
 
+def test_a_replaced_entry_is_restored_on_exit_even_after_an_exception():
+    reg = Registry("widget")
+    reg.register("kept", _one, description="the real one")
+    reg.register("last", _two)
+    with reg.replaced("kept", _two) as value:
+        assert value is _two and reg.get("kept") is _two
+        assert reg.entry("kept").description == "the real one" and reg.names() == ["kept", "last"]
+    assert reg.get("kept") is _one
+    with pytest.raises(RuntimeError, match="boom"):
+        with reg.replaced("kept", _two):
+            raise RuntimeError("boom")
+    assert reg.get("kept") is _one and reg.names() == ["kept", "last"]
+    with pytest.raises(UnknownName, match="unknown widget 'new'"):  # it cannot add an entry
+        with reg.replaced("new", _two):
+            pass  # pragma: no cover
+    assert "new" not in reg
+
+
 def test_options_are_described_and_checked():
     steps = Option("steps", "int", 5, help="interpolation steps", minimum=1)
     assert Option.from_dict(steps.to_dict()) == steps

@@ -23,15 +23,21 @@ TINY = {
 }
 
 
-def _tiny_scales(monkeypatch):
-    for task, eval_inputs in (("recall", 10), ("coloring", 12)):
-        tiny = dataclasses.replace(repro.EXPERIMENTS[task], scales={"cpu": TINY[task]}, eval_inputs=eval_inputs)
-        monkeypatch.setitem(repro.EXPERIMENTS, task, tiny)
+@contextlib.contextmanager
+def _tiny_scales():
+    """Both experiments at the tiny scale, the real ones back on exit."""
+    with contextlib.ExitStack() as stack:
+        for task, eval_inputs in (("recall", 10), ("coloring", 12)):
+            tiny = dataclasses.replace(repro.EXPERIMENTS.get(task), scales={"cpu": TINY[task]}, eval_inputs=eval_inputs)
+            stack.enter_context(repro.EXPERIMENTS.replaced(task, tiny))
+        yield
 
 
 @pytest.fixture
-def tiny(monkeypatch):
-    _tiny_scales(monkeypatch)
+def tiny():
+    with _tiny_scales():
+        yield
+    assert repro.EXPERIMENTS.get("recall").scales["cpu"] is not TINY["recall"]  # restored
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +46,7 @@ def recall_in_process(tmp_path_factory):
     ``(rows, its output folder, what it printed on stderr)``, shared by the progress and Ray tests."""
     out = tmp_path_factory.mktemp("here")
     err = io.StringIO()
-    with pytest.MonkeyPatch.context() as monkeypatch, contextlib.redirect_stderr(err):
-        _tiny_scales(monkeypatch)
+    with _tiny_scales(), contextlib.redirect_stderr(err):
         rows = repro.reproduce("recall", "cpu", out, progress=True, train_seeds=(0,))
     return rows, out, err.getvalue()
 
@@ -147,7 +152,7 @@ def _fake_rows(task, scale):
     for job in repro.plan(task, scale, "unused", [0, 1]):
         value = (job.index % 10) / 10
         rows.append({"variant": job.run.variant, "q": job.run.config.q, "m_seeds": job.run.config.m_seeds,
-                     "train_seed": job.run.config.seed, repro.EXPERIMENTS[task].sweep_key: job.sweep_value,
+                     "train_seed": job.run.config.seed, repro.EXPERIMENTS.get(task).sweep_key: job.sweep_value,
                      "average": value, "worst_5pct": value / 2, "majority_5": {"average": 1.0, "worst": 0.5},
                      "majority_30": {"average": 1.0, "worst": 0.75}, "sampled": {"average": 0.3, "worst": 0.1},
                      "predictive_variance": 0.0, "histogram": {"counts": [1] * 10}})
@@ -156,7 +161,7 @@ def _fake_rows(task, scale):
 
 @pytest.mark.parametrize("task", ["recall", "coloring"])
 def test_table_has_a_line_per_sweep_value_and_variant_with_the_papers_values(task):
-    exp = repro.EXPERIMENTS[task]
+    exp = repro.EXPERIMENTS.get(task)
     scale = dataclasses.replace(RECALL_PAPER, n_pairs=(8, 10, 11, 12, 14, 16, 20)) if task == "recall" else COLORING_CPU
     rows = _fake_rows(task, scale)
     lines = [line for line in repro.table(task, rows).splitlines() if line.startswith("| ")]

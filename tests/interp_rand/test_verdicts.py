@@ -15,7 +15,7 @@ from interp_rand.reports.case_studies import SortConfig, sort_study
 from interp_rand.reports.case_studies.claims import sort_claims
 from circuits.analyses.comparison import compare_circuits, comparison_claims
 from circuits.graph.model_graph import ModelGraph
-from interp_rand.verdicts import Verdict, exceeds, exceeds_on_scale, gap_floor_reason, keeps, summary_line
+from interp_rand.verdicts import Verdict, exceeds, exceeds_on_scale, gap_floor_reason, keeps, meets, summary_line
 
 
 def test_the_reported_under_trained_sort_model_fails_its_claim():
@@ -36,6 +36,39 @@ def test_exceeds_holds_only_past_the_margin_and_the_ratio():
         assert exceeds("x", 0.5, missing, control_label="c").verdict.outcome == "inconclusive"
     data = holds.to_dict()
     assert data["verdict"] == "holds" and data["rule"] == "value >= control + 0.05 and >= 2x control"
+
+
+def test_meets_holds_on_its_side_of_the_bound_and_fails_on_the_other():
+    at_least = lambda v, **kw: meets("m", v, 0.9, side="at least", control=0.5, control_label="elsewhere", **kw)
+    at_most = lambda v, **kw: meets("m", v, 0.2, side="at most", control=0.5, control_label="elsewhere", **kw)
+    assert at_least(0.9).verdict.holds and at_most(0.2).verdict.holds  # the bound itself is on its side
+    low, high = at_least(0.899), at_most(0.201)
+    assert low.verdict.outcome == "fails" and low.verdict.reason == "value 0.899 < 0.9"
+    assert high.verdict.outcome == "fails" and high.verdict.reason == "value 0.201 > 0.2"
+    assert high.line() == "claim: m — FAILS: value 0.201 > 0.2 (0.201 vs 0.500 for elsewhere)"
+    for missing in (None, math.nan):
+        assert at_least(missing).verdict.outcome == "inconclusive"
+    few = at_least(0.1, too_few="only 3 inputs", condition="at least 10 inputs")
+    assert few.verdict.outcome == "inconclusive" and few.verdict.rule == "value >= 0.9 (at least 10 inputs)"
+    with pytest.raises(ValueError, match="side='above' is not allowed"):
+        meets("m", 0.5, 0.5, side="above", control_label="c")
+
+
+def test_the_mechanism_card_s_prediction_claim_is_meets_and_can_fail():
+    from circuits.mechanisms.card import MIN_WHERE, prediction_claim
+    from circuits.mechanisms.predictions import PredictionCheck
+
+    def check(expect, accuracy, n_where=50):
+        return prediction_claim(PredictionCheck("p", "why", expect, 0.3 if expect == "fail" else 0.9, accuracy, 0.6,
+                                                n_where, 100))
+
+    assert check("succeed", 0.95).verdict.holds and check("fail", 0.1).verdict.holds
+    missed = check("succeed", 0.5)
+    assert missed.verdict.outcome == "fails" and missed.text == "prediction: the model succeeds on p"
+    assert missed.verdict.rule == f"accuracy where predicted >= 0.9 (at least {MIN_WHERE} inputs)"
+    assert check("fail", 0.31).verdict.outcome == "fails"  # it succeeds where it was to fail
+    assert check("fail", 0.1, n_where=MIN_WHERE - 1).verdict.outcome == "inconclusive"
+    assert missed.control == 0.6 and missed.control_label == "accuracy elsewhere (100 inputs)"
 
 
 def test_keeps_and_the_summary():

@@ -60,7 +60,8 @@ THRESHOLDS.register("accuracy", (Threshold("accuracy/", 0.99),))
 def final_checkpoint(view: CheckpointView) -> Path:
     """The newest checkpoint of the run ``view``'s checkpoint belongs to (itself for a single
     checkpoint folder)."""
-    from interp_rand.training.checkpoint import latest_checkpoint, run_of
+    from interp_rand.run_names import run_of
+    from interp_rand.training.checkpoint import latest_checkpoint
 
     path = Path(view.checkpoint.path)
     run = run_of(path)

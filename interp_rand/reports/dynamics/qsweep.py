@@ -450,7 +450,7 @@ def q_sweep(task_name: str, qs: Sequence[float] = QS, out: str | Path = "qsweep"
                         ramp_out, command)
 
 
-def _experiments() -> dict[str, Any]:
+def _experiments() -> Any:
     from interp_rand.reproduce import EXPERIMENTS
 
     return EXPERIMENTS

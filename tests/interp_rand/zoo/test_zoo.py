@@ -178,8 +178,8 @@ def tiny_recipes(monkeypatch):
     recipes = {e.name: e for e in (erm, qnorm, agent)}
     monkeypatch.setattr(zoo_entries, "ENTRIES", recipes)
     monkeypatch.setattr(zoo_build, "ENTRIES", recipes)
-    monkeypatch.setitem(repro.EXPERIMENTS, "recall", dataclasses.replace(repro.EXPERIMENTS["recall"], eval_inputs=16))
-    return recipes
+    with repro.EXPERIMENTS.replaced("recall", dataclasses.replace(repro.EXPERIMENTS.get("recall"), eval_inputs=16)):
+        yield recipes
 
 
 @pytest.mark.slow
