@@ -39,10 +39,35 @@ def decay(k: Tensor) -> Tensor:
     return torch.sigmoid(k + DECAY_OFFSET)
 
 
+#: the largest derivative of the input scale's square root (Griffin's ``max_gradient``): where a
+#: decay saturates at 1 in float32 (``k + DECAY_OFFSET`` above about 17), ``d sqrt(x)/dx`` is
+#: infinite and ``dx/dk`` zero, and their product would make the whole gradient NaN
+MAX_SQRT_GRADIENT = 1000.0
+
+
 def scan(a: Tensor, v: Tensor) -> Tensor:
     """``h_t = a_t * h_{t-1} + sqrt(1 - a_t**2) * v_t`` over the position axis ``-3`` of
     ``a, v [..., pos, head, d_head]`` -> ``h`` the same shape."""
-    return _Scan.apply(a, torch.sqrt((1 - a) * (1 + a)) * v)
+    return _Scan.apply(a, _BoundedSqrt.apply((1 - a) * (1 + a)) * v)
+
+
+class _BoundedSqrt(torch.autograd.Function):
+    """``sqrt(x)`` whose derivative is at most :data:`MAX_SQRT_GRADIENT` (Griffin's
+    ``SqrtBoundDerivative``); elsewhere its backward is autograd's ``grad / (2 sqrt(x))`` to
+    the bit (``sqrt(4x) = 2 sqrt(x)`` exactly in floating point)."""
+
+    @staticmethod
+    def forward(x: Tensor) -> Tensor:
+        return torch.sqrt(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return grad / torch.sqrt(torch.clamp(4 * x, min=MAX_SQRT_GRADIENT ** -2))
 
 
 class _Scan(torch.autograd.Function):
@@ -104,4 +129,4 @@ class GatedRecurrence(Mixer):
         return lambda q, k, v, scale: q * scan(decay(k), v)[:, k.shape[1] - q.shape[1]:]
 
 
-__all__ = ["DECAY_OFFSET", "GatedRecurrence", "decay", "scan"]
+__all__ = ["DECAY_OFFSET", "GatedRecurrence", "MAX_SQRT_GRADIENT", "decay", "scan"]

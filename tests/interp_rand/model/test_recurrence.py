@@ -6,7 +6,7 @@ import torch
 
 from interp_rand.model import HookedTransformer, ModelConfig
 from interp_rand.model.fast import DecodeCache, FastForward
-from interp_rand.model.recurrence import DECAY_OFFSET, GatedRecurrence, _Scan
+from interp_rand.model.recurrence import DECAY_OFFSET, GatedRecurrence, _Scan, scan
 
 CFG = dict(d_model=16, n_layers=2, n_heads=2, n_ctx=7, d_vocab=5, attention="recurrent")
 
@@ -45,6 +45,30 @@ def test_the_scan_backward_is_the_gradient():
     a = torch.rand(2, 5, 1, 3, generator=g, dtype=torch.float64).requires_grad_()
     u = torch.randn(2, 5, 1, 3, generator=g, dtype=torch.float64).requires_grad_()
     assert torch.autograd.gradcheck(_Scan.apply, (a, u))
+
+
+def test_a_saturated_decay_keeps_the_gradient_finite_and_elsewhere_it_is_autograd_s():
+    """Where ``sigmoid(k + 3)`` rounds to 1 (k large), the plain ``sqrt(1 - a**2)`` has an infinite
+    derivative times a zero one: a NaN gradient (the recurrent recall model stopped at step 1475
+    on it). The bounded square root keeps it finite; off saturation it is autograd's, bitwise."""
+    g = torch.Generator().manual_seed(0)
+    k = torch.randn(3, 6, 1, 4, generator=g)
+    k[0, 2, 0, 1] = 40.0  # a = 1.0 in float32
+    v = torch.randn(3, 6, 1, 4, generator=g)
+
+    def grads(sqrt):
+        kk, vv = k.clone().requires_grad_(), v.clone().requires_grad_()
+        a = torch.sigmoid(kk + DECAY_OFFSET)
+        h = _Scan.apply(a, sqrt((1 - a) * (1 + a)) * vv) if sqrt else scan(a, vv)
+        h.square().sum().backward()
+        return kk.grad, vv.grad
+
+    plain_k, _ = grads(torch.sqrt)
+    assert torch.isnan(plain_k).any()  # the failure this guards against
+    bounded_k, bounded_v = grads(None)
+    assert torch.isfinite(bounded_k).all() and torch.isfinite(bounded_v).all()
+    k[0, 2, 0, 1] = 0.5  # no saturation: the same gradient as autograd's sqrt, to the bit
+    assert torch.equal(grads(torch.sqrt)[0], grads(None)[0])
 
 
 def test_recomputing_some_queries_gives_the_forward_s_numbers_there():
