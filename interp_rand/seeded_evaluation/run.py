@@ -244,9 +244,12 @@ def success_matrix(
         with torch.inference_mode():  # grad mode is per thread
             part = _expand_rows(batch, seeds, start, min(start + chunk_size, total))
             kwargs = part.model_kwargs()
-            if key_index is not None:
-                rows = torch.arange(start, start + len(part), device=key_index.device)
-                kwargs["key_index"] = key_index[rows // n_seeds]
+            if isinstance(forward, FastForward):
+                rows = torch.arange(start, start + len(part), device=batch.inputs.device)
+                if key_index is not None:
+                    kwargs["key_index"] = key_index[rows // n_seeds]
+                if seeds is not None:  # the seeds as a table: the fast path runs what depends only on them once
+                    kwargs["seeds"], kwargs["seed_rows"] = seeds.to(batch.inputs.device), rows % n_seeds
             logits = forward(part.inputs, **kwargs)
             if not torch.isfinite(logits).all():
                 raise FloatingPointError("the model produced non-finite logits during evaluation")
