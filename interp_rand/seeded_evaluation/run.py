@@ -251,7 +251,9 @@ def success_matrix(
                 if seeds is not None:  # the seeds as a table: the fast path runs what depends only on them once
                     kwargs["seeds"], kwargs["seed_rows"] = seeds.to(batch.inputs.device), rows % n_seeds
             logits = forward(part.inputs, **kwargs)
-            if not torch.isfinite(logits).all():
+            # x * 0 is 0 for every finite x and NaN for +-inf and NaN: one product and one sum
+            # say what isfinite(logits).all() says (~3x fewer passes over the transposed logits)
+            if torch.isnan((logits * 0).sum()):
                 raise FloatingPointError("the model produced non-finite logits during evaluation")
             success = answer_correct(logits, part, kind).all(-1)
             out, prob = _discrete(answer_logits(logits, part), decoder)

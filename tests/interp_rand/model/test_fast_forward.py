@@ -252,6 +252,27 @@ def test_success_matrix_identical_over_chunks_workers_and_broadcast_inputs():
             assert (fast.probs - hooked.probs).abs().max().item() <= TOLERANCE
 
 
+def test_seed_rows_index_a_table_of_seeds_and_give_the_indexed_seeds_result():
+    """``seed_rows`` (the seeds as a table, the stream up to the first mix once per seed) gives
+    the numbers of ``seeds=seeds[seed_rows]``: through attention's table form (a broadcast input,
+    gathered keys), and where it does not apply (materialised inputs, a dense mask); bad rows are
+    refused."""
+    task = make_task("coloring")
+    model = zoo.load("coloring-Aq_R").model().eval()
+    batch = task.exhaustive()[:6]
+    table = task.sample_seeds(4, torch.Generator().manual_seed(3))
+    seed_rows = torch.tensor([0, 3, 3, 1, 2, 0])
+    expected = model(batch.inputs, seeds=table[seed_rows], attention_mask=batch.attention_mask)
+    for fast, inputs in ((FastForward(model), batch.inputs), (FastForward(model), batch.inputs.contiguous()),
+                         (FastForward(model, sparse_keys=False), batch.inputs)):
+        rows = fast(inputs, seeds=table, seed_rows=seed_rows, attention_mask=batch.attention_mask)
+        indexed = fast(inputs, seeds=table[seed_rows], attention_mask=batch.attention_mask)
+        assert torch.equal(rows, indexed)
+        assert (rows - expected).abs().max().item() <= TOLERANCE * _scale(expected)
+    with pytest.raises(ValueError, match="seed_rows must be long"):
+        FastForward(model)(batch.inputs, seeds=table, seed_rows=seed_rows[:3], attention_mask=batch.attention_mask)
+
+
 # ------------------------------------------------------------------------------ decoding
 def _model_with_biases(cfg: ModelConfig, seed: int = 1) -> HookedTransformer:
     model = HookedTransformer(cfg, seed=seed).eval()
