@@ -124,7 +124,7 @@ class FastForward:
 
     def __call__(self, inputs: Tensor, seeds: Tensor | None = None, attention_mask: Tensor | None = None,
                  key_index: Tensor | None = None, cache: "DecodeCache | None" = None,
-                 seed_rows: Tensor | None = None) -> Tensor:
+                 seed_rows: Tensor | None = None, first_block: "FirstBlockTable | None" = None) -> Tensor:
         """As ``HookedTransformer.forward`` (same arguments, same checks, same result).
 
         ``key_index``: :meth:`key_index` of ``attention_mask``, if the caller has it (it must
@@ -139,7 +139,10 @@ class FastForward:
         one input is broadcast over the batch (stride 0) and the first block's mixer has a table
         form (:meth:`~interp_rand.model.mixer.Mixer.fast_table_plan`; attention: over gathered
         keys), the stream up to the first mix runs once per seed, not once per row: evaluation
-        pairs every input with every seed."""
+        pairs every input with every seed.
+
+        ``first_block``: :meth:`first_block_table` of these ``seeds`` (with ``seed_rows`` and
+        ``key_index``): the first block's output is looked up, not computed."""
         model, cfg = self.model, self.cfg
         batch, n_pos = model._check_inputs(inputs)
         table = False  # the stream up to the first mix computed once per seed of the table
@@ -151,6 +154,13 @@ class FastForward:
                      and batch > 1 and inputs.stride(0) == 0 and len(seeds) < batch)
             if not table:
                 seeds = seeds[seed_rows]
+        if first_block is not None:
+            if seed_rows is None or key_index is None or seeds is not first_block.seeds or cache is not None:
+                raise ValueError("first_block needs the seeds it was built for, seed_rows and key_index (no cache)")
+            model.allowed_keys(attention_mask, batch, n_pos)  # the mask's checks
+            stream = first_block.lookup(self, key_index, seed_rows)
+            return self._residual_stream(stream.view(batch, n_pos, -1), None, key_index, pos_added=True,
+                                         first_layer=1)
         start = 0 if cache is None else cache.check(self, batch, n_pos, attention_mask, key_index)
         if table:
             x, pos_added = self._stream_input(inputs[:1].expand(len(seeds), -1, -1), seeds, start, cache)
@@ -171,6 +181,39 @@ class FastForward:
                 x = x.index_select(0, seed_rows)
         return self._residual_stream(x, allowed, key_index, pos_added, cache,
                                      None if first is None else (first, seed_rows))
+
+    def first_block_table(self, inputs: Tensor, seeds: Tensor, key_index: Tensor | None,
+                          max_rows: int = 1 << 21) -> "FirstBlockTable | None":
+        """The stream after the first block for every seed of ``seeds`` (a table, as with
+        ``seed_rows``), every position and every tuple of ``d`` keys it may read, where the
+        first block's output at a query depends on nothing else: one input broadcast over the
+        batch (``inputs``, stride 0), the gathered keys ``key_index [batch, pos, d]`` and a
+        mixer with a table form. Built once for an evaluation (``n_pos ** d * S * n_pos``
+        rows, ``None`` beyond ``max_rows`` or where it does not apply), each forward then looks
+        its rows up (``first_block=``): the same numbers, one gather instead of the first
+        block."""
+        model, cfg = self.model, self.cfg
+        n_seeds = len(seeds)
+        if (key_index is None or model.embed.tokens or not cfg.has_seed or cfg.seed_offset or inputs.shape[0] < 2
+                or inputs.stride(0) != 0):
+            return None
+        n_pos, d = key_index.shape[1:]
+        n_sets = n_pos**d
+        if n_sets * n_seeds * n_pos > max_rows:
+            return None
+        mixer = type(model.blocks[0].attn)
+        # every tuple of d keys (lexicographic: tuple (k_1 .. k_d) is row sum k_j n_pos^(d-j)),
+        # read by every query, with every seed: row set * S + seed
+        sets = torch.stack(torch.meshgrid(*[torch.arange(n_pos, device=key_index.device)] * d, indexing="ij"), -1)
+        index = sets.view(n_sets, 1, d).expand(n_sets, n_pos, d).repeat_interleave(n_seeds, 0)
+        seed_rows = torch.arange(n_seeds, device=key_index.device).repeat(n_sets)
+        first = mixer.fast_table_plan(cfg, index, seed_rows, n_pos)
+        if first is None:
+            return None
+        x, pos_added = self._stream_input(inputs[:1].expand(n_seeds, -1, -1), seeds, 0, None)
+        with torch.no_grad():  # (a plain tensor: usable with and without autograd)
+            stream = self._residual_stream(x, None, index, pos_added, table=(first, seed_rows), stop=1)
+        return FirstBlockTable(stream, seeds, n_seeds, n_pos, d, self._version)
 
     def _stream_input(self, inputs: Tensor, seeds: Tensor | None, start: int,
                       cache: "DecodeCache | None") -> tuple[Tensor, bool]:
@@ -243,10 +286,12 @@ class FastForward:
 
     def _residual_stream(self, x: Tensor, allowed: Tensor | None, key_index: Tensor | None,
                          pos_added: bool = False, cache: "DecodeCache | None" = None,
-                         table: tuple | None = None) -> Tensor:
+                         table: tuple | None = None, first_layer: int = 0, stop: int | None = None) -> Tensor:
         """``x [batch, pos, d_model]`` -> the logits; with ``table = (first, seed_rows)``, ``x``
         is the table ``[S, pos, d_model]`` whose row ``seed_rows[b]`` batch row ``b`` copies up
-        to the first mix, and ``first`` the first block's table plan (the mixer's)."""
+        to the first mix, and ``first`` the first block's table plan (the mixer's). ``x`` enters
+        at block ``first_layer``; with ``stop`` the stream ``[batch * pos, d_model]`` after block
+        ``stop - 1`` is returned instead of the logits."""
         model, cfg = self.model, self.cfg
         n_rows, n_pos, d_model = x.shape
         batch = n_rows if table is None else len(table[1])
@@ -260,6 +305,10 @@ class FastForward:
         h, e = cfg.n_heads, cfg.d_head
         x = x.reshape(n_rows * n_pos, -1)
         for layer, (block, (w_qkv, b_qkv, w_o)) in enumerate(zip(model.blocks, self._layers())):
+            if layer < first_layer:
+                continue
+            if layer == stop:
+                break
             attn = block.attn
             qkv = F.linear(self._norm(block.ln1, x), w_qkv, b_qkv)  # [batch (or S) * pos, 3 h e]
             if table is not None:  # the table's one mix, then each row its copy of the stream
@@ -283,6 +332,8 @@ class FastForward:
                 x = torch.addmm(x, z, w_o.T)  # x + z @ W_O in one pass
             if not cfg.attn_only:
                 x = x + self._mlp(block.mlp, self._norm(block.ln2, x))
+        if stop is not None:
+            return x
         unembed = model.unembed
         x = self._norm(model.ln_final, x)
         if cfg.d_vocab_out <= FEW_OUTPUTS:
@@ -294,6 +345,26 @@ class FastForward:
         if cache is not None:
             cache.length = start + n_pos
         return logits.view(batch, n_pos, -1)[:, 0 if start else cfg.seed_offset :]
+
+
+class FirstBlockTable:
+    """:meth:`FastForward.first_block_table`: ``stream [(set * S + seed) * pos + query,
+    d_model]``, the stream after the first block of ``seeds``' table for every tuple of ``d``
+    keys (``set``) a query may read, built under the weights' ``version``."""
+
+    def __init__(self, stream: Tensor, seeds: Tensor, n_seeds: int, n_pos: int, d: int, version):
+        self.stream, self.seeds, self.n_seeds, self.n_pos, self.d, self.version = stream, seeds, n_seeds, n_pos, d, version
+
+    def lookup(self, fast: FastForward, key_index: Tensor, seed_rows: Tensor) -> Tensor:
+        """``[batch * pos, d_model]``: each batch row's stream after the first block (its seed
+        ``seed_rows``, its queries' keys ``key_index [batch, pos, d]``)."""
+        fast._layers()  # (brings the weights' version up to date)
+        if fast._version != self.version or key_index.shape[1:] != (self.n_pos, self.d):
+            raise ValueError("first_block was built for other weights or another key count; build it again")
+        powers = self.n_pos ** torch.arange(self.d - 1, -1, -1, device=key_index.device)
+        sets = (key_index * powers).sum(-1)  # [batch, pos]
+        query = torch.arange(self.n_pos, device=key_index.device)
+        return self.stream.index_select(0, ((sets * self.n_seeds + seed_rows[:, None]) * self.n_pos + query).flatten())
 
 
 class DecodeCache:
@@ -367,4 +438,4 @@ class DecodeCache:
         return attend(q, keys[:end].permute(2, 0, 3, 1), values[:end].permute(2, 0, 3, 1), scale)
 
 
-__all__ = ["FEW_OUTPUTS", "DecodeCache", "FastForward", "regular_key_index"]
+__all__ = ["FEW_OUTPUTS", "DecodeCache", "FastForward", "FirstBlockTable", "regular_key_index"]

@@ -272,6 +272,20 @@ def test_seed_rows_index_a_table_of_seeds_and_give_the_indexed_seeds_result():
     with pytest.raises(ValueError, match="seed_rows must be long"):
         FastForward(model)(batch.inputs, seeds=table, seed_rows=seed_rows[:3], attention_mask=batch.attention_mask)
 
+    # the first block looked up from its table of every (seed, key set, position): the same numbers
+    fast = FastForward(model)
+    key_index = fast.key_index(batch.attention_mask)
+    first = fast.first_block_table(batch.inputs, table, key_index)
+    assert first is not None and fast.first_block_table(batch.inputs.contiguous(), table, key_index) is None
+    looked_up = fast(batch.inputs, seeds=table, seed_rows=seed_rows, attention_mask=batch.attention_mask,
+                     key_index=key_index, first_block=first)
+    assert torch.equal(looked_up, fast(batch.inputs, seeds=table[seed_rows], attention_mask=batch.attention_mask))
+    with torch.no_grad():
+        model.blocks[0].attn.W_V.mul_(2.0)
+    with pytest.raises(ValueError, match="other weights"):
+        fast(batch.inputs, seeds=table, seed_rows=seed_rows, attention_mask=batch.attention_mask,
+             key_index=key_index, first_block=first)
+
 
 # ------------------------------------------------------------------------------ decoding
 def _model_with_biases(cfg: ModelConfig, seed: int = 1) -> HookedTransformer:
