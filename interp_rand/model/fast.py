@@ -11,6 +11,13 @@ keys (the colouring's cycle adjacency: 2 of 10) is applied by gathering only tho
 the fused q/k/v projections. With a few output units (:data:`FEW_OUTPUTS`) the logits are a
 transposed view (the unit axis outermost in memory), so flatten them with ``reshape``.
 
+Evaluation pairs every input with every seed (``success_matrix``): with the seeds passed as a
+table (``seed_rows``), a broadcast input's stream up to the first mix runs once per seed, and
+(:meth:`FastForward.first_block_table`, built once per evaluation) the first block's output,
+which then depends only on the seed, the position and the keys it reads, is looked up rather
+than computed; both give the same numbers as the rows one by one (the mixer's table form,
+:meth:`~interp_rand.model.mixer.Mixer.fast_table_plan`, does the mixing).
+
 It holds no weights of its own: every call reads the model's parameters (the fused q/k/v
 matrix is rebuilt whenever a parameter changes), and it reuses the model's own pieces where
 they are functions (:func:`~interp_rand.model.layer_norm.layer_norm`, the MLP activations of
@@ -155,8 +162,10 @@ class FastForward:
             if not table:
                 seeds = seeds[seed_rows]
         if first_block is not None:
-            if seed_rows is None or key_index is None or seeds is not first_block.seeds or cache is not None:
-                raise ValueError("first_block needs the seeds it was built for, seed_rows and key_index (no cache)")
+            if (seed_rows is None or key_index is None or key_index.shape[:2] != (batch, n_pos)
+                    or seeds is not first_block.seeds or cache is not None):
+                raise ValueError("first_block needs the seeds it was built for, seed_rows and the [batch, pos, d] "
+                                 "key_index (no cache)")
             model.allowed_keys(attention_mask, batch, n_pos)  # the mask's checks
             stream = first_block.lookup(self, key_index, seed_rows)
             return self._residual_stream(stream.view(batch, n_pos, -1), None, key_index, pos_added=True,
@@ -210,8 +219,8 @@ class FastForward:
         first = mixer.fast_table_plan(cfg, index, seed_rows, n_pos)
         if first is None:
             return None
-        x, pos_added = self._stream_input(inputs[:1].expand(n_seeds, -1, -1), seeds, 0, None)
         with torch.no_grad():  # (a plain tensor: usable with and without autograd)
+            x, pos_added = self._stream_input(inputs[:1].expand(n_seeds, -1, -1), seeds, 0, None)
             stream = self._residual_stream(x, None, index, pos_added, table=(first, seed_rows), stop=1)
         return FirstBlockTable(stream, seeds, n_seeds, n_pos, d, self._version)
 
