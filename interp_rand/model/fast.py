@@ -13,7 +13,7 @@ transposed view (the unit axis outermost in memory), so flatten them with ``resh
 
 Evaluation pairs every input with every seed (``success_matrix``): with the seeds passed as a
 table (``seed_rows``), a broadcast input's stream up to the first mix runs once per seed, and
-(:meth:`FastForward.first_block_table`, built once per evaluation) the first block's output,
+(:class:`~interp_rand.model.first_block.FirstBlockTable`, built once per evaluation) the first block's output,
 which then depends only on the seed, the position and the keys it reads, is looked up rather
 than computed; both give the same numbers as the rows one by one (the mixer's table form,
 :meth:`~interp_rand.model.mixer.Mixer.fast_table_plan`, does the mixing).
@@ -131,7 +131,7 @@ class FastForward:
 
     def __call__(self, inputs: Tensor, seeds: Tensor | None = None, attention_mask: Tensor | None = None,
                  key_index: Tensor | None = None, cache: "DecodeCache | None" = None,
-                 seed_rows: Tensor | None = None, first_block: "FirstBlockTable | None" = None) -> Tensor:
+                 seed_rows: Tensor | None = None, first_block=None) -> Tensor:
         """As ``HookedTransformer.forward`` (same arguments, same checks, same result).
 
         ``key_index``: :meth:`key_index` of ``attention_mask``, if the caller has it (it must
@@ -148,15 +148,16 @@ class FastForward:
         keys), the stream up to the first mix runs once per seed, not once per row: evaluation
         pairs every input with every seed.
 
-        ``first_block``: :meth:`first_block_table` of these ``seeds`` (with ``seed_rows`` and
-        ``key_index``): the first block's output is looked up, not computed."""
+        ``first_block``: a :class:`~interp_rand.model.first_block.FirstBlockTable` of these
+        ``seeds`` (with ``seed_rows`` and ``key_index``): the first block's output is looked up,
+        not computed."""
         model, cfg = self.model, self.cfg
         batch, n_pos = model._check_inputs(inputs)
         table = False  # the stream up to the first mix computed once per seed of the table
         if seed_rows is not None:
             if seeds is None or seed_rows.shape != (batch,) or seed_rows.dtype != torch.long:
-                raise ValueError(f"seed_rows must be long [batch={batch}] rows of a seeds table; got "
-                                 f"{seed_rows.dtype} {tuple(seed_rows.shape)}{' and no seeds' if seeds is None else ''}")
+                given = f"{seed_rows.dtype} {tuple(seed_rows.shape)}{' and no seeds' if seeds is None else ''}"
+                raise ValueError(f"seed_rows must be long [batch={batch}] rows of a seeds table; got {given}")
             table = (cache is None and not model.embed.tokens and cfg.has_seed and not cfg.seed_offset
                      and batch > 1 and inputs.stride(0) == 0 and len(seeds) < batch)
             if not table:
@@ -190,39 +191,6 @@ class FastForward:
                 x = x.index_select(0, seed_rows)
         return self._residual_stream(x, allowed, key_index, pos_added, cache,
                                      None if first is None else (first, seed_rows))
-
-    def first_block_table(self, inputs: Tensor, seeds: Tensor, key_index: Tensor | None,
-                          max_rows: int = 1 << 21) -> "FirstBlockTable | None":
-        """The stream after the first block for every seed of ``seeds`` (a table, as with
-        ``seed_rows``), every position and every tuple of ``d`` keys it may read, where the
-        first block's output at a query depends on nothing else: one input broadcast over the
-        batch (``inputs``, stride 0), the gathered keys ``key_index [batch, pos, d]`` and a
-        mixer with a table form. Built once for an evaluation (``n_pos ** d * S * n_pos``
-        rows, ``None`` beyond ``max_rows`` or where it does not apply), each forward then looks
-        its rows up (``first_block=``): the same numbers, one gather instead of the first
-        block."""
-        model, cfg = self.model, self.cfg
-        n_seeds = len(seeds)
-        if (key_index is None or model.embed.tokens or not cfg.has_seed or cfg.seed_offset or inputs.shape[0] < 2
-                or inputs.stride(0) != 0):
-            return None
-        n_pos, d = key_index.shape[1:]
-        n_sets = n_pos**d
-        if n_sets * n_seeds * n_pos > max_rows:
-            return None
-        mixer = type(model.blocks[0].attn)
-        # every tuple of d keys (lexicographic: tuple (k_1 .. k_d) is row sum k_j n_pos^(d-j)),
-        # read by every query, with every seed: row set * S + seed
-        sets = torch.stack(torch.meshgrid(*[torch.arange(n_pos, device=key_index.device)] * d, indexing="ij"), -1)
-        index = sets.view(n_sets, 1, d).expand(n_sets, n_pos, d).repeat_interleave(n_seeds, 0)
-        seed_rows = torch.arange(n_seeds, device=key_index.device).repeat(n_sets)
-        first = mixer.fast_table_plan(cfg, index, seed_rows, n_pos)
-        if first is None:
-            return None
-        with torch.no_grad():  # (a plain tensor: usable with and without autograd)
-            x, pos_added = self._stream_input(inputs[:1].expand(n_seeds, -1, -1), seeds, 0, None)
-            stream = self._residual_stream(x, None, index, pos_added, table=(first, seed_rows), stop=1)
-        return FirstBlockTable(stream, seeds, n_seeds, n_pos, d, self._version)
 
     def _stream_input(self, inputs: Tensor, seeds: Tensor | None, start: int,
                       cache: "DecodeCache | None") -> tuple[Tensor, bool]:
@@ -356,26 +324,6 @@ class FastForward:
         return logits.view(batch, n_pos, -1)[:, 0 if start else cfg.seed_offset :]
 
 
-class FirstBlockTable:
-    """:meth:`FastForward.first_block_table`: ``stream [(set * S + seed) * pos + query,
-    d_model]``, the stream after the first block of ``seeds``' table for every tuple of ``d``
-    keys (``set``) a query may read, built under the weights' ``version``."""
-
-    def __init__(self, stream: Tensor, seeds: Tensor, n_seeds: int, n_pos: int, d: int, version):
-        self.stream, self.seeds, self.n_seeds, self.n_pos, self.d, self.version = stream, seeds, n_seeds, n_pos, d, version
-
-    def lookup(self, fast: FastForward, key_index: Tensor, seed_rows: Tensor) -> Tensor:
-        """``[batch * pos, d_model]``: each batch row's stream after the first block (its seed
-        ``seed_rows``, its queries' keys ``key_index [batch, pos, d]``)."""
-        fast._layers()  # (brings the weights' version up to date)
-        if fast._version != self.version or key_index.shape[1:] != (self.n_pos, self.d):
-            raise ValueError("first_block was built for other weights or another key count; build it again")
-        powers = self.n_pos ** torch.arange(self.d - 1, -1, -1, device=key_index.device)
-        sets = (key_index * powers).sum(-1)  # [batch, pos]
-        query = torch.arange(self.n_pos, device=key_index.device)
-        return self.stream.index_select(0, ((sets * self.n_seeds + seed_rows[:, None]) * self.n_pos + query).flatten())
-
-
 class DecodeCache:
     """Keys and values of the positions decoded so far, for incremental decoding of a causal
     model: ``fast(inputs, seeds=seeds, cache=cache)`` runs only the new positions ``inputs``
@@ -447,4 +395,4 @@ class DecodeCache:
         return attend(q, keys[:end].permute(2, 0, 3, 1), values[:end].permute(2, 0, 3, 1), scale)
 
 
-__all__ = ["FEW_OUTPUTS", "DecodeCache", "FastForward", "FirstBlockTable", "regular_key_index"]
+__all__ = ["FEW_OUTPUTS", "DecodeCache", "FastForward", "regular_key_index"]

@@ -14,6 +14,7 @@ from interp_rand import losses
 from interp_rand.evaluation import check_model_fits_task
 from interp_rand.losses import answer_correct, answer_logits, get_loss_kind, loss_kinds, output_judge, vote_rules
 from interp_rand.model.fast import FastForward
+from interp_rand.model.first_block import FirstBlockTable
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Batch, Task
 
@@ -245,7 +246,8 @@ def success_matrix(
         # building it costs under a quarter of what it saves
         seeds = seeds.to(batch.inputs.device)
         with torch.no_grad():
-            first_block = forward.first_block_table(batch.inputs, seeds, key_index, max_rows=total * batch.inputs.shape[1] // 4)
+            first_block = FirstBlockTable.build(forward, batch.inputs, seeds, key_index,
+                                                max_rows=total * batch.inputs.shape[1] // 4)
 
     def run_chunk(start: int) -> tuple[Tensor, Tensor, Tensor | None]:
         with torch.inference_mode():  # grad mode is per thread

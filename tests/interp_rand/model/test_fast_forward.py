@@ -11,6 +11,7 @@ import torch
 from interp_rand import zoo
 from interp_rand.model import HookedTransformer, ModelConfig
 from interp_rand.model.fast import DecodeCache, FastForward, regular_key_index
+from interp_rand.model.first_block import FirstBlockTable
 from interp_rand.seeded_evaluation import success_matrix
 from interp_rand.seeded_evaluation.run import evaluation_forward
 from interp_rand.tasks import make_task
@@ -275,8 +276,8 @@ def test_seed_rows_index_a_table_of_seeds_and_give_the_indexed_seeds_result():
     # the first block looked up from its table of every (seed, key set, position): the same numbers
     fast = FastForward(model)
     key_index = fast.key_index(batch.attention_mask)
-    first = fast.first_block_table(batch.inputs, table, key_index)
-    assert first is not None and fast.first_block_table(batch.inputs.contiguous(), table, key_index) is None
+    first = FirstBlockTable.build(fast, batch.inputs, table, key_index)
+    assert first is not None and FirstBlockTable.build(fast, batch.inputs.contiguous(), table, key_index) is None
     looked_up = fast(batch.inputs, seeds=table, seed_rows=seed_rows, attention_mask=batch.attention_mask,
                      key_index=key_index, first_block=first)
     assert torch.equal(looked_up, fast(batch.inputs, seeds=table[seed_rows], attention_mask=batch.attention_mask))
