@@ -10,7 +10,8 @@
    counted), dense (every query against every key, what the hooked forward computes) and
    useful (only the allowed keys, what the fast path's attention weights cover).
 3. The exhaustive colouring evaluation (every cycle on 10 vertices x ``--n-seeds`` seeds,
-   ``success_matrix`` with its default chunks and workers) through the fast path on
+   ``success_matrix`` with its default chunks and workers; the fast path's time includes building
+   its first-block table, ``interp_rand.model.first_block``) through the fast path on
    ``--fraction`` of the cycles and through the hooked path (``hooked=True``) on
    ``--hooked-fraction`` of them; full-size times are projected from rows/s where a fraction is
    run. Reported: seconds, rows/s, achieved GFLOP/s (dense count / time) and its ratio to the
@@ -22,7 +23,7 @@
    scaling (the idle wall time is the figure the target is about; measure it idle).
 
 The model is the paper's colouring model (``coloring-Aq_R`` from the zoo; the time does not
-depend on the weights). Target (issue 16): the exhaustive evaluation <= 30 s on 2 idle cores.
+depend on the weights). Target (issues 16, 25): the exhaustive evaluation <= 30 s on 2 idle cores.
 """
 
 from __future__ import annotations

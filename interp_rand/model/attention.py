@@ -129,6 +129,26 @@ class Attention(Mixer):
         return lambda q, k, v, scale: _softmax_attention(q, k, v, bias, empty, scale)
 
     @classmethod
+    def fast_table_plan(cls, cfg: ModelConfig, index: Tensor | None, distinct: Tensor, n_pos: int) -> Plan | None:
+        """Over the allowed keys (``index``, as :meth:`fast_plan`'s) of a table of distinct rows
+        (:meth:`Mixer.fast_table_plan`): ``attend(qkv, scale) -> z`` from the table's fused
+        projections ``[S * pos, 3 h e]`` to every batch row's ``[batch * pos, h e]``; ``None``
+        for linear attention or a dense mask. The scores of every (query, key) pair of a table
+        row are computed once on the table (``S * pos * pos * h`` products: a dense attention's
+        over ``S`` rows), so each batch row only gathers its queries' few scores and values."""
+        if cfg.attention != "softmax" or index is None:
+            return None
+        batch, _, d = index.shape
+        # [batch, pos]: the table row of every batch row's position (query)
+        query = distinct[:, None] * n_pos + torch.arange(n_pos, device=index.device)
+        # slot-major [d * batch * pos]: each query's j-th allowed key, as a table row and as a
+        # (query table row, key position) pair of the table's scores
+        keys = (index + (distinct * n_pos)[:, None, None]).view(batch * n_pos, d).T.flatten()
+        pairs = (query[:, :, None] * n_pos + index).view(batch * n_pos, d).T.flatten()
+        h, e = cfg.n_heads, cfg.d_head
+        return lambda qkv, scale: _gathered_softmax_from_table(qkv, keys, pairs, d, n_pos, h, e, scale)
+
+    @classmethod
     def decode_one(cls, cfg: ModelConfig, q: Tensor, keys: Tensor, values: Tensor, scale: float) -> Tensor:
         """One new query per row over all ``t`` keys so far (the causal mask hides nothing):
         ``q [batch, 1, head, d_head]``, ``keys, values [t, d_head, batch, head]`` -> ``[batch, 1,
@@ -175,12 +195,38 @@ def _gathered_softmax(qkv: Tensor, keys: Tensor, h: int, e: int, scale: float) -
     kv = qkv[:, he:].index_select(0, keys).view(-1, rows, 2 * he)  # [d, rows, 2 h e]
     q = qkv[:, :he]
     scores = (kv[:, :, :he] * q).view(-1, rows, h, e).sum(-1)  # [d, rows, h]
+    return _weighted_slots(scores, kv[:, :, he:].view(-1, rows, h, e), scale)
+
+
+def _gathered_softmax_from_table(qkv: Tensor, keys: Tensor, pairs: Tensor, d: int, n_pos: int, h: int, e: int,
+                                 scale: float) -> Tensor:
+    """:func:`_gathered_softmax` for batch rows that copy rows of a table: ``qkv [S * pos, 3 h
+    e]`` the table's fused projections; ``keys [d * rows]`` (slot-major, ``rows = batch * pos``)
+    the table row of each query's ``j``-th allowed key and ``pairs`` its (query table row, key
+    position) pair, ``query_row * pos + key_pos``. Every score of a table row's positions is
+    computed once (the same elementwise products summed over ``d_head``), each query gathers
+    its ``d``; the values are gathered from the table. Returns ``z [rows, h e]``, the numbers
+    :func:`_gathered_softmax` gives on the copied rows."""
+    he = h * e
+    n_table = qkv.shape[0] // n_pos
+    q = qkv[:, :he].reshape(n_table, n_pos, 1, he)
+    k = qkv[:, he : 2 * he].reshape(n_table, 1, n_pos, he)
+    scores = (k * q).view(n_table * n_pos * n_pos, h, e).sum(-1)  # [S * q * key, h]
+    values = qkv[:, 2 * he :].index_select(0, keys).view(d, -1, h, e)  # [d, rows, h, e]
+    return _weighted_slots(scores.index_select(0, pairs).view(d, -1, h), values, scale)
+
+
+def _weighted_slots(scores: Tensor, values: Tensor, scale: float) -> Tensor:
+    """``scores [d, rows, h]`` (unscaled, overwritten) and ``values [d, rows, h, e]`` of each
+    query's ``d`` allowed keys -> ``z [rows, h e]``: the softmax over the slot axis (the outer
+    axis: torch's fast kernel; over a last axis of a few entries its CPU softmax is ~10x slower)
+    and the values summed weighted by it, one fused multiply-add per slot."""
+    d, rows, h, e = values.shape
     pattern = torch.softmax(scores.div_(scale), dim=0)[..., None]  # [d, rows, h, 1]
-    values = kv[:, :, he:].view(-1, rows, h, e)
-    z = pattern[0] * values[0]  # the weighted sum over slots, one fused multiply-add per slot
-    for slot in range(1, len(values)):
+    z = pattern[0] * values[0]
+    for slot in range(1, d):
         z.addcmul_(pattern[slot], values[slot])
-    return z.view(rows, he)
+    return z.view(rows, h * e)
 
 
 __all__ = ["Attention", "scores_of", "weighted_values"]

@@ -11,6 +11,13 @@ keys (the colouring's cycle adjacency: 2 of 10) is applied by gathering only tho
 the fused q/k/v projections. With a few output units (:data:`FEW_OUTPUTS`) the logits are a
 transposed view (the unit axis outermost in memory), so flatten them with ``reshape``.
 
+Evaluation pairs every input with every seed (``success_matrix``): with the seeds passed as a
+table (``seed_rows``), a broadcast input's stream up to the first mix runs once per seed, and
+(:class:`~interp_rand.model.first_block.FirstBlockTable`, built once per evaluation) the first block's output,
+which then depends only on the seed, the position and the keys it reads, is looked up rather
+than computed; both give the same numbers as the rows one by one (the mixer's table form,
+:meth:`~interp_rand.model.mixer.Mixer.fast_table_plan`, does the mixing).
+
 It holds no weights of its own: every call reads the model's parameters (the fused q/k/v
 matrix is rebuilt whenever a parameter changes), and it reuses the model's own pieces where
 they are functions (:func:`~interp_rand.model.layer_norm.layer_norm`, the MLP activations of
@@ -123,7 +130,8 @@ class FastForward:
         return index
 
     def __call__(self, inputs: Tensor, seeds: Tensor | None = None, attention_mask: Tensor | None = None,
-                 key_index: Tensor | None = None, cache: "DecodeCache | None" = None) -> Tensor:
+                 key_index: Tensor | None = None, cache: "DecodeCache | None" = None,
+                 seed_rows: Tensor | None = None, first_block=None) -> Tensor:
         """As ``HookedTransformer.forward`` (same arguments, same checks, same result).
 
         ``key_index``: :meth:`key_index` of ``attention_mask``, if the caller has it (it must
@@ -131,10 +139,65 @@ class FastForward:
 
         ``cache``: incremental decoding of a causal model (:class:`DecodeCache`): ``inputs``
         are the positions after the ``cache.length`` already decoded, and the result is their
-        logits, equal to those positions' logits of one forward over the whole prefix."""
+        logits, equal to those positions' logits of one forward over the whole prefix.
+
+        ``seed_rows``: ``[batch]`` long: ``seeds`` is then a table of ``S`` seeds and row ``b``
+        has ``seeds[seed_rows[b]]`` (the result is that of ``seeds=seeds[seed_rows]``). Where
+        one input is broadcast over the batch (stride 0) and the first block's mixer has a table
+        form (:meth:`~interp_rand.model.mixer.Mixer.fast_table_plan`; attention: over gathered
+        keys), the stream up to the first mix runs once per seed, not once per row: evaluation
+        pairs every input with every seed.
+
+        ``first_block``: a :class:`~interp_rand.model.first_block.FirstBlockTable` of these
+        ``seeds`` (with ``seed_rows`` and ``key_index``): the first block's output is looked up,
+        not computed."""
         model, cfg = self.model, self.cfg
         batch, n_pos = model._check_inputs(inputs)
+        table = False  # the stream up to the first mix computed once per seed of the table
+        if seed_rows is not None:
+            if seeds is None or seed_rows.shape != (batch,) or seed_rows.dtype != torch.long:
+                given = f"{seed_rows.dtype} {tuple(seed_rows.shape)}{' and no seeds' if seeds is None else ''}"
+                raise ValueError(f"seed_rows must be long [batch={batch}] rows of a seeds table; got {given}")
+            table = (cache is None and not model.embed.tokens and cfg.has_seed and not cfg.seed_offset
+                     and batch > 1 and inputs.stride(0) == 0 and len(seeds) < batch)
+            if not table:
+                seeds = seeds[seed_rows]
+        if first_block is not None:
+            if (seed_rows is None or key_index is None or key_index.shape[:2] != (batch, n_pos)
+                    or seeds is not first_block.seeds or cache is not None):
+                raise ValueError("first_block needs the seeds it was built for, seed_rows and the [batch, pos, d] "
+                                 "key_index (no cache)")
+            model.allowed_keys(attention_mask, batch, n_pos)  # the mask's checks
+            stream = first_block.lookup(self, key_index, seed_rows)
+            return self._residual_stream(stream.view(batch, n_pos, -1), None, key_index, pos_added=True,
+                                         first_layer=1)
         start = 0 if cache is None else cache.check(self, batch, n_pos, attention_mask, key_index)
+        if table:
+            x, pos_added = self._stream_input(inputs[:1].expand(len(seeds), -1, -1), seeds, start, cache)
+        else:
+            x, pos_added = self._stream_input(inputs, seeds, start, cache)
+        allowed = cache.allowed(x.shape[1], x.device) if start else model.allowed_keys(attention_mask, batch, n_pos)
+        if key_index is None:
+            key_index = self.key_index(allowed)
+        elif (key_index.shape[:2] != (batch, n_pos) or attention_mask is None
+              or self.key_index(attention_mask[:1]) is None):
+            raise ValueError(f"key_index must be FastForward.key_index of the [batch={batch}, pos={n_pos}, "
+                             f"pos] attention_mask; got {tuple(key_index.shape)}")
+        first = None
+        if table:
+            mixer = type(model.blocks[0].attn)
+            first = None if key_index is None else mixer.fast_table_plan(cfg, key_index, seed_rows, n_pos)
+            if first is None:  # no table form: every row its copy of the table's
+                x = x.index_select(0, seed_rows)
+        return self._residual_stream(x, allowed, key_index, pos_added, cache,
+                                     None if first is None else (first, seed_rows))
+
+    def _stream_input(self, inputs: Tensor, seeds: Tensor | None, start: int,
+                      cache: "DecodeCache | None") -> tuple[Tensor, bool]:
+        """The residual stream's input ``[batch, pos, d_model]`` (embedding, seeds, input MLP,
+        seed token) and whether the positions are already added to it."""
+        model, cfg = self.model, self.cfg
+        batch, n_pos = inputs.shape[:2]
         embed = model.embed
         # one input broadcast over the batch (the colouring's one-hot vertex ids, a stride-0
         # view): embedded once, with the positions added to that one copy
@@ -159,15 +222,7 @@ class FastForward:
             seed_embed = self._seed_embed(seeds, batch, n_pos)  # raises where seeds are wrong
         if cfg.seed_offset and not start:
             x = torch.cat([seed_embed.expand(batch, -1, -1), x], dim=1)
-        x = x.expand(batch, -1, -1)  # (a no-op unless nothing above was per row)
-        allowed = cache.allowed(x.shape[1], x.device) if start else model.allowed_keys(attention_mask, batch, n_pos)
-        if key_index is None:
-            key_index = self.key_index(allowed)
-        elif (key_index.shape[:2] != (batch, n_pos) or attention_mask is None
-              or self.key_index(attention_mask[:1]) is None):
-            raise ValueError(f"key_index must be FastForward.key_index of the [batch={batch}, pos={n_pos}, "
-                             f"pos] attention_mask; got {tuple(key_index.shape)}")
-        return self._residual_stream(x, allowed, key_index, pos_added, cache)
+        return x.expand(batch, -1, -1), pos_added  # (a no-op unless nothing above was per row)
 
     def _plus_seed(self, x: Tensor, seeds: Tensor | None, batch: int, n_pos: int) -> Tensor:
         """``x`` plus the seeds' projection (``add`` / ``append``), broadcast to ``[batch, pos,
@@ -207,9 +262,16 @@ class FastForward:
         return layer_norm(x, norm.w, norm.b, norm.eps)
 
     def _residual_stream(self, x: Tensor, allowed: Tensor | None, key_index: Tensor | None,
-                         pos_added: bool = False, cache: "DecodeCache | None" = None) -> Tensor:
+                         pos_added: bool = False, cache: "DecodeCache | None" = None,
+                         table: tuple | None = None, first_layer: int = 0, stop: int | None = None) -> Tensor:
+        """``x [batch, pos, d_model]`` -> the logits; with ``table = (first, seed_rows)``, ``x``
+        is the table ``[S, pos, d_model]`` whose row ``seed_rows[b]`` batch row ``b`` copies up
+        to the first mix, and ``first`` the first block's table plan (the mixer's). ``x`` enters
+        at block ``first_layer``; with ``stop`` the stream ``[batch * pos, d_model]`` after block
+        ``stop - 1`` is returned instead of the logits."""
         model, cfg = self.model, self.cfg
-        batch, n_pos, _ = x.shape
+        n_rows, n_pos, d_model = x.shape
+        batch = n_rows if table is None else len(table[1])
         start = 0 if cache is None else cache.length
         if cfg.positional != "none" and not pos_added:
             # broadcast over the batch (no copy: no hook to see it)
@@ -218,11 +280,20 @@ class FastForward:
         attend = mixer.fast_plan(cfg, allowed, key_index, batch, n_pos)  # the mixer's hook-free form
         gathered = key_index is not None and cfg.attention == "softmax"
         h, e = cfg.n_heads, cfg.d_head
-        x = x.reshape(batch * n_pos, -1)
+        x = x.reshape(n_rows * n_pos, -1)
         for layer, (block, (w_qkv, b_qkv, w_o)) in enumerate(zip(model.blocks, self._layers())):
+            if layer < first_layer:
+                continue
+            if layer == stop:
+                break
             attn = block.attn
-            qkv = F.linear(self._norm(block.ln1, x), w_qkv, b_qkv)  # [batch * pos, 3 h e]
-            if gathered:
+            qkv = F.linear(self._norm(block.ln1, x), w_qkv, b_qkv)  # [batch (or S) * pos, 3 h e]
+            if table is not None:  # the table's one mix, then each row its copy of the stream
+                first, seed_rows = table
+                z = first(qkv, attn.scale)  # [batch * pos, h e]
+                x = x.view(n_rows, n_pos * d_model).index_select(0, seed_rows).view(batch * n_pos, d_model)
+                table = None
+            elif gathered:
                 z = attend(qkv, attn.scale)  # [batch * pos, h e]
             else:
                 qkv = qkv.view(batch, n_pos, 3, h, e)
@@ -238,6 +309,8 @@ class FastForward:
                 x = torch.addmm(x, z, w_o.T)  # x + z @ W_O in one pass
             if not cfg.attn_only:
                 x = x + self._mlp(block.mlp, self._norm(block.ln2, x))
+        if stop is not None:
+            return x
         unembed = model.unembed
         x = self._norm(model.ln_final, x)
         if cfg.d_vocab_out <= FEW_OUTPUTS:

@@ -12,8 +12,9 @@ three steps, every one a method that the rest of the toolkit calls instead of re
    firing the mixer's own inner hooks (:attr:`INNER_HOOKS`) when something listens; and two
    hook-free forms of the same function: :meth:`Mixer.mix_at`, *these heads at these query
    positions* (incremental patching recomputes a changed head's output only where it changes),
-   and :meth:`Mixer.fast_plan`, the fast path's whole-model plan
-   (:class:`~interp_rand.model.fast.FastForward`).
+   :meth:`Mixer.fast_plan`, the fast path's whole-model plan
+   (:class:`~interp_rand.model.fast.FastForward`), and optionally
+   :meth:`Mixer.fast_table_plan`, its first block over a table of distinct rows.
 3. **write** (:meth:`Mixer.write`, :meth:`Mixer.head_writes`): ``z @ W_O + b_O``, the **writer
    site** (:attr:`WRITER_HOOK`: ``hook_z``, one residual write per head).
 
@@ -165,6 +166,17 @@ class Mixer(nn.Module):
         """The fast path's hook-free mix for every block of a forward, prepared once (module
         :mod:`~interp_rand.model.fast`): ``plan(q, k, v, scale) -> z``."""
         raise NotImplementedError
+
+    @classmethod
+    def fast_table_plan(cls, cfg: ModelConfig, index: Tensor | None, distinct: Tensor, n_pos: int) -> Plan | None:
+        """The first block's hook-free mix when the batch's rows are, up to that mix, copies of a
+        few distinct rows (the fast path's *table*: one input broadcast over the batch, each row
+        with one of ``S`` seeds): ``distinct [batch]`` long, the table row that batch row ``b``
+        copies. ``plan(qkv, scale) -> z``: ``qkv [S * pos, 3 h e]`` the table's fused
+        projections, ``z [batch * pos, h e]`` every batch row's, the same numbers as
+        :meth:`fast_plan`'s plan on the copied rows. ``None`` (the default): the mixer has no
+        such form, and the fast path copies the table's rows out before the first block."""
+        return None
 
     @classmethod
     def decode_one(cls, cfg: ModelConfig, q: Tensor, keys: Tensor, values: Tensor, scale: float) -> Tensor | None:

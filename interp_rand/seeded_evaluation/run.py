@@ -14,6 +14,7 @@ from interp_rand import losses
 from interp_rand.evaluation import check_model_fits_task
 from interp_rand.losses import answer_correct, answer_logits, get_loss_kind, loss_kinds, output_judge, vote_rules
 from interp_rand.model.fast import FastForward
+from interp_rand.model.first_block import FirstBlockTable
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Batch, Task
 
@@ -239,16 +240,31 @@ def success_matrix(
     forward = evaluation_forward(model, hooked)
     # every input's mask serves all its seeds: the fast path finds its keys once per input
     key_index = forward.key_index(batch.attention_mask) if isinstance(forward, FastForward) else None
+    first_block = None
+    if key_index is not None and seeds is not None:
+        # the first block's output for every seed and key set, looked up by every chunk, where
+        # building it costs under a quarter of what it saves
+        seeds = seeds.to(batch.inputs.device)
+        with torch.no_grad():
+            first_block = FirstBlockTable.build(forward, batch.inputs, seeds, key_index,
+                                                max_rows=total * batch.inputs.shape[1] // 4)
 
     def run_chunk(start: int) -> tuple[Tensor, Tensor, Tensor | None]:
         with torch.inference_mode():  # grad mode is per thread
             part = _expand_rows(batch, seeds, start, min(start + chunk_size, total))
             kwargs = part.model_kwargs()
-            if key_index is not None:
-                rows = torch.arange(start, start + len(part), device=key_index.device)
-                kwargs["key_index"] = key_index[rows // n_seeds]
+            if isinstance(forward, FastForward):
+                rows = torch.arange(start, start + len(part), device=batch.inputs.device)
+                if key_index is not None:
+                    kwargs["key_index"] = key_index[rows // n_seeds]
+                if seeds is not None:  # the seeds as a table: the fast path runs what depends only on them once
+                    kwargs["seeds"], kwargs["seed_rows"] = seeds.to(batch.inputs.device), rows % n_seeds
+                    if first_block is not None:
+                        kwargs["first_block"] = first_block
             logits = forward(part.inputs, **kwargs)
-            if not torch.isfinite(logits).all():
+            # x * 0 is 0 for every finite x and NaN for +-inf and NaN: one product and one sum
+            # say what isfinite(logits).all() says (~3x fewer passes over the transposed logits)
+            if torch.isnan((logits * 0).sum()):
                 raise FloatingPointError("the model produced non-finite logits during evaluation")
             success = answer_correct(logits, part, kind).all(-1)
             out, prob = _discrete(answer_logits(logits, part), decoder)

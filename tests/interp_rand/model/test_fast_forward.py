@@ -11,6 +11,7 @@ import torch
 from interp_rand import zoo
 from interp_rand.model import HookedTransformer, ModelConfig
 from interp_rand.model.fast import DecodeCache, FastForward, regular_key_index
+from interp_rand.model.first_block import FirstBlockTable
 from interp_rand.seeded_evaluation import success_matrix
 from interp_rand.seeded_evaluation.run import evaluation_forward
 from interp_rand.tasks import make_task
@@ -250,6 +251,41 @@ def test_success_matrix_identical_over_chunks_workers_and_broadcast_inputs():
             assert torch.equal(fast.success, hooked.success) and torch.equal(fast.outputs, hooked.outputs)
             assert fast.probs.shape == hooked.probs.shape and fast.probs.is_contiguous()
             assert (fast.probs - hooked.probs).abs().max().item() <= TOLERANCE
+
+
+def test_seed_rows_index_a_table_of_seeds_and_give_the_indexed_seeds_result():
+    """``seed_rows`` (the seeds as a table, the stream up to the first mix once per seed) gives
+    the numbers of ``seeds=seeds[seed_rows]``: through attention's table form (a broadcast input,
+    gathered keys), and where it does not apply (materialised inputs, a dense mask); bad rows are
+    refused."""
+    task = make_task("coloring")
+    model = zoo.load("coloring-Aq_R").model().eval()
+    batch = task.exhaustive()[:6]
+    table = task.sample_seeds(4, torch.Generator().manual_seed(3))
+    seed_rows = torch.tensor([0, 3, 3, 1, 2, 0])
+    expected = model(batch.inputs, seeds=table[seed_rows], attention_mask=batch.attention_mask)
+    for fast, inputs in ((FastForward(model), batch.inputs), (FastForward(model), batch.inputs.contiguous()),
+                         (FastForward(model, sparse_keys=False), batch.inputs)):
+        rows = fast(inputs, seeds=table, seed_rows=seed_rows, attention_mask=batch.attention_mask)
+        indexed = fast(inputs, seeds=table[seed_rows], attention_mask=batch.attention_mask)
+        assert torch.equal(rows, indexed)
+        assert (rows - expected).abs().max().item() <= TOLERANCE * _scale(expected)
+    with pytest.raises(ValueError, match="seed_rows must be long"):
+        FastForward(model)(batch.inputs, seeds=table, seed_rows=seed_rows[:3], attention_mask=batch.attention_mask)
+
+    # the first block looked up from its table of every (seed, key set, position): the same numbers
+    fast = FastForward(model)
+    key_index = fast.key_index(batch.attention_mask)
+    first = FirstBlockTable.build(fast, batch.inputs, table, key_index)
+    assert first is not None and FirstBlockTable.build(fast, batch.inputs.contiguous(), table, key_index) is None
+    looked_up = fast(batch.inputs, seeds=table, seed_rows=seed_rows, attention_mask=batch.attention_mask,
+                     key_index=key_index, first_block=first)
+    assert torch.equal(looked_up, fast(batch.inputs, seeds=table[seed_rows], attention_mask=batch.attention_mask))
+    with torch.no_grad():
+        model.blocks[0].attn.W_V.mul_(2.0)
+    with pytest.raises(ValueError, match="other weights"):
+        fast(batch.inputs, seeds=table, seed_rows=seed_rows, attention_mask=batch.attention_mask,
+             key_index=key_index, first_block=first)
 
 
 # ------------------------------------------------------------------------------ decoding
