@@ -137,9 +137,9 @@ GRID = [(name, "ours") for name in CASES] + [("plain", "bridge")]
 def _regime(regimes, k, by_position, incremental):
     """Case ``k``'s batching regime for one of its four checks, so that each case meets all
     three of ``regimes`` = (one copy per forward, a few, as many as fit). One copy per forward,
-    the costliest, goes with the node-level graph (one slot, not one per position), on the incremental
-    path for even cases and the block path for odd ones; the other two, swapped along the
-    cases, take the rest."""
+    the costliest, goes with the node-level graph (one slot, not one per position), on the
+    incremental path for even cases and the block path for odd ones; the other two, swapped
+    along the cases, take the rest."""
     one, few, fit = regimes
     first = incremental == (k % 2 == 0)
     if by_position:
@@ -164,8 +164,8 @@ def test_batched_exact_scores_equal_the_one_edge_reference(k, name, on):
             max_batch = _regime((1, 7, None), k, by_position, incremental)
             fast = batched_edge_scores(model, graph, clean, replacement, metric, max_batch=max_batch,
                                        incremental=incremental)
-            torch.testing.assert_close(fast, reference, atol=1e-5, rtol=0,
-                                       msg=_where(by_position=by_position, incremental=incremental, max_batch=max_batch))
+            where = _where(by_position=by_position, incremental=incremental, max_batch=max_batch)
+            torch.testing.assert_close(fast, reference, atol=1e-5, rtol=0, msg=where)
 
 
 def test_discover_exact_is_the_reference_in_its_denoising_form():
