@@ -4,7 +4,6 @@ TransformerBridge, with and without position-resolved edges, with a seed channel
 and the hand-set recall model (vector inputs, an appended seed, no positional embedding)."""
 
 import dataclasses
-import functools
 
 import pytest
 import torch
@@ -27,47 +26,59 @@ from circuits.methods.acdc import acdc_scores, acdc_scores_sequential
 from interp_rand.model.bridge import to_bridge
 
 
-def _seeded(seed_mode, d_input_mlp=0):
-    model = make_model(d_seed=3, seed_mode=seed_mode, d_input_mlp=d_input_mlp, n_ctx=7)
-    clean, corrupted = token_pairs()
+def _pairs(n_pos):
+    """Token pairs over ``n_pos`` positions, corrupted at position 2 (1 when there are only 3)."""
+    return token_pairs(n_pos=n_pos, changed=min(2, n_pos - 2))
+
+
+def _seeded(seed_mode, n_pos, d_input_mlp=0):
+    model = make_model(d_seed=3, seed_mode=seed_mode, d_input_mlp=d_input_mlp, n_ctx=n_pos + 1)
+    clean, corrupted = _pairs(n_pos)
     g = torch.Generator().manual_seed(5)
     return (model, dataclasses.replace(clean, seeds=torch.randn(len(clean), 3, generator=g)),
             dataclasses.replace(corrupted, seeds=torch.randn(len(clean), 3, generator=g)))
 
 
-def _recall():
+def _recall(n_pos):
+    """The hand-set recall model; its task fixes the positions (``n_pos`` is not used)."""
     task, model = recall_path_model()
     g = torch.Generator().manual_seed(0)
     pairs = task.corrupt(task.sample(16, g), g)
     return model, pairs.clean, pairs.corrupted
 
 
-def _masked():
+def _masked(n_pos):
     """Per-example attention masks (``mask="custom"``), one query of one example attending nothing."""
-    model = make_model(mask="custom")
-    clean, corrupted = token_pairs()
+    model = make_model(mask="custom", n_ctx=n_pos)
+    clean, corrupted = _pairs(n_pos)
     g = torch.Generator().manual_seed(3)
-    mask = torch.rand(len(clean), 6, 6, generator=g) < 0.6
-    mask |= torch.eye(6, dtype=torch.bool)
+    mask = torch.rand(len(clean), n_pos, n_pos, generator=g) < 0.6
+    mask |= torch.eye(n_pos, dtype=torch.bool)
     mask[0, 2] = False
     return (model, dataclasses.replace(clean, attention_mask=mask), dataclasses.replace(corrupted, attention_mask=mask))
 
 
+# each case builds its model and clean/corrupted pairs for ``n_pos`` token positions
 CASES = {
-    "plain": lambda: (make_model(), *token_pairs()),
-    "linear-full": lambda: (make_model(attention="linear", mask="full"), *token_pairs()),
+    "plain": lambda n_pos: (make_model(n_ctx=n_pos), *_pairs(n_pos)),
+    "linear-full": lambda n_pos: (make_model(attention="linear", mask="full", n_ctx=n_pos), *_pairs(n_pos)),
     "softmax-custom-mask": _masked,
-    "full-attn-only-no-ln": lambda: (make_model(mask="full", attn_only=True, normalization_type=None, n_layers=3),
-                                     *token_pairs()),
-    "seed-token": lambda: _seeded("token"),
-    "seed-add+input-mlp": lambda: _seeded("add", d_input_mlp=8),
-    "seed-append+input-mlp": lambda: _seeded("append", d_input_mlp=8),
+    "full-attn-only-no-ln": lambda n_pos: (make_model(mask="full", attn_only=True, normalization_type=None, n_layers=3,
+                                                      n_ctx=n_pos), *_pairs(n_pos)),
+    "seed-token": lambda n_pos: _seeded("token", n_pos),
+    "seed-add+input-mlp": lambda n_pos: _seeded("add", n_pos, d_input_mlp=8),
+    "seed-append+input-mlp": lambda n_pos: _seeded("append", n_pos, d_input_mlp=8),
     "recall-paths": _recall,
 }
 
+# The grids against the one-forward-per-edge references use 3 positions: a reference costs a
+# forward per edge, and position-resolved edges grow with the positions (the answer, at the
+# last position, still reads the corrupted position 1 through attention).
+GRID_POSITIONS = 3
 
-def _case(name, on="ours"):
-    model, clean, corrupted = CASES[name]()
+
+def _case(name, on="ours", n_pos=6):
+    model, clean, corrupted = CASES[name](n_pos)
     if on == "bridge":  # a bridge takes plain token tensors; the metric reads the clean targets
         return to_bridge(model), clean.inputs, corrupted.inputs, lambda logits, _b: logprob(logits, clean)
     return model, clean, corrupted, logprob
@@ -118,66 +129,79 @@ def test_the_forward_starts_at_the_first_patched_block():
         assert calls == [1, 0, 1]
 
 
-OURS = [name for name in CASES]
+# Every case (and the bridge) against its reference, on both paths (incremental True/False) and
+# both graphs (by_position True/False): four checks per case, each with one batching regime.
+GRID = [(name, "ours") for name in CASES] + [("plain", "bridge")]
 
 
-@functools.cache
-def _exact_reference(name, on, by_position):
-    """A case, its graph, the corrupted writers and the one-edge reference scores: computed once
-    for both values of ``incremental`` (the case is built the same, seeded, every time)."""
-    model, clean, corrupted, metric = _case(name, on)
-    graph = ModelGraph.of(model, _n_pos(clean), by_position)
-    replacement = writer_values(model, graph, corrupted)
-    return model, clean, metric, graph, replacement, exact_edge_scores(model, graph, clean, replacement, metric)
+def _regime(regimes, k, by_position, incremental):
+    """Case ``k``'s batching regime for one of its four checks, so that each case meets all
+    three of ``regimes`` = (one copy per forward, a few, as many as fit). One copy per forward,
+    the costliest, goes with the node-level graph (one slot, not one per position), on the
+    incremental path for even cases and the block path for odd ones; the other two, swapped
+    along the cases, take the rest."""
+    one, few, fit = regimes
+    first = incremental == (k % 2 == 0)
+    if by_position:
+        return few if first else fit
+    return one if first else (few if k % 2 == 0 else fit)
 
 
-@pytest.mark.parametrize("by_position", [True, False])
-@pytest.mark.parametrize("name,on", [(name, "ours") for name in OURS] + [("plain", "bridge")])
-@pytest.mark.parametrize("incremental", [True, False])
-def test_batched_exact_scores_equal_the_one_edge_reference(name, on, by_position, incremental):
-    model, clean, metric, graph, replacement, reference = _exact_reference(name, on, by_position)
-    assert reference.abs().max() > 1e-3
-    for max_batch in (1, 7, None):
-        fast = batched_edge_scores(model, graph, clean, replacement, metric, max_batch=max_batch, incremental=incremental)
-        torch.testing.assert_close(fast, reference, atol=1e-5, rtol=0)
+def _where(**what):
+    return lambda message: f"{message}\n({', '.join(f'{k}={v}' for k, v in what.items())})"
+
+
+@pytest.mark.parametrize("k,name,on", [(k, name, on) for k, (name, on) in enumerate(GRID)],
+                         ids=[f"{name}-{on}" for name, on in GRID])
+def test_batched_exact_scores_equal_the_one_edge_reference(k, name, on):
+    model, clean, corrupted, metric = _case(name, on, GRID_POSITIONS)
+    for by_position in (True, False):
+        graph = ModelGraph.of(model, _n_pos(clean), by_position)
+        replacement = writer_values(model, graph, corrupted)
+        reference = exact_edge_scores(model, graph, clean, replacement, metric)  # shared by both paths
+        assert reference.abs().max() > 1e-3
+        for incremental in (True, False):
+            max_batch = _regime((1, 7, None), k, by_position, incremental)
+            fast = batched_edge_scores(model, graph, clean, replacement, metric, max_batch=max_batch,
+                                       incremental=incremental)
+            where = _where(by_position=by_position, incremental=incremental, max_batch=max_batch)
+            torch.testing.assert_close(fast, reference, atol=1e-5, rtol=0, msg=where)
 
 
 def test_discover_exact_is_the_reference_in_its_denoising_form():
-    model, clean, corrupted, _ = _case("plain")
+    model, clean, corrupted, _ = _case("plain", n_pos=GRID_POSITIONS)
     scores = discover(model, clean, corrupted, metric="logprob", method="exact")
     graph = scores.graph
     reference = exact_edge_scores(model, graph, corrupted, writer_values(model, graph, clean), logprob, clean)
     torch.testing.assert_close(scores.scores, reference, atol=1e-5, rtol=0)
 
 
-@functools.cache
-def _acdc_reference(name, on, by_position, threshold):
-    """A case, its graph, the resampled writers and the sequential search's scores, computed once
-    for both values of ``incremental``."""
-    model, clean, corrupted, metric = _case(name, on)
-    graph = ModelGraph.of(model, _n_pos(clean), by_position)
-    replacement = Ablation("resample").replacement(model, graph, clean, corrupted)
-    return model, clean, metric, graph, replacement, acdc_scores_sequential(model, graph, clean, replacement, metric,
-                                                                           threshold)
+# A threshold that keeps some edges and drops others, per case, on both graphs (the
+# attention-only model's edges are weaker); threshold 0 (no removal accepted, its own branch of
+# the search) on two cases.
+ACDC_THRESHOLDS = {"full-attn-only-no-ln": 0.003}
+ACDC_GRID = [(name, on, ACDC_THRESHOLDS.get(name, 0.02)) for name, on in GRID]
+ACDC_GRID += [(name, on, 0.0) for name, on in GRID if name in ("plain", "recall-paths") and on == "ours"]
 
 
-@pytest.mark.parametrize("by_position", [True, False])
-@pytest.mark.parametrize("name,on", [(name, "ours") for name in OURS if name != "seed-add+input-mlp"]
-                         + [("plain", "bridge")])
-@pytest.mark.parametrize("threshold", [0.0, 0.003, 0.02])
-@pytest.mark.parametrize("incremental", [True, False])
-def test_batched_acdc_keeps_the_sequential_search_s_edges(name, on, by_position, threshold, incremental):
-    model, clean, metric, graph, replacement, reference = _acdc_reference(name, on, by_position, threshold)
-    kept = reference.abs() >= threshold
-    if threshold > 0:
-        # the search keeps some edges and drops others (the hand-set recall model's paths and the
-        # attention-only model's weak edges fall on one side)
-        assert 0 < int(kept.sum()) < graph.n_edges or name in ("recall-paths", "full-attn-only-no-ln")
-    for max_batch in (1, 3, None):
-        fast = acdc_scores(model, graph, clean, replacement, metric, threshold, max_batch=max_batch,
-                           incremental=incremental)
-        assert torch.equal(fast.abs() >= threshold, kept)
-        torch.testing.assert_close(fast, reference, atol=1e-5, rtol=0)
+@pytest.mark.parametrize("k,name,on,threshold", [(k, *row) for k, row in enumerate(ACDC_GRID)],
+                         ids=[f"{name}-{on}-{threshold}" for name, on, threshold in ACDC_GRID])
+def test_batched_acdc_keeps_the_sequential_search_s_edges(k, name, on, threshold):
+    model, clean, corrupted, metric = _case(name, on, GRID_POSITIONS)
+    for by_position in (True, False):
+        graph = ModelGraph.of(model, _n_pos(clean), by_position)
+        replacement = Ablation("resample").replacement(model, graph, clean, corrupted)
+        reference = acdc_scores_sequential(model, graph, clean, replacement, metric, threshold)  # both paths'
+        kept = reference.abs() >= threshold
+        if threshold > 0:  # the search keeps some edges and drops others
+            assert 0 < int(kept.sum()) < graph.n_edges, (by_position, int(kept.sum()))
+        for incremental in (True, False):
+            max_batch = _regime((1, 3, None), k, by_position, incremental)
+            where = _where(by_position=by_position, incremental=incremental, max_batch=max_batch)
+            fast = acdc_scores(model, graph, clean, replacement, metric, threshold, max_batch=max_batch,
+                               incremental=incremental)
+            assert torch.equal(fast.abs() >= threshold, kept), where("kept sets differ")
+            torch.testing.assert_close(fast, reference, atol=1e-5, rtol=0, msg=where)
 
 
 @pytest.mark.parametrize("zoo", ["sort", "addition", "coloring-Aq_R", "recall-Aq_R"])
@@ -190,7 +214,7 @@ def test_the_incremental_paths_equal_the_references_on_the_zoo_models(zoo):
     from circuits.methods.discovery import patch_data
     from interp_rand.reports.inputs import load_run_inputs
 
-    run = load_run_inputs(f"zoo:{zoo}", n=8, seed=3, pairs="task")
+    run = load_run_inputs(f"zoo:{zoo}", n=2, seed=3, pairs="task")  # two examples: fewer rows per batched forward
     model, clean, corrupted = run.model, run.pairs.clean, run.pairs.corrupted
     graph = ModelGraph.of(model, _n_pos(clean))
     data = patch_data(model, graph, clean, corrupted, Ablation("resample"))
