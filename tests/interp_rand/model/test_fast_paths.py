@@ -235,3 +235,16 @@ def test_linear_gradients_equal_autograd_of_the_plain_product(d_in, d_out, bias)
     # under vmap (the grid world's populations) as well
     batched = torch.func.vmap(lambda weight: linear(x.detach(), weight, None))(torch.stack([w.detach()] * 2))
     torch.testing.assert_close(batched[1], x.detach() @ w.detach(), rtol=0, atol=1e-12)
+
+
+def test_linear_without_gradients_is_the_autograd_function_s_forward_bitwise():
+    """Under no_grad ``linear`` skips the autograd Function's call; the numbers are its forward's."""
+    from interp_rand.model.linear import _Linear, linear
+
+    g = torch.Generator().manual_seed(1)
+    x, w, b = torch.randn(4, 3, 16, generator=g), torch.randn(16, 5, generator=g), torch.randn(5, generator=g)
+    with_grad = _Linear.apply(x, w.requires_grad_(), b)
+    with torch.no_grad():
+        plain = linear(x, w, b)
+    assert not plain.requires_grad and with_grad.requires_grad
+    assert torch.equal(plain, with_grad.detach())
