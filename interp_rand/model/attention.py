@@ -24,7 +24,7 @@ from torch import Tensor
 
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.hook_dispatch import fire, listening
-from interp_rand.model.mixer import Mixer, Plan
+from interp_rand.model.mixer import ATTENTION_CAPABILITIES, Mixer, Plan
 
 
 def scores_of(q: Tensor, k: Tensor, scale: float) -> Tensor:
@@ -42,7 +42,7 @@ def weighted_values(pattern: Tensor, v: Tensor) -> Tensor:
 
 class Attention(Mixer):
     INNER_HOOKS = ("hook_attn_scores", "hook_pattern")
-    CAPABILITIES = {"pattern": "hook_pattern", "scores": "hook_attn_scores"}
+    CAPABILITIES = ATTENTION_CAPABILITIES
 
     @classmethod
     def check_config(cls, cfg: ModelConfig) -> None:

@@ -186,7 +186,7 @@ class FastForward:
         first = None
         if table:
             mixer = type(model.blocks[0].attn)
-            first = None if key_index is None else mixer.fast_table_plan(cfg, key_index, seed_rows, n_pos)
+            first = mixer.fast_table_plan(cfg, key_index, seed_rows, n_pos)  # None without a table form
             if first is None:  # no table form: every row its copy of the table's
                 x = x.index_select(0, seed_rows)
         return self._residual_stream(x, allowed, key_index, pos_added, cache,

@@ -51,6 +51,9 @@ from interp_rand.model.linear import linear
 #: it); ``"scores"``, the bilinear ``q . k / scale`` (masked) the pattern is made from
 #: (query/key attribution splits them into upstream parts).
 CAPABILITY_NAMES = ("pattern", "scores")
+#: attention's capabilities under TransformerLens's hook names: our :class:`~interp_rand.model.
+#: attention.Attention` declares them, and a TransformerLens bridge's attention has them
+ATTENTION_CAPABILITIES = {"pattern": "hook_pattern", "scores": "hook_attn_scores"}
 
 #: ``plan(q, k, v, scale) -> z`` (``[batch, pos, head, d_head]`` each; ``q`` may be the last
 #: positions only, over a decoding cache's keys), or, gathered, ``plan(qkv, scale) -> z``.
@@ -229,11 +232,11 @@ def capability_hook(model: nn.Module, layer: int, capability: str) -> str | None
     if capability not in CAPABILITY_NAMES:
         raise ValueError(f"unknown mixer capability {capability!r}; capabilities are {CAPABILITY_NAMES}")
     mixer = model.blocks[layer].attn
-    hooks = mixer.CAPABILITIES if isinstance(mixer, Mixer) else {"pattern": "hook_pattern", "scores": "hook_attn_scores"}
+    hooks = mixer.CAPABILITIES if isinstance(mixer, Mixer) else ATTENTION_CAPABILITIES
     if capability not in hooks:
         return None
     name = hook_name(layer, "attn." + hooks[capability])
     return name if name in model.hook_dict else None
 
 
-__all__ = ["CAPABILITY_NAMES", "Mixer", "Plan", "capability_hook"]
+__all__ = ["ATTENTION_CAPABILITIES", "CAPABILITY_NAMES", "Mixer", "Plan", "capability_hook"]

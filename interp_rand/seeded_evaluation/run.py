@@ -241,10 +241,11 @@ def success_matrix(
     # every input's mask serves all its seeds: the fast path finds its keys once per input
     key_index = forward.key_index(batch.attention_mask) if isinstance(forward, FastForward) else None
     first_block = None
+    if seeds is not None and isinstance(forward, FastForward):
+        seeds = seeds.to(batch.inputs.device)  # the fast path takes them as one table
     if key_index is not None and seeds is not None:
         # the first block's output for every seed and key set, looked up by every chunk, where
         # building it costs under a quarter of what it saves
-        seeds = seeds.to(batch.inputs.device)
         with torch.no_grad():
             first_block = FirstBlockTable.build(forward, batch.inputs, seeds, key_index,
                                                 max_rows=total * batch.inputs.shape[1] // 4)
@@ -258,7 +259,7 @@ def success_matrix(
                 if key_index is not None:
                     kwargs["key_index"] = key_index[rows // n_seeds]
                 if seeds is not None:  # the seeds as a table: the fast path runs what depends only on them once
-                    kwargs["seeds"], kwargs["seed_rows"] = seeds.to(batch.inputs.device), rows % n_seeds
+                    kwargs["seeds"], kwargs["seed_rows"] = seeds, rows % n_seeds
                     if first_block is not None:
                         kwargs["first_block"] = first_block
             logits = forward(part.inputs, **kwargs)
