@@ -10,8 +10,9 @@
    counted), dense (every query against every key, what the hooked forward computes) and
    useful (only the allowed keys, what the fast path's attention weights cover).
 3. The exhaustive colouring evaluation (every cycle on 10 vertices x ``--n-seeds`` seeds,
-   ``success_matrix`` with its default chunks and workers; the fast path's time includes building
-   its first-block table, ``interp_rand.model.first_block``) through the fast path on
+   ``success_matrix`` with its default chunks and workers; the fast path's time includes finding
+   the distinct receptive fields, ``interp_rand.model.receptive_field``, running the inputs that
+   hold them and building their first-block table, ``interp_rand.model.first_block``) through the fast path on
    ``--fraction`` of the cycles and through the hooked path (``hooked=True``) on
    ``--hooked-fraction`` of them; full-size times are projected from rows/s where a fraction is
    run. Reported: seconds, rows/s, achieved GFLOP/s (dense count / time) and its ratio to the

@@ -15,6 +15,7 @@ from interp_rand.evaluation import check_model_fits_task
 from interp_rand.losses import answer_correct, answer_logits, get_loss_kind, loss_kinds, output_judge, vote_rules
 from interp_rand.model.fast import FastForward
 from interp_rand.model.first_block import FirstBlockTable
+from interp_rand.model.receptive_field import ReceptiveFields
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Batch, Task
 
@@ -147,6 +148,46 @@ def _expand_rows(batch: Batch, seeds: Tensor | None, start: int, stop: int) -> B
     )
 
 
+def _select_inputs(batch: Batch, inputs: Tensor) -> Batch:
+    """The inputs ``inputs`` of ``batch`` (a broadcast tensor stays a broadcast view)."""
+    return Batch(
+        inputs=_take(batch.inputs, inputs), targets=_take(batch.targets, inputs),
+        loss_mask=_take(batch.loss_mask, inputs), answer_positions=batch.answer_positions, seeds=None,
+        attention_mask=None if batch.attention_mask is None else _take(batch.attention_mask, inputs),
+        metadata={k: _take(v, inputs) for k, v in batch.metadata.items()},
+    )
+
+
+def _chunked(run: Callable[[int, int], tuple[Tensor | None, ...]], total: int, chunk_size: int, workers: int,
+             rows_per_row: int = 1) -> list[Tensor | None]:
+    """``run(start, stop)`` over ``0 .. total`` in chunks of ``chunk_size``, each chunk writing its
+    ``(stop - start) * rows_per_row`` leading rows into full-size results (no concatenation at the
+    end: half the peak memory of the exhaustive set's ~2 GB of probabilities); with ``workers >
+    1`` the chunks after the first run side by side, each in its own thread with one intra-op
+    thread (the caller restores the thread count)."""
+    results: list[Tensor | None] = []
+
+    def store(start: int) -> None:
+        for whole, chunk in zip(results, run(start, min(start + chunk_size, total))):
+            if whole is not None:
+                whole[start * rows_per_row : start * rows_per_row + len(chunk)] = chunk
+
+    first = run(0, min(chunk_size, total))  # its shapes and dtypes size the results
+    results.extend(None if t is None else t.new_empty((total * rows_per_row, *t.shape[1:])) for t in first)
+    for whole, chunk in zip(results, first):
+        if whole is not None:
+            whole[: len(chunk)] = chunk
+    starts = range(chunk_size, total, chunk_size)
+    if workers == 1 or len(starts) <= 1:
+        for start in starts:
+            store(start)
+    else:
+        torch.set_num_threads(1)
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(store, starts))
+    return results
+
+
 def expand_over_seeds(batch: Batch, seeds: Tensor | None) -> Batch:
     """The ``n*S``-row batch pairing every input of ``batch`` with every seed.
 
@@ -221,7 +262,12 @@ def success_matrix(
             :class:`~interp_rand.model.HookedTransformer` with no hook attached runs through
             :class:`~interp_rand.model.fast.FastForward` (its weights, no hook dispatch; logits
             within float rounding of the hooked forward); any other model, or one with a hook
-            attached, is called itself.
+            attached, is called itself. Where the inputs are one broadcast tensor and differ only
+            in which keys each query reads (the colouring's cycles), the fast path runs only on
+            the inputs that first hold each distinct receptive field
+            (:class:`~interp_rand.model.receptive_field.ReceptiveFields`), and every other row's
+            logits are copied from there (the same numbers; on the exhaustive cycle set 11,174 of
+            181,440 inputs).
 
     Runs without autograd in eval mode; the model's mode and the thread count are restored.
     """
@@ -238,64 +284,71 @@ def success_matrix(
     decoder = get_loss_kind(kind)
     total = n * n_seeds
     forward = evaluation_forward(model, hooked)
+    fast = isinstance(forward, FastForward)
     # every input's mask serves all its seeds: the fast path finds its keys once per input
-    key_index = forward.key_index(batch.attention_mask) if isinstance(forward, FastForward) else None
-    first_block = None
-    if seeds is not None and isinstance(forward, FastForward):
+    key_index = forward.key_index(batch.attention_mask) if fast else None
+    if seeds is not None and fast:
         seeds = seeds.to(batch.inputs.device)  # the fast path takes them as one table
-    if key_index is not None and seeds is not None:
+    # where the inputs differ only in their masks, the logits of every distinct receptive field
+    # (interp_rand.model.receptive_field) are computed once, on the inputs that first hold them,
+    # and every row's are copied from there, where those inputs are under a quarter of all
+    fields = ReceptiveFields.find(batch.inputs, key_index, model.cfg.n_layers) if fast else None
+    if fields is not None and 4 * len(fields.inputs) > n:
+        fields = None
+    computed = batch if fields is None else _select_inputs(batch, fields.inputs)
+    computed_keys = key_index if fields is None else key_index[fields.inputs]
+    first_block = None
+    if computed_keys is not None and seeds is not None:
         # the first block's output for every seed and key set, looked up by every chunk, where
         # building it costs under a quarter of what it saves
         with torch.no_grad():
-            first_block = FirstBlockTable.build(forward, batch.inputs, seeds, key_index,
-                                                max_rows=total * batch.inputs.shape[1] // 4)
+            first_block = FirstBlockTable.build(forward, computed.inputs, seeds, computed_keys,
+                                                max_rows=len(computed) * n_seeds * batch.inputs.shape[1] // 4)
+    table: Tensor | None = None  # with fields: the representatives' logits, every row's looked up
 
-    def run_chunk(start: int) -> tuple[Tensor, Tensor, Tensor | None]:
+    def forward_rows(start: int, stop: int) -> tuple[Batch, Tensor]:
+        """Rows ``start:stop`` of ``computed`` x seeds and their logits, through the forward."""
+        part = _expand_rows(computed, seeds, start, stop)
+        kwargs = part.model_kwargs()
+        if fast:
+            rows = torch.arange(start, stop, device=batch.inputs.device)
+            if computed_keys is not None:
+                kwargs["key_index"] = computed_keys[rows // n_seeds]
+            if seeds is not None:  # the seeds as a table: the fast path runs what depends only on them once
+                kwargs["seeds"], kwargs["seed_rows"] = seeds, rows % n_seeds
+                if first_block is not None:
+                    kwargs["first_block"] = first_block
+        logits = forward(part.inputs, **kwargs)
+        # x * 0 is 0 for every finite x and NaN for +-inf and NaN: one product and one sum
+        # say what isfinite(logits).all() says (~3x fewer passes over the transposed logits)
+        if torch.isnan((logits * 0).sum()):
+            raise FloatingPointError("the model produced non-finite logits during evaluation")
+        return part, logits
+
+    def decoded(part: Batch, logits: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+        success = answer_correct(logits, part, kind).all(-1)
+        out, prob = _discrete(answer_logits(logits, part), decoder)
+        return success, out, (prob if keep_probs else None)
+
+    def run_chunk(start: int, stop: int) -> tuple[Tensor, ...]:
         with torch.inference_mode():  # grad mode is per thread
-            part = _expand_rows(batch, seeds, start, min(start + chunk_size, total))
-            kwargs = part.model_kwargs()
-            if isinstance(forward, FastForward):
-                rows = torch.arange(start, start + len(part), device=batch.inputs.device)
-                if key_index is not None:
-                    kwargs["key_index"] = key_index[rows // n_seeds]
-                if seeds is not None:  # the seeds as a table: the fast path runs what depends only on them once
-                    kwargs["seeds"], kwargs["seed_rows"] = seeds, rows % n_seeds
-                    if first_block is not None:
-                        kwargs["first_block"] = first_block
-            logits = forward(part.inputs, **kwargs)
-            # x * 0 is 0 for every finite x and NaN for +-inf and NaN: one product and one sum
-            # say what isfinite(logits).all() says (~3x fewer passes over the transposed logits)
-            if torch.isnan((logits * 0).sum()):
-                raise FloatingPointError("the model produced non-finite logits during evaluation")
-            success = answer_correct(logits, part, kind).all(-1)
-            out, prob = _discrete(answer_logits(logits, part), decoder)
-            return success, out, (prob if keep_probs else None)
+            if fields is None:
+                return decoded(*forward_rows(start, stop))
+            part = _expand_rows(batch, seeds, start, stop)
+            rows = fields.rows(torch.arange(start, stop, device=batch.inputs.device), n_seeds)
+            return decoded(part, table.index_select(0, rows.flatten()).view(*rows.shape, -1))
 
-    results: list[Tensor | None] = []
-
-    def store(start: int) -> None:
-        # every chunk writes its rows into the full-size results (no concatenation at the end:
-        # half the peak memory of the exhaustive set's ~2 GB of probabilities)
-        for whole, chunk in zip(results, run_chunk(start)):
-            if whole is not None:
-                whole[start : start + len(chunk)] = chunk
+    def field_chunk(start: int, stop: int) -> tuple[Tensor]:
+        with torch.inference_mode():
+            return (forward_rows(start, stop)[1].reshape((stop - start) * batch.inputs.shape[1], -1),)
 
     was_training = model.training
     model.eval()
     try:
-        first = run_chunk(0)  # its shapes and dtypes size the results
-        results.extend(None if t is None else t.new_empty((total, *t.shape[1:])) for t in first)
-        for whole, chunk in zip(results, first):
-            if whole is not None:
-                whole[: len(chunk)] = chunk
-        starts = range(chunk_size, total, chunk_size)
-        if workers == 1 or len(starts) <= 1:
-            for start in starts:
-                store(start)
-        else:
-            torch.set_num_threads(1)
-            with ThreadPoolExecutor(workers) as pool:
-                list(pool.map(store, starts))
+        if fields is not None:  # the representatives' logits [rows * pos, K], rows as in computed x seeds
+            (table,) = _chunked(field_chunk, len(computed) * n_seeds, chunk_size, workers,
+                                rows_per_row=batch.inputs.shape[1])
+        results = _chunked(run_chunk, total, chunk_size, workers)
     finally:
         model.train(was_training)
         torch.set_num_threads(threads)

@@ -1,0 +1,100 @@
+"""The distinct receptive fields of a batch, so that evaluation computes each one once.
+
+Where every input of a batch is the same tensor (broadcast over the batch: stride 0, the
+colouring's one-hot vertex ids) and the inputs differ only in which keys each query may read (a
+mask in which every query reads the same number ``d`` of keys, which the fast path gathers:
+:meth:`~interp_rand.model.fast.FastForward.key_index`), the logits at a position depend only on
+the row's seed and on the position's *receptive field*, defined by depth:
+
+    field_0(i) = i                                          the position (its input, its embedding)
+    field_l(i) = (field_{l-1}(i), field_{l-1}(k_1), .., field_{l-1}(k_d))   k_j: the keys i reads
+    logits(i)  = f(seed, field_{n_layers}(i))               every block reads only those keys
+
+On the exhaustive colouring set (181,440 cycles, 10 positions, 2 keys each, 2 blocks) there are
+15,120 distinct fields of depth 2 (a vertex, its two neighbours and theirs), found in 11,174 of
+the inputs. :class:`ReceptiveFields` numbers the fields of a batch and names one (input,
+position) where each occurs; ``success_matrix`` runs the fast path on those inputs only, with
+every seed, and every other row's logits are copied from there: the same numbers (the fast path
+computes a position from its field's values alone, by the same operations;
+``tests/interp_rand/model/test_receptive_field.py`` checks it bitwise), at a fraction of the work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class ReceptiveFields:
+    """The receptive fields of a batch's ``[n, pos]`` (input, position) pairs.
+
+    Attributes:
+        field: ``[n, pos]`` long, the field of every (input, position), numbered ``0 .. F-1``.
+        inputs: ``[R]`` long, ascending: the representative inputs, those holding the first
+            occurrence (input-major order) of some field.
+        where: ``[F]`` long, ``representative * pos + position``: where each field first occurs,
+            ``representative`` indexing :attr:`inputs`.
+        found_at: ``[n, pos]`` long, ``where[field]``: where the field of every (input, position)
+            first occurs.
+    """
+
+    field: Tensor
+    inputs: Tensor
+    where: Tensor
+    found_at: Tensor
+
+    @classmethod
+    def find(cls, inputs: Tensor, key_index: Tensor | None, depth: int) -> "ReceptiveFields | None":
+        """The fields of depth ``depth`` (the model's number of blocks) of a batch whose
+        ``inputs`` are one tensor broadcast over the batch (stride 0) and whose queries read the
+        keys ``key_index [n, pos, d]``; ``None`` where that does not hold (no ``key_index``,
+        inputs that differ, fewer than 2 inputs)."""
+        if key_index is None or inputs.dim() == 0 or inputs.shape[0] < 2 or inputs.stride(0) != 0:
+            return None
+        if depth < 1:
+            raise ValueError(f"depth={depth} must be >= 1 (the model's number of blocks)")
+        n, n_pos, d = key_index.shape
+        flat_keys = key_index.reshape(n, n_pos * d)
+        field = torch.arange(n_pos, device=key_index.device).expand(n, n_pos)  # depth 0: the position
+        for _ in range(depth):
+            read = torch.gather(field, 1, flat_keys).view(n, n_pos, d)  # the fields of the keys read
+            signature = torch.cat([field[..., None], read], -1).view(n * n_pos, d + 1)
+            field = _number(signature).view(n, n_pos)
+        n_fields = int(field.max()) + 1
+        pairs = field.flatten()
+        first = torch.full((n_fields,), n * n_pos, dtype=torch.long, device=pairs.device)
+        first = first.scatter_reduce(0, pairs, torch.arange(n * n_pos, device=pairs.device), "amin")
+        representatives, rank = torch.unique(first // n_pos, return_inverse=True)
+        where = rank * n_pos + first % n_pos
+        return cls(field=field, inputs=representatives, where=where, found_at=where[field])
+
+    @property
+    def n_fields(self) -> int:
+        return len(self.where)
+
+    def rows(self, rows: Tensor, n_seeds: int) -> Tensor:
+        """``[len(rows), pos]`` long: for evaluation rows ``rows`` (row ``r`` = input ``r //
+        n_seeds`` with seed ``r % n_seeds``), the row of the representatives' logits ``[R *
+        n_seeds * pos, K]`` (representative-major, then seed, then position: the representatives
+        evaluated as a batch of their own) that holds each position's logits."""
+        n_pos = self.field.shape[1]
+        where = self.found_at[rows // n_seeds]  # [rows, pos]: representative * pos + position
+        return (where // n_pos * n_seeds + (rows % n_seeds)[:, None]) * n_pos + where % n_pos
+
+
+def _number(signature: Tensor) -> Tensor:
+    """``[m, c]`` long rows -> ``[m]`` long: equal rows get equal numbers, ``0 ..`` distinct - 1
+    (one integer per row where it fits in 63 bits, so a 1-D unique; else a row-wise unique)."""
+    base = int(signature.max()) + 1
+    if base ** signature.shape[1] < 2**62:
+        code = signature[:, 0]
+        for column in range(1, signature.shape[1]):
+            code = code * base + signature[:, column]
+        return torch.unique(code, return_inverse=True)[1]
+    return torch.unique(signature, dim=0, return_inverse=True)[1]
+
+
+__all__ = ["ReceptiveFields"]
