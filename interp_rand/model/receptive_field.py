@@ -29,7 +29,8 @@ from torch import Tensor
 
 @dataclass(frozen=True)
 class ReceptiveFields:
-    """The receptive fields of a batch's ``[n, pos]`` (input, position) pairs.
+    """The receptive fields of a batch's ``[n, pos]`` (input, position) pairs, evaluated with
+    ``n_seeds`` seeds each.
 
     Attributes:
         field: ``[n, pos]`` long, the field of every (input, position), numbered ``0 .. F-1``.
@@ -37,25 +38,30 @@ class ReceptiveFields:
             occurrence (input-major order) of some field.
         where: ``[F]`` long, ``representative * pos + position``: where each field first occurs,
             ``representative`` indexing :attr:`inputs`.
-        found_at: ``[n, pos]`` long, ``where[field]``: where the field of every (input, position)
-            first occurs.
+        n_seeds: the seeds each input is evaluated with.
+        offset: ``[n, pos]`` long: where the logits of every (input, position) under seed 0 are in
+            the representatives' logits ``[R * n_seeds * pos, K]`` (representative-major, then
+            seed, then position: the representatives evaluated as a batch of their own); seed
+            ``s`` adds ``s * pos``.
     """
 
     field: Tensor
     inputs: Tensor
     where: Tensor
-    found_at: Tensor
+    n_seeds: int
+    offset: Tensor
 
     @classmethod
-    def find(cls, inputs: Tensor, key_index: Tensor | None, depth: int) -> "ReceptiveFields | None":
+    def find(cls, inputs: Tensor, key_index: Tensor | None, depth: int,
+             n_seeds: int = 1) -> "ReceptiveFields | None":
         """The fields of depth ``depth`` (the model's number of blocks) of a batch whose
         ``inputs`` are one tensor broadcast over the batch (stride 0) and whose queries read the
         keys ``key_index [n, pos, d]``; ``None`` where that does not hold (no ``key_index``,
         inputs that differ, fewer than 2 inputs)."""
         if key_index is None or inputs.dim() == 0 or inputs.shape[0] < 2 or inputs.stride(0) != 0:
             return None
-        if depth < 1:
-            raise ValueError(f"depth={depth} must be >= 1 (the model's number of blocks)")
+        if depth < 1 or n_seeds < 1:
+            raise ValueError(f"depth={depth} (the model's number of blocks) and n_seeds={n_seeds} must be >= 1")
         n, n_pos, d = key_index.shape
         flat_keys = key_index.reshape(n, n_pos * d)
         field = torch.arange(n_pos, device=key_index.device).expand(n, n_pos)  # depth 0: the position
@@ -69,20 +75,19 @@ class ReceptiveFields:
         first = first.scatter_reduce(0, pairs, torch.arange(n * n_pos, device=pairs.device), "amin")
         representatives, rank = torch.unique(first // n_pos, return_inverse=True)
         where = rank * n_pos + first % n_pos
-        return cls(field=field, inputs=representatives, where=where, found_at=where[field])
+        found = where[field]
+        offset = found // n_pos * (n_seeds * n_pos) + found % n_pos
+        return cls(field=field, inputs=representatives, where=where, n_seeds=n_seeds, offset=offset)
 
     @property
     def n_fields(self) -> int:
         return len(self.where)
 
-    def rows(self, rows: Tensor, n_seeds: int) -> Tensor:
+    def rows(self, rows: Tensor) -> Tensor:
         """``[len(rows), pos]`` long: for evaluation rows ``rows`` (row ``r`` = input ``r //
-        n_seeds`` with seed ``r % n_seeds``), the row of the representatives' logits ``[R *
-        n_seeds * pos, K]`` (representative-major, then seed, then position: the representatives
-        evaluated as a batch of their own) that holds each position's logits."""
-        n_pos = self.field.shape[1]
-        where = self.found_at[rows // n_seeds]  # [rows, pos]: representative * pos + position
-        return (where // n_pos * n_seeds + (rows % n_seeds)[:, None]) * n_pos + where % n_pos
+        n_seeds`` with seed ``r % n_seeds``), the row of the representatives' logits that holds
+        each position's logits."""
+        return self.offset[rows // self.n_seeds] + (rows % self.n_seeds)[:, None] * self.field.shape[1]
 
 
 def _number(signature: Tensor) -> Tensor:

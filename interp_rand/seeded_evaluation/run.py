@@ -292,7 +292,7 @@ def success_matrix(
     # where the inputs differ only in their masks, the logits of every distinct receptive field
     # (interp_rand.model.receptive_field) are computed once, on the inputs that first hold them,
     # and every row's are copied from there, where those inputs are under a quarter of all
-    fields = ReceptiveFields.find(batch.inputs, key_index, model.cfg.n_layers) if fast else None
+    fields = ReceptiveFields.find(batch.inputs, key_index, model.cfg.n_layers, n_seeds) if fast else None
     if fields is not None and 4 * len(fields.inputs) > n:
         fields = None
     computed = batch if fields is None else _select_inputs(batch, fields.inputs)
@@ -335,7 +335,7 @@ def success_matrix(
             if fields is None:
                 return decoded(*forward_rows(start, stop))
             part = _expand_rows(batch, seeds, start, stop)
-            rows = fields.rows(torch.arange(start, stop, device=batch.inputs.device), n_seeds)
+            rows = fields.rows(torch.arange(start, stop, device=batch.inputs.device))
             return decoded(part, table.index_select(0, rows.flatten()).view(*rows.shape, -1))
 
     def field_chunk(start: int, stop: int) -> tuple[Tensor]:

@@ -45,7 +45,8 @@ def test_fields_number_the_distinct_nested_fields_and_point_at_an_occurrence():
         for f, where in enumerate(fields.where.tolist()):
             row, position = fields.inputs[where // n_pos].item(), where % n_pos
             assert fields.field[row, position].item() == f
-        assert torch.equal(fields.found_at, fields.where[fields.field])
+        found = fields.where[fields.field]
+        assert torch.equal(fields.offset, found // n_pos * n_pos + found % n_pos)  # one seed
     # a depth-2 field on a cycle is a vertex with its two arms of two further vertices: on all
     # 181,440 cycles of 10 vertices, 10 * (9 * 8 * 7 * 6) / 2 of them
     everything = task.exhaustive()
@@ -72,15 +73,15 @@ def test_evaluation_by_fields_is_bitwise_the_rows_one_by_one(monkeypatch):
     used = []
     find = ReceptiveFields.find
 
-    def recording(inputs, key_index, depth):
-        used.append(find(inputs, key_index, depth))
+    def recording(inputs, key_index, depth, n_seeds):
+        used.append(find(inputs, key_index, depth, n_seeds))
         return used[-1]
 
     monkeypatch.setattr(seeded_run.ReceptiveFields, "find", recording)
     by_fields = success_matrix(model, task, batch, seeds)
     assert used[-1] is not None and 4 * len(used[-1].inputs) <= len(batch)
     # every row through the fast path (no fields found)
-    monkeypatch.setattr(seeded_run.ReceptiveFields, "find", lambda inputs, key_index, depth: None)
+    monkeypatch.setattr(seeded_run.ReceptiveFields, "find", lambda inputs, key_index, depth, n_seeds: None)
     one_by_one = success_matrix(model, task, batch, seeds)
     assert 0 < by_fields.success.float().mean() < 1
     assert torch.equal(by_fields.success, one_by_one.success) and torch.equal(by_fields.outputs, one_by_one.outputs)
@@ -88,6 +89,6 @@ def test_evaluation_by_fields_is_bitwise_the_rows_one_by_one(monkeypatch):
 
     # the control: fields one block too shallow copy logits between positions that differ
     monkeypatch.setattr(seeded_run.ReceptiveFields, "find",
-                        lambda inputs, key_index, depth: find(inputs, key_index, depth - 1))
+                        lambda inputs, key_index, depth, n_seeds: find(inputs, key_index, depth - 1, n_seeds))
     shallow = success_matrix(model, task, batch, seeds)
     assert not torch.equal(shallow.probs, one_by_one.probs)
