@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -136,23 +137,19 @@ def _expand_rows(batch: Batch, seeds: Tensor | None, start: int, stop: int) -> B
     """Rows ``start:stop`` of the ``n*S``-row batch: row ``r`` = input ``r // S``, seed ``r % S``."""
     n_seeds = 1 if seeds is None else seeds.shape[0]
     rows = torch.arange(start, stop, device=batch.inputs.device)
-    inputs = rows // n_seeds
+    return dataclasses.replace(_select_inputs(batch, rows // n_seeds),
+                               seeds=None if seeds is None else seeds.to(batch.inputs.device)[rows % n_seeds])
+
+
+def _select_inputs(batch: Batch, inputs: Tensor) -> Batch:
+    """The inputs ``inputs`` of ``batch``, without seeds (a broadcast tensor stays a broadcast
+    view)."""
     return Batch(
         inputs=_take(batch.inputs, inputs),
         targets=_take(batch.targets, inputs),
         loss_mask=_take(batch.loss_mask, inputs),
         answer_positions=batch.answer_positions,
-        seeds=None if seeds is None else seeds.to(batch.inputs.device)[rows % n_seeds],
-        attention_mask=None if batch.attention_mask is None else _take(batch.attention_mask, inputs),
-        metadata={k: _take(v, inputs) for k, v in batch.metadata.items()},
-    )
-
-
-def _select_inputs(batch: Batch, inputs: Tensor) -> Batch:
-    """The inputs ``inputs`` of ``batch`` (a broadcast tensor stays a broadcast view)."""
-    return Batch(
-        inputs=_take(batch.inputs, inputs), targets=_take(batch.targets, inputs),
-        loss_mask=_take(batch.loss_mask, inputs), answer_positions=batch.answer_positions, seeds=None,
+        seeds=None,
         attention_mask=None if batch.attention_mask is None else _take(batch.attention_mask, inputs),
         metadata={k: _take(v, inputs) for k, v in batch.metadata.items()},
     )
