@@ -41,12 +41,16 @@ def previous_token_model():
 
 @pytest.fixture(scope="session")
 def trained_addition(tmp_path_factory):
-    """A 3-digit addition model trained for 600 steps (~92% exact match; ~30 s on a busy core).
-    Returns ``(run_dir, model, task)``."""
-    task = make_task("addition", n_digits=3)
-    cfg = task.model_config(d_model=48, n_heads=4, d_mlp=192)
-    run_dir = tmp_path_factory.mktemp("addition-run")
-    config = TrainConfig(steps=600, batch_size=128, lr=3e-3, warmup_steps=50, eval_every=200, eval_size=512,
-                         checkpoint_every=10_000, seed=0)
-    result = train(task, cfg, config, run_dir, resume=False, progress=False)
-    return run_dir, result.model.eval(), task
+    """A 3-digit addition model trained for 600 steps (~92% exact match; ~20 s on one core),
+    trained once per test run (tests/built_once.py). Returns ``(run_dir, model, task)``."""
+    from built_once import built_once
+
+    def build(run_dir):
+        task = make_task("addition", n_digits=3)
+        cfg = task.model_config(d_model=48, n_heads=4, d_mlp=192)
+        config = TrainConfig(steps=600, batch_size=128, lr=3e-3, warmup_steps=50, eval_every=200, eval_size=512,
+                             checkpoint_every=10_000, seed=0)
+        result = train(task, cfg, config, run_dir, resume=False, progress=False)
+        return run_dir, result.model.eval(), task
+
+    return built_once(tmp_path_factory, "addition-run", build)

@@ -52,9 +52,12 @@ def planted():
 
 
 @pytest.fixture(scope="module")
-def exact(planted):
-    return {name: discover(p.model, p.clean, p.corrupted, method="exact", by_position=False)
-            for name, p in planted.items()}
+def exact(planted, tmp_path_factory):
+    """Exact patching's scores on every planted model, computed once per test run (tests/built_once.py)."""
+    from built_once import built_once
+
+    return built_once(tmp_path_factory, "planted-exact-scores", lambda _: {
+        name: discover(p.model, p.clean, p.corrupted, method="exact", by_position=False) for name, p in planted.items()})
 
 
 def _answers(p):

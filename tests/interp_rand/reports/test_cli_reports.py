@@ -217,13 +217,23 @@ def test_evaluation_report_is_what_the_command_writes_and_prints(runs, tmp_path,
 def test_case_study_report_is_what_the_command_writes_and_prints(runs, tmp_path, capsys, monkeypatch):
     from mechanism_sizes import small_mechanisms
 
+    from interp_rand.reports import case_study as case_study_module
     from interp_rand.reports.case_study import EDGE_STUDIES, STUDIES, case_study_report, studies
 
     small_mechanisms(monkeypatch)
+    made = []  # the report the command makes, and what it asked for (running the study once, not twice)
+
+    def recorded(*args, **kwargs):
+        made.append((args, kwargs, case_study_report(*args, **kwargs)))
+        return made[-1][2]
+
+    monkeypatch.setattr(case_study_module, "case_study_report", recorded)
     out = tmp_path / "cli"
     # an untrained model has no sorting heads to study: the zoo's trained sort model
     stdout = cli(["case-study", "sort", "zoo:sort", "--n", "100", "--controls", "2", "--out", str(out)], capsys)
-    report = case_study_report("sort", "zoo:sort", n=100, n_controls=2)
+    [(args, kwargs, report)] = made
+    assert args == ("sort", "zoo:sort") and kwargs == dict(seed=0, n_controls=2, n=100, card=True, card_resamples=2,
+                                                           progress=True)
 
     def untimed(data):  # the mechanism card says how long it took
         return {k: untimed(v) for k, v in data.items() if k != "seconds"} if isinstance(data, dict) else data

@@ -30,9 +30,13 @@ def run():
 
 
 @pytest.fixture(scope="module")
-def card(run):
+def card(run, tmp_path_factory):
+    """The mechanism's card at the sizes above, checked once per test run (tests/built_once.py)."""
+    from built_once import built_once
+
     model, task = run
-    return check_mechanism(model, task, carry.mechanism(task, n_flipped=200, cascade_rows=300), seed=0, **SMALL)
+    return built_once(tmp_path_factory, "zoo-carry-mechanism-card", lambda _: check_mechanism(
+        model, task, carry.mechanism(task, n_flipped=200, cascade_rows=300), seed=0, **SMALL))
 
 
 def _claims(card):
