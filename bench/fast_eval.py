@@ -22,6 +22,10 @@
    time is reported next to the wall time: on a loaded machine the wall time measures the other
    jobs, while CPU-seconds / threads is what the wall time would be on idle cores with perfect
    scaling (the idle wall time is the figure the target is about; measure it idle).
+4. The receptive fields the fast evaluation found on ``--fraction`` of the cycles (distinct
+   fields and the inputs that hold them, which alone run through the forward): the GFLOP/s
+   above count every row's forward, so with fields they are an effective rate, not what the
+   cores executed.
 
 The model is the paper's colouring model (``coloring-Aq_R`` from the zoo; the time does not
 depend on the weights). Target (issues 16, 25): the exhaustive evaluation <= 30 s on 2 idle cores.
@@ -41,6 +45,8 @@ import torch
 
 from interp_rand import zoo
 from interp_rand.model.config import ModelConfig
+from interp_rand.model.fast import FastForward
+from interp_rand.model.receptive_field import ReceptiveFields
 from interp_rand.seeded_evaluation import success_matrix
 from interp_rand.tasks import make_task
 
@@ -130,6 +136,9 @@ def main() -> None:
     runs.clear()  # (the slice's results: up to ~7 GB at full size)
     fast_s, fast_cpu, _ = timed_evaluation(model, task, everything[:n_fast], seeds, hooked=False)
 
+    fast_part = everything[:n_fast]
+    fields = ReceptiveFields.find(fast_part.inputs, FastForward(model).key_index(fast_part.attention_mask),
+                                  cfg.n_layers, args.n_seeds)
     full_rows = FULL_INPUTS * args.n_seeds
     fast_rate = n_fast * args.n_seeds / fast_s
     slice_fast_rate, hooked_rate = (n_hooked * args.n_seeds / slice_s[h] for h in (False, True))
@@ -152,6 +161,9 @@ def main() -> None:
         "speedup_fast_over_hooked": slice_s[True] / slice_s[False],
         "cpu_speedup_fast_over_hooked": slice_cpu[True] / slice_cpu[False],
         "same_success": same_success, "same_outputs": same_outputs, "max_prob_diff": prob_diff,
+        "receptive_fields": None if fields is None else {
+            "fields": fields.n_fields, "representative_inputs": len(fields.inputs), "inputs": n_fast,
+            "used": fields.pays_off},
     }
     for path in ("fast", "fast_on_slice", "hooked"):
         result[path]["ratio_to_matmul"] = result[path]["gflops"] / limit_now
@@ -161,6 +173,10 @@ def main() -> None:
           f"(target <= {TARGET_S:.0f} s on 2 idle cores), {result['fast']['gflops']:.2f} GFLOP/s = "
           f"{100 * result['fast']['ratio_to_matmul']:.1f}% of the matmul's {limit_now:.1f}; "
           f"{result['speedup_fast_over_hooked']:.2f}x the hooked path")
+    if fields is not None:
+        print(f"receptive fields: {fields.n_fields:,} distinct, held by {len(fields.inputs):,} of the {n_fast:,} "
+              f"inputs, which alone run through the forward ({'used' if result['receptive_fields']['used'] else 'not used: over a quarter'}; "
+              f"the GFLOP/s count every row's forward: an effective rate)")
     print(f"CPU time: {result['fast']['full_size_cpu_s']:.1f} CPU-s at full size, "
           f"{result['fast']['full_size_s_from_cpu']:.1f} s if the {args.threads} threads had the cores to "
           f"themselves (CPU-s / threads: what wall time is on idle cores with perfect scaling; under "

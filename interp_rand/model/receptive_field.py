@@ -83,6 +83,12 @@ class ReceptiveFields:
     def n_fields(self) -> int:
         return len(self.where)
 
+    @property
+    def pays_off(self) -> bool:
+        """The representative inputs are at most a quarter of the batch's: running them and
+        looking every row up is then the cheaper way (evaluation uses the fields only then)."""
+        return 4 * len(self.inputs) <= self.field.shape[0]
+
     def rows(self, rows: Tensor) -> Tensor:
         """``[len(rows), pos]`` long: for evaluation rows ``rows`` (row ``r`` = input ``r //
         n_seeds`` with seed ``r % n_seeds``), the row of the representatives' logits that holds

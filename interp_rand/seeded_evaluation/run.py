@@ -288,9 +288,9 @@ def success_matrix(
         seeds = seeds.to(batch.inputs.device)  # the fast path takes them as one table
     # where the inputs differ only in their masks, the logits of every distinct receptive field
     # (interp_rand.model.receptive_field) are computed once, on the inputs that first hold them,
-    # and every row's are copied from there, where those inputs are under a quarter of all
+    # and every row's are copied from there, where those inputs are at most a quarter of all
     fields = ReceptiveFields.find(batch.inputs, key_index, model.cfg.n_layers, n_seeds) if fast else None
-    if fields is not None and 4 * len(fields.inputs) > n:
+    if fields is not None and not fields.pays_off:
         fields = None
     computed = batch if fields is None else _select_inputs(batch, fields.inputs)
     computed_keys = key_index if fields is None else key_index[fields.inputs]

@@ -79,7 +79,7 @@ def test_evaluation_by_fields_is_bitwise_the_rows_one_by_one(monkeypatch):
 
     monkeypatch.setattr(seeded_run.ReceptiveFields, "find", recording)
     by_fields = success_matrix(model, task, batch, seeds)
-    assert used[-1] is not None and 4 * len(used[-1].inputs) <= len(batch)
+    assert used[-1] is not None and used[-1].pays_off and 4 * len(used[-1].inputs) <= len(batch)
     # every row through the fast path (no fields found)
     monkeypatch.setattr(seeded_run.ReceptiveFields, "find", lambda inputs, key_index, depth, n_seeds: None)
     one_by_one = success_matrix(model, task, batch, seeds)
