@@ -109,7 +109,7 @@ class Chromium:
             os.close(fd)
         self._buffer = b""
         self._next_id = 0
-        self._tab: tuple[str, str, tuple[int, int]] | None = None  # (target, session, window size)
+        self._page: tuple[str, str, str, tuple[int, int]] | None = None  # target, session, folder, size
         self.events: list[dict] = []
 
     def alive(self) -> bool:
@@ -148,24 +148,28 @@ class Chromium:
         while not any(e.get("method") == method and e.get("sessionId") == session for e in self.events):
             self.events.append(self._read(deadline))
 
-    def _tab_of_size(self, width: int, height: int, deadline: float) -> str:
-        """The session of this browser's one tab, its window ``width`` × ``height``: opened on
-        first use, resized after. One tab for every page lets its renderer keep compiled
-        scripts, so the pages of one folder compile their plotly.min.js once."""
-        if self._tab is None:
+    def _tab(self, folder: str, width: int, height: int, deadline: float) -> str:
+        """The session of a tab for a page of ``folder``, its window ``width`` × ``height``. The
+        pages of one folder share a tab (resized as asked), so its renderer compiles their
+        plotly.min.js once; a page of another folder gets a new tab (a fresh renderer: a tab that
+        drew many pages pays more for each next one)."""
+        if self._page is not None and self._page[2] != folder:
+            self.call("Target.closeTarget", {"targetId": self._page[0]}, deadline=deadline)
+            self._page = None
+        if self._page is None:
             target = self.call("Target.createTarget", {"url": "about:blank", "newWindow": True, "width": width,
                                                        "height": height}, deadline=deadline)["targetId"]
             session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True},
                                 deadline=deadline)["sessionId"]
             for method in ("Page.enable", "Runtime.enable"):
                 self.call(method, session=session, deadline=deadline)
-            self._tab = (target, session, (width, height))
-        target, session, size = self._tab
+            self._page = (target, session, folder, (width, height))
+        target, session, _, size = self._page
         if size != (width, height):
             window = self.call("Browser.getWindowForTarget", {"targetId": target}, deadline=deadline)["windowId"]
             self.call("Browser.setWindowBounds", {"windowId": window, "bounds": {"width": width, "height": height}},
                       deadline=deadline)
-            self._tab = (target, session, (width, height))
+            self._page = (target, session, folder, (width, height))
         return session
 
     def load(self, uri: str, size: str, shot: Path) -> tuple[str, list[str]]:
@@ -175,7 +179,7 @@ class Chromium:
         width, height = (int(v) for v in size.split(","))
         deadline = time.monotonic() + TIMEOUT_S
         try:
-            session = self._tab_of_size(width, height, deadline)
+            session = self._tab(uri.rsplit("/", 1)[0], width, height, deadline)
             # the previous page's virtual time is spent (paused): let time run for this one
             self.call("Emulation.setVirtualTimePolicy", {"policy": "advance"}, session, deadline)
             self.events = []
