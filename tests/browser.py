@@ -5,10 +5,12 @@ its box; for the page, whether it is wider than the window, its headline (text, 
 and the order of headline, figures and tables. :func:`assert_first_look` checks what a reader
 sees first in a 1280 × 800 window (issue 23). Tests skip, saying why, when chromium is missing.
 
-One chromium serves every page of a test process (:class:`Chromium`, started on first use): each
-page opens in a new window of the asked size, as ``chromium --headless --window-size=W,H
---virtual-time-budget=20000 --screenshot --dump-dom`` would open it (the same steps over the
-DevTools protocol), so a page costs its own drawing, not a browser's start-up (about 1.5 CPU-s)."""
+One chromium serves every page of a test process (:class:`Chromium`, started on first use and
+driven over the DevTools protocol) and takes the steps ``chromium --headless --window-size=W,H
+--virtual-time-budget=20000 --screenshot --dump-dom PAGE`` takes (its measurements compared equal,
+page by page, with the one-shot command's on tests/interp_rand/figures/test_html_page.py's pages).
+The pages of one folder share a tab, whose renderer then compiles their plotly.min.js once: a
+second page of a folder costs about 1 CPU-s instead of 3 (issue 25: the suite's time)"""
 
 from __future__ import annotations
 
