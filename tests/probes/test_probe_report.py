@@ -1,12 +1,11 @@
 """The attention-pattern report: what it holds, its size, the CLI, and a real browser
-(headless Debian chromium) that must render every figure with no console error."""
+(headless Debian chromium, tests/browser.py's one per test process) that must render every
+figure with no console error."""
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -27,10 +26,6 @@ window.addEventListener('error', function (e) { console.log('PAGE_ERROR ' + e.me
 window.addEventListener('unhandledrejection', function (e) { console.log('PAGE_ERROR ' + e.reason); });
 console.error = function () { console.log('PAGE_ERROR ' + Array.prototype.join.call(arguments, ' ')); };
 </script>"""
-
-
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 class _Figures(HTMLParser):
@@ -178,34 +173,24 @@ def test_cli_report_for_a_trained_model_in_a_browser(trained_addition, tmp_path)
     n_figures = page.count('class="plotly-graph-div"')
     assert n_figures == 1 + 3 + 3 + 1  # roles, 3 mean patterns, 3 examples, probe layers
 
-    chromium = _chromium()
-    if chromium is None:
-        pytest.skip("no chromium binary on PATH (.ci/run installs Debian's chromium); the browser check did not run")
+    import browser
+
     checked = tmp_path / "checked.html"
     checked.write_text(page.replace("<head>", "<head>" + _CATCHER, 1))
     shot = Path(os.environ.get("PROBES_SCREENSHOT_DIR", tmp_path)) / "report.png"
-    shot.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
-         "--virtual-time-budget=20000", "--window-size=1400,2400", f"--screenshot={shot}", "--dump-dom",
-         checked.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    console = [line for line in proc.stderr.splitlines() if ":CONSOLE" in line]
-    errors = [line for line in console if "PAGE_ERROR" in line or "Uncaught" in line]
+    dom, console = browser.load(checked, shot, "1400,2400")
+    errors = browser.page_errors(console)
     assert not errors, errors
     figures = _Figures()
-    figures.feed(proc.stdout)
+    figures.feed(dom)
     assert len(figures.rendered) == n_figures, sorted(figures.rendered)
     assert all(figures.rendered.values()), {k: v for k, v in figures.rendered.items() if not v}
     assert shot.exists() and shot.stat().st_size > 20_000
 
 
 def test_the_browser_check_catches_errors_and_unrendered_figures(tmp_path):
-    chromium = _chromium()
-    if chromium is None:
-        pytest.skip("no chromium binary on PATH (.ci/run installs Debian's chromium)")
+    import browser
+
     page = render_html(_tiny_report("addition", n_digits=2))
     # break the page: a script error, and one figure that is never drawn
     page = page.replace("</body>", "<script>undefinedFunction();</script></body>")
@@ -213,12 +198,10 @@ def test_the_browser_check_catches_errors_and_unrendered_figures(tmp_path):
     assert n == 1
     bad = tmp_path / "bad.html"
     bad.write_text(page.replace("<head>", "<head>" + _CATCHER, 1))
-    proc = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
-                           "--v=0", "--virtual-time-budget=20000", "--dump-dom", bad.as_uri()],
-                          capture_output=True, text=True, timeout=120)
-    assert any("PAGE_ERROR" in line or "Uncaught" in line for line in proc.stderr.splitlines())
+    dom, console = browser.load(bad, tmp_path / "bad.png", "800,600")  # headless chromium's default window
+    assert browser.page_errors(console)
     figures = _Figures()
-    figures.feed(proc.stdout)
+    figures.feed(dom)
     assert figures.rendered["roles"] is False
     assert len(figures.rendered) > 1 and all(v for k, v in figures.rendered.items() if k != "roles")
 

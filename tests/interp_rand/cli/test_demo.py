@@ -21,12 +21,15 @@ from interp_rand.training import TrainConfig
 # tests/circuits/analyses/test_randomness_zoo.py, the addition model's accuracy in tests/interp_rand/zoo/test_zoo.py);
 # this test checks what only the tour does: every step runs in order, each into its own folder,
 # and the index links what each one wrote.
-SMALL = {"eval": {"--n": "200"}, "case-study": {"--n": "200", "--controls": "2"},
-         "report": {"--n-examples": "64", "--n-probe-examples": "128", "--n-attribution-examples": "4"},
-         "randomness": {"--n": "16", "--stored-inputs": "2"}, "compare": {"--n": "16", "--controls": "2"},
+SMALL = {"eval": {"--n": "100"}, "case-study": {"--n": "100", "--controls": "2", "--card-resamples": "1"},
+         "report": {"--n-examples": "32", "--n-probe-examples": "64", "--n-attribution-examples": "2"},
+         "randomness": {"--n": "8", "--stored-inputs": "1"}, "compare": {"--n": "8", "--controls": "1"},
          "gridworld": {"--seeds": "2"}}
 # what the carry study's CLI does not set: its pairs, cascades and probe problems
-SMALL_CARRY = {"n_pairs": 64, "n_cascade": 64, "n_probe": 400}
+SMALL_CARRY = {"n_pairs": 32, "n_cascade": 32, "n_probe": 200}
+# what the claim cards' CLI does not set: their random circuits and the sizes MIB's integrals
+# sum over (the card's rules are tested in tests/circuits/analyses/test_claim_card_and_stability.py)
+SMALL_CARD = {"n_random": 4, "fractions": (0.01, 0.1, 1.0)}
 # the page (or file) each step must write, under its folder
 WRITES = {"addition": "eval.json", "carry": "case_study.html", "sort": "case_study.html",
           "recall-seed": "case_study.html", "coloring-seed": "case_study.html", "report": "report.html",
@@ -47,11 +50,13 @@ def smallest(argv: list[str]) -> list[str]:
 
 @pytest.mark.slow
 def test_tour_runs_every_step_on_the_zoo(tmp_path, monkeypatch, capsys):
+    from circuits.analyses import claim_card
     from interp_rand.reports import case_studies
 
     tour = [(folder, what, smallest(argv)) for folder, what, argv in demo.TOUR]
     monkeypatch.setattr(demo, "TOUR", tour)
     monkeypatch.setattr(case_studies, "CarryConfig", functools.partial(case_studies.CarryConfig, **SMALL_CARRY))
+    monkeypatch.setattr(claim_card, "claim_card", functools.partial(claim_card.claim_card, **SMALL_CARD))
     small_mechanisms(monkeypatch)
     assert main(["demo", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
