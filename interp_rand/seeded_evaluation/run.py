@@ -301,10 +301,7 @@ def success_matrix(
         with torch.no_grad():
             first_block = FirstBlockTable.build(forward, computed.inputs, seeds, computed_keys,
                                                 max_rows=len(computed) * n_seeds * batch.inputs.shape[1] // 4)
-    # with fields: the representatives' logits [rows * pos, K] and their (outputs, probs), which
-    # every row looks up
-    table: Tensor | None = None
-    decoded_table: tuple[Tensor, Tensor] | None = None
+    table: Tensor | None = None  # with fields: the representatives' logits, every row's looked up
 
     def forward_rows(start: int, stop: int) -> tuple[Batch, Tensor]:
         """Rows ``start:stop`` of ``computed`` x seeds and their logits, through the forward."""
@@ -335,10 +332,8 @@ def success_matrix(
             if fields is None:
                 return decoded(*forward_rows(start, stop))
             part = _expand_rows(batch, seeds, start, stop)
-            rows = fields.rows(torch.arange(start, stop, device=batch.inputs.device))  # [rows, pos]
-            success = answer_correct(table.index_select(0, rows.flatten()).view(*rows.shape, -1), part, kind)
-            answer = answer_logits(rows[..., None], part)[..., 0]  # the answer positions' table rows
-            return success.all(-1), decoded_table[0][answer], (decoded_table[1][answer] if keep_probs else None)
+            rows = fields.rows(torch.arange(start, stop, device=batch.inputs.device))
+            return decoded(part, table.index_select(0, rows.flatten()).view(*rows.shape, -1))
 
     def field_chunk(start: int, stop: int) -> tuple[Tensor]:
         with torch.inference_mode():
@@ -350,10 +345,6 @@ def success_matrix(
         if fields is not None:  # the representatives' logits [rows * pos, K], rows as in computed x seeds
             (table,) = _chunked(field_chunk, len(computed) * n_seeds, chunk_size, workers,
                                 rows_per_row=batch.inputs.shape[1])
-            # a decoding acts on each position's K logits alone ([..., n_answer, K]): decoded
-            # once per table row, looked up by every row
-            with torch.inference_mode():
-                decoded_table = tuple(t[:, 0] for t in _discrete(table[:, None], decoder))
         results = _chunked(run_chunk, total, chunk_size, workers)
     finally:
         model.train(was_training)
