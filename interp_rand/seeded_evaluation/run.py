@@ -31,6 +31,13 @@ BIT_LOSS_KINDS = tuple(k for k in loss_kinds() if get_loss_kind(k).bits)
 #: near a core's 1 MiB L2 cache, while each chunk also pays a fixed ~0.35 ms of op dispatch.
 DEFAULT_CHUNK_ROWS = 2048
 
+#: Rows per chunk where the logits are looked up from receptive fields, not computed (at least
+#: the forward's chunk): a lookup chunk holds no activations, so the per-chunk dispatch is what
+#: its size trades against. Measured on the exhaustive colouring evaluation (2 workers, 2026-12-02,
+#: load 1-1.8): 2,048 rows 22.3 / 23.0 s (40.0 / 40.6 CPU-s), 8,192 rows 16.6-20.8 s (31.4-36.4),
+#: 16,384 rows 17.3 s (32.4), 32,768 rows 17.1 / 15.6 s (32.0 / 29.6).
+LOOKUP_CHUNK_ROWS = 32_768
+
 
 @dataclass(frozen=True)
 class SeedRun:
@@ -248,7 +255,8 @@ def success_matrix(
             seeds passed). Memory: the forward passes are chunked; the result holds ``n * S``
             pairs (``probs``: ``n * S * n_answer * K`` floats, so ``keep_probs=False`` for very
             large ``n * S``).
-        chunk_size: rows (input-seed pairs) per forward pass.
+        chunk_size: rows (input-seed pairs) per forward pass (rows whose logits are looked up
+            from receptive fields go in chunks of at least :data:`LOOKUP_CHUNK_ROWS`).
         keep_probs: store the output distribution (``SeedRun.probs``); needed by
             :func:`sampled_success` and :func:`predictive_variance`.
         workers: chunks run at once, each in its own thread with one intra-op thread
@@ -345,7 +353,8 @@ def success_matrix(
         if fields is not None:  # the representatives' logits [rows * pos, K], rows as in computed x seeds
             (table,) = _chunked(field_chunk, len(computed) * n_seeds, chunk_size, workers,
                                 rows_per_row=batch.inputs.shape[1])
-        results = _chunked(run_chunk, total, chunk_size, workers)
+        lookup_chunk = chunk_size if fields is None else max(chunk_size, LOOKUP_CHUNK_ROWS)
+        results = _chunked(run_chunk, total, lookup_chunk, workers)
     finally:
         model.train(was_training)
         torch.set_num_threads(threads)
