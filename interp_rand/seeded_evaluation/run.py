@@ -353,8 +353,8 @@ def success_matrix(
         if fields is not None:  # the representatives' logits [rows * pos, K], rows as in computed x seeds
             (table,) = _chunked(field_chunk, len(computed) * n_seeds, chunk_size, workers,
                                 rows_per_row=batch.inputs.shape[1])
-        lookup_chunk = chunk_size if fields is None else max(chunk_size, LOOKUP_CHUNK_ROWS)
-        results = _chunked(run_chunk, total, lookup_chunk, workers)
+        rows_per_chunk = chunk_size if fields is None else max(chunk_size, LOOKUP_CHUNK_ROWS)
+        results = _chunked(run_chunk, total, rows_per_chunk, workers)
     finally:
         model.train(was_training)
         torch.set_num_threads(threads)
