@@ -7,7 +7,10 @@ with 100 per-vertex noise seeds, through the paper's 2-block colouring model (un
 the time does not depend on the weights), then the summary (average, worst-5%, majority-5/30,
 the output-sampled baseline judged on each graph, predictive variance, histogram).
 Target: <= 60 s on 2 cores. With fewer inputs the full-size time is extrapolated from the
-measured rows/s.
+measured rows/s. The inputs are slices of ``exhaustive()`` (one broadcast input tensor), as a
+user's evaluation gets them, so ``success_matrix`` evaluates by receptive fields
+(``interp_rand/model/receptive_field.py``); until 2026-12-02 the script copied them and timed
+the per-row path instead.
 
 It first times ``success_matrix`` on a slice with chunks run one after another (each op
 split over the threads) and side by side in threads (``workers``), alternating, and reports
@@ -44,12 +47,12 @@ def main() -> None:
     generator = torch.Generator().manual_seed(0)
     task = make_task("coloring")
     model = HookedTransformer(task.model_config(), seed=0)
-    batch = task.exhaustive()[torch.arange(args.n_inputs)]
+    batch = task.exhaustive()[: args.n_inputs]  # a slice keeps the broadcast inputs (receptive fields)
     seeds = task.sample_seeds(args.n_seeds, generator)
 
     workers = args.threads
     if args.compare_inputs and args.threads > 1:
-        part = batch[torch.arange(min(args.compare_inputs, len(batch)))]
+        part = batch[: args.compare_inputs]
         times = {1: [], args.threads: []}
         for _ in range(2):
             for w in times:

@@ -74,10 +74,25 @@ DEFAULT_N_GROUPS = 100
 _CHUNK_ELEMENTS = 1 << 22
 
 
-def _mode(values: Tensor) -> Tensor:
-    """``[..., k]`` long -> ``[...]``: the most frequent value along the last axis; ties go to
-    the smallest value."""
-    ranked = values.sort(-1).values
+#: Value ranges up to this many values are counted (one comparison pass per value), wider ones
+#: sorted: counting the 3 colours of ``majority_per_vertex`` took 0.26 s where the sort took
+#: 1.06 s (``[400, 100, 10, 30]``, 1 thread, 2026-12-02), about a tenth of a sort per value.
+COUNTED_VALUES = 8
+
+
+def _mode(values: Tensor, dim: int = -1) -> Tensor:
+    """The most frequent value along ``dim`` (``values`` long; ``dim`` removed); ties go to the
+    smallest value. Counted per value where the values span at most :data:`COUNTED_VALUES`
+    (colours, bits), else found by a sort; both give the same result."""
+    if values.numel() == 0 or values.shape[dim] == 0:
+        return values.new_zeros(values.sum(dim).shape)
+    low = int(values.min())
+    span = int(values.max()) - low + 1
+    if span <= COUNTED_VALUES:
+        counts = torch.stack([(values == low + v).sum(dim) for v in range(span)], -1)
+        # argmax takes the first maximum: the smallest tied value
+        return counts.argmax(-1) + low
+    ranked = values.movedim(dim, -1).sort(-1).values
     counts = torch.searchsorted(ranked, ranked, right=True) - torch.searchsorted(ranked, ranked)
     # argmax takes the first maximum: in ascending order, the smallest tied value
     return ranked.gather(-1, counts.argmax(-1, keepdim=True)).squeeze(-1)
@@ -178,7 +193,7 @@ def group_success(run: SeedRun, groups: Tensor, rule: str = "majority_whole") ->
         else:
             picked = run.outputs[part].gather(1, flat[..., None].expand(-1, -1, n_answer))
             picked = picked.view(*g.shape, n_answer)  # [c, G, k, n_answer]
-            voted[part] = _mode(picked.transpose(-1, -2).contiguous())  # [c, G, n_answer]
+            voted[part] = _mode(picked, dim=2)  # [c, G, n_answer]
     if rule == "majority_per_vertex":
         result = run.judge_outputs(voted)
     return result

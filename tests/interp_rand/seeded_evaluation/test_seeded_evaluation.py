@@ -208,6 +208,22 @@ def test_majority_ties_go_to_smallest_tuple_and_correctness_comes_from_success()
     assert majority_success(run, 5).tolist() == [1.0, 0.0, 1.0]
 
 
+@pytest.mark.parametrize("low, span", [(0, 3), (-2, 2), (5, 8), (0, 9), (-40, 1000)])
+def test_mode_counted_and_sorted_agree(low, span):
+    # narrow ranges are counted per value, wide ones sorted; both must give the most frequent
+    # value with ties to the smallest, along any axis: checked against a plain count per row
+    from interp_rand.seeded_evaluation import amplification
+
+    values = torch.randint(low, low + span, (40, 6, 7), generator=torch.Generator().manual_seed(span))
+    for dim in (-1, 1):
+        rows = values.movedim(dim, -1).reshape(-1, values.shape[dim])
+        expected = torch.tensor([min(set(r), key=lambda v: (-r.count(v), v)) for r in rows.tolist()])
+        got = amplification._mode(values, dim=dim)
+        assert got.shape == values.movedim(dim, -1).shape[:-1]
+        assert torch.equal(got.flatten(), expected)
+    assert (span <= amplification.COUNTED_VALUES) == (span in (3, 2, 8))
+
+
 def test_majority_votes_over_whole_output_tuples():
     # two answer positions: the first position alone would vote 0 (3 of 5), but the full tuples
     # are (0,1),(0,2),(0,3),(1,5),(1,5): the most frequent tuple is (1,5) with 2 votes
