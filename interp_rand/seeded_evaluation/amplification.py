@@ -92,7 +92,7 @@ def _mode(values: Tensor, dim: int = -1) -> Tensor:
         counts = torch.stack([(values == low + v).sum(dim) for v in range(span)], -1)
         # argmax takes the first maximum: the smallest tied value
         return counts.argmax(-1) + low
-    ranked = values.movedim(dim, -1).sort(-1).values
+    ranked = values.movedim(dim, -1).contiguous().sort(-1).values
     counts = torch.searchsorted(ranked, ranked, right=True) - torch.searchsorted(ranked, ranked)
     # argmax takes the first maximum: in ascending order, the smallest tied value
     return ranked.gather(-1, counts.argmax(-1, keepdim=True)).squeeze(-1)
