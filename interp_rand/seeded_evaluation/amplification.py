@@ -84,8 +84,8 @@ def _mode(values: Tensor, dim: int = -1) -> Tensor:
     """The most frequent value along ``dim`` (``values`` long; ``dim`` removed); ties go to the
     smallest value. Counted per value where the values span at most :data:`COUNTED_VALUES`
     (colours, bits), else found by a sort; both give the same result."""
-    if values.numel() == 0 or values.shape[dim] == 0:
-        return values.new_zeros(values.sum(dim).shape)
+    if values.numel() == 0:
+        return values.new_zeros(values.shape[:dim % values.dim()] + values.shape[dim % values.dim() + 1:])
     low = int(values.min())
     span = int(values.max()) - low + 1
     if span <= COUNTED_VALUES:

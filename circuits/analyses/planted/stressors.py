@@ -14,11 +14,11 @@ from interp_rand.tasks.recall import RecallTask
 # The task models (circuits.analyses.planted.tasks) are easy for every method: each edge
 # outside the circuit has exactly zero effect and, apart from the decoy, zero gradient. The
 # stressors below each break one assumption a method makes. They share one layout, a gated
-# seed reader on the recall layout
-# (:func:`_gated_seed_reader`), and one **definition of the known edge set**, MIB's: an edge is
+# seed reader on the recall layout (:func:`_gated_seed_reader`), and one **definition of the
+# known edge set**, MIB's: an edge is
 # known when it belongs to some *minimal circuit*, a set of edges that alone (in the clean run,
 # every other edge patched from the corrupted batch) recovers the behaviour and of which no
-# proper part does. On the models above and on ``off-relu`` and ``saturated`` this is also the
+# proper part does. On the task models and on ``off-relu`` and ``saturated`` this is also the
 # set of edges whose patching alone changes the metric, in either direction (noising: one edge
 # of the clean run patched; denoising, as ``exact`` discovery does: one edge of the corrupted
 # run given its clean value). On the others it is not, by construction: ``cancel``'s pair
