@@ -12,9 +12,14 @@ The rules (constants below; a claim's line prints its rule) are those of
   ``AGREEMENT_MIN`` of the examples, and beats by ``MARGIN`` the control: the algorithm run on
   a shuffled batch, scored against the same model answers (chance agreement); a
   ``per_output`` mechanism counts (example, output) entries instead of whole examples.
-- **scrubbing**: the share of the model's own-answer log-probability recovered under causal
-  scrubbing is at least ``SCRUB_MIN`` and beats the mean share of same-size random location
-  sets by ``MARGIN``; an empty-hypothesis gap below the floor makes it inconclusive.
+- **scrubbing** (treeified by default, :mod:`circuits.mechanisms.scrubbing`): the share of the
+  model's own-answer log-probability recovered under causal scrubbing is at least ``SCRUB_MIN``
+  and beats the mean share of same-size random location sets by ``MARGIN``; an
+  empty-hypothesis gap below the floor makes it inconclusive;
+- **whole outputs under scrubbing**: the scrubbed model's answer equals the clean model's at
+  every output on at least ``SCRUB_AGREEMENT_MIN`` of the examples (an absolute share, so that
+  one wrong output in nine is not diluted by the eight kept), against the same share for the
+  random location sets (``MARGIN`` below).
 - **interchange**, per mapped variable: IIA at least ``IIA_MIN`` with every control at most
   ``CONTROL_MAX`` holds; IIA below ``IIA_MIN`` on a model that answers at least
   ``BASE_ACCURACY_MIN`` of the inputs fails, whatever its controls; a control above
@@ -49,6 +54,7 @@ from probes.interchange import BASE_ACCURACY_MIN, CONTROL_MAX, IIA_HOLDS, DASCon
 
 AGREEMENT_MIN = 0.9
 SCRUB_MIN = 0.9
+SCRUB_AGREEMENT_MIN = 0.9
 IIA_MIN = IIA_HOLDS  # the interchange rule's numbers are probes.interchange's
 MARGIN = 0.1
 MIN_PAIRS = 20
@@ -69,6 +75,19 @@ def scrubbing_claim(s: Scrubbing) -> Claim:
     claim = reaches("causal scrubbing keeps the model's behaviour", share, target=SCRUB_MIN,
                     controls={label: control}, margin=MARGIN, value_name="share",
                     unavailable="resampling everything leaves the model's answers as they were (no gap to recover)")
+    return Claim(claim.text, claim.value, claim.control, label, claim.verdict)
+
+
+def whole_output_claim(s: Scrubbing) -> Claim:
+    """:func:`~interp_rand.verdicts.reaches` ``SCRUB_AGREEMENT_MIN`` on the scrubbed model's
+    whole-output agreement with its clean answers; random location sets' agreement ``MARGIN``
+    below (absolute agreements: an empty gap cannot make them undefined)."""
+    label = f"{len(s.random_locations['logprob'])} random sets of {s.n_locations} locations"
+    random = s.details.get("random_locations_agreement", [])
+    control = sum(random) / len(random) if random else float("nan")
+    claim = reaches("under causal scrubbing every output keeps the model's answer", s.scrubbed["accuracy"],
+                    target=SCRUB_AGREEMENT_MIN, controls={label: control}, margin=MARGIN,
+                    value_name="whole-output agreement")
     return Claim(claim.text, claim.value, claim.control, label, claim.verdict)
 
 
@@ -127,6 +146,8 @@ class MechanismCard:
         out = [self.headline(), "algorithm:"] + ["    " + line for line in self.pseudocode.strip("\n").splitlines()]
         out += ["variables:"] + ["    " + v for v in self.variables]
         out += [c.line() for c in self.claims]
+        out += [f"{c.variable} at {c.site}: never changes the algorithm's answer here, so interchange does not test it"
+                for c in self.interchange if c.n_pairs == 0]
         out.append(f"scrubbing (own-answer log-prob): clean {s.clean['logprob']:.3f}, everything resampled "
                    f"{s.empty['logprob']:.3f}, scrubbed {s.scrubbed['logprob']:.3f}; accuracy clean "
                    f"{s.clean['accuracy']:.3f} / resampled {s.empty['accuracy']:.3f} / scrubbed {s.scrubbed['accuracy']:.3f}"
@@ -157,9 +178,10 @@ def _agreement(model: Any, mech: Mechanism, batch: Any, values: dict, generator:
 
 def check_mechanism(model: Any, task: Any, mech: Mechanism, *, n: int = 2000, seed: int = 0, n_pairs: int = 500,
                     n_random: int = 10, das: DASConfig = DASConfig(), random_model: Any = None,
-                    batch: Any = None) -> MechanismCard:
+                    batch: Any = None, recursive: bool = True) -> MechanismCard:
     """Interchange per mapped variable, causal scrubbing of the whole hypothesis and every
-    prediction, on ``n`` inputs from ``mech.sample`` (or the given ``batch``), with verdicts."""
+    prediction, on ``n`` inputs from ``mech.sample`` (or the given ``batch``), with verdicts;
+    ``recursive``: treeified scrubbing (default) or one level."""
     start = time.perf_counter()
     generator = torch.Generator().manual_seed(seed)
     model.eval()
@@ -179,17 +201,21 @@ def check_mechanism(model: Any, task: Any, mech: Mechanism, *, n: int = 2000, se
                                       base_accuracy, n_pairs, generator, das)
         checks.append(check)
         bases[v.name] = basis
-    scrubbing = scrub(model, graph, mech, batch, values, acts, generator, bases, n_random)
+    scrubbing = scrub(model, graph, mech, batch, values, acts, generator, bases, n_random, recursive)
     predictions = [check_prediction(model, task, mech, p, batch, generator) for p in mech.predictions]
     agreement, chance = _agreement(model, mech, batch, values, generator)
-    claims = ([agreement_claim(agreement, chance), scrubbing_claim(scrubbing)] + [variable_claim(c) for c in checks]
+    # a variable whose value never changes the algorithm's answer (a cue the answer does not
+    # depend on, e.g. the current token of a sort) has no interchange pair: interchange cannot
+    # test it, so it makes no claim here (scrubbing and the decisive experiments test it)
+    claims = ([agreement_claim(agreement, chance), scrubbing_claim(scrubbing), whole_output_claim(scrubbing)]
+              + [variable_claim(c) for c in checks if c.n_pairs > 0]
               + [prediction_claim(p) for p in predictions])
     return MechanismCard(mech.name, mech.task, mech.pseudocode, mech.describe(), agreement, chance, base_accuracy,
                          scrubbing, checks, predictions, claims, time.perf_counter() - start,
-                         {"n": len(batch), "seed": seed, "n_pairs": n_pairs, "n_random": n_random,
+                         {"n": len(batch), "seed": seed, "n_pairs": n_pairs, "n_random": n_random, "recursive": recursive,
                           "n_locations": len(writer_locations(graph))})
 
 
 __all__ = ["AGREEMENT_MIN", "BASE_ACCURACY_MIN", "CONTROL_MAX", "IIA_MIN", "MARGIN", "MIN_PAIRS", "MIN_WHERE",
-           "SCRUB_MIN", "MechanismCard", "agreement_claim", "check_mechanism", "prediction_claim",
-           "scrubbing_claim", "variable_claim"]
+           "SCRUB_AGREEMENT_MIN", "SCRUB_MIN", "MechanismCard", "agreement_claim", "check_mechanism", "prediction_claim",
+           "scrubbing_claim", "variable_claim", "whole_output_claim"]

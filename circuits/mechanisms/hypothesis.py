@@ -106,6 +106,10 @@ class Variable:
         site: where the model holds it (``None``: an abstract step the hypothesis does not
             localise; it is still part of the algorithm and of the predicted answer).
         description: one line in words (what the card and the drawing print).
+        input: the hypothesis declares the site a function of the input that it does not
+            decompose (a treeified scrub takes an agreeing example's clean value there instead
+            of recomputing it from the parents' sites); a mapped variable without mapped
+            ancestors is an input anyway.
     """
 
     name: str
@@ -113,6 +117,7 @@ class Variable:
     parents: tuple[str, ...] = ()
     site: Site | None = None
     description: str = ""
+    input: bool = False
 
 
 @dataclass(frozen=True)
@@ -248,6 +253,28 @@ class Mechanism:
         """The algorithm's answer when ``name`` takes the row-wise values ``new`` and everything
         downstream of it is recomputed."""
         return self.answer_of(batch, self.values(batch, {name: new, **{k: values[k] for k in self._upstream(name)}}))
+
+    def mapped_parents(self, names: tuple[str, ...] | list[str]) -> list[str]:
+        """The nearest mapped ancestors of ``names`` (looking through unmapped variables): the
+        sites a treeified scrub sets before the model computes what reads them. A mapped name
+        stands for itself."""
+        out: list[str] = []
+        stack = list(names)
+        while stack:
+            name = stack.pop(0)
+            v = self.variable(name)
+            if v.site is not None:
+                if name not in out:
+                    out.append(name)
+            else:
+                stack.extend(v.parents)
+        return out
+
+    def is_input(self, name: str) -> bool:
+        """A mapped variable the hypothesis reads off the input: declared so, or without a mapped
+        ancestor (its site takes an agreeing example's clean value in a treeified scrub)."""
+        v = self.variable(name)
+        return v.input or not self.mapped_parents(list(v.parents))
 
     def _upstream(self, name: str) -> list[str]:
         """Variables that are neither ``name`` nor its descendants (they keep their values)."""

@@ -11,11 +11,25 @@ everything it allows to vary and measures what is left of the model's behaviour:
    a subspace site swaps only its subspace (the basis the interchange check fitted);
 3. the ``readout`` components and the unembedding run on what results.
 
-This is one level of scrubbing: each source example runs the clean model (sources are not
-themselves scrubbed recursively). The metric is the model's agreement with *its own clean
+With ``recursive=True`` (the default, and the card's) the scrubbing is *treeified*, as Chan
+et al. define it: only the hypothesis's **inputs** (mapped variables with no mapped ancestor:
+values the hypothesis reads off the input) take an agreeing example's clean activation. Every
+other mapped variable's site is **recomputed by the model** from its parents' sites: a forward of
+an example that agrees with its consumer on that variable, with each parent's site set to the
+value the parent's own subtree produced (recursively, a fresh agreeing draw per node of the
+tree) and every other writer location resampled from an unrelated example; the answer's forward
+sets the answer's nearest mapped ancestors the same way, its readout live, all else resampled.
+A hypothesis whose intermediate variable sits where the model does not compute it from the
+named parents (a carry "formed at b0 and only copied" while the model gathers it from b1 and
+b0) is caught here: its site no longer gets its value from outside. ``recursive=False`` is one
+level: every mapped site takes an agreeing example's clean activation (what the card did
+before; a variable mapped to a site that merely *holds* the right value passes however the
+model computes it). The metric is the model's agreement with *its own clean
 answer* at the mechanism's outputs, so it applies to any task, randomized ones included:
-``logprob`` (mean log-probability of the clean argmax) and ``accuracy`` (share of examples
-whose argmax at every output is unchanged). The share recovered is
+``logprob`` (mean log-probability of the clean argmax) and ``accuracy``, the *whole-output
+agreement* (share of examples whose argmax at every output is unchanged; the card's rule reads
+it as an absolute value beside the log-prob share, since one changed output in nine moves the
+mean log-probability little). The share recovered is
 ``(M_scrubbed - M_empty) / (M_clean - M_empty)``, where the *empty* hypothesis resamples every
 location; an empty gap below ``GAP_FLOOR`` makes the share undefined (NaN, inconclusive).
 
@@ -40,7 +54,10 @@ from torch import Tensor
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Node
 from circuits.mechanisms.hypothesis import Mechanism, Site, Values
-from circuits.mechanisms.patching import Patch, agreeing_rows, derangement, patched_answers, writer_locations
+from circuits.graph.architecture import run_model
+from circuits.mechanisms.patching import (Patch, agreeing_rows, derangement, patch_hooks, patched_answers, site_hooks,
+                                          writer_locations)
+from interp_rand.model.capture import capture_into
 
 GAP_FLOOR = 1e-3
 METRICS = ("logprob", "accuracy")
@@ -96,9 +113,11 @@ def hypothesis_locations(mech: Mechanism) -> set[Node]:
 
 
 def scrub(model: Any, graph: ModelGraph, mech: Mechanism, batch: Any, values: Values, acts: dict[str, Tensor],
-          generator: torch.Generator, bases: dict[str, Tensor | None] | None = None, n_random: int = 10) -> Scrubbing:
+          generator: torch.Generator, bases: dict[str, Tensor | None] | None = None, n_random: int = 10,
+          recursive: bool = True) -> Scrubbing:
     """Scrub ``mech`` on ``batch`` (``acts``: the recorded writer and site hooks of ``batch``;
-    ``bases``: each subspace variable's basis)."""
+    ``bases``: each subspace variable's basis); ``recursive``: treeified (see the module
+    docstring), else one level."""
     bases = bases or {}
     n = len(batch)
     rows = torch.arange(n)
@@ -108,37 +127,102 @@ def scrub(model: Any, graph: ModelGraph, mech: Mechanism, batch: Any, values: Va
     clean_answer = clean_logits.argmax(-1)
     resample = derangement(n, generator)
 
-    def run(live: set[Node], clean_sites: list[Site], variable_patches: list[Patch]) -> dict[str, float]:
+    def run(live: set[Node], clean_sites: list[Site], variable_patches: list[Patch],
+            source: dict[str, Tensor] = acts) -> dict[str, float]:
         """``live`` locations compute on what reaches them; ``clean_sites`` take their own
         example's clean value; variable patches take an agreeing example's; the rest is resampled."""
-        fixed = live | {n for site in clean_sites for n in site.nodes} | {
-            n for p in variable_patches for n in p.site.nodes}
-        varied = tuple(node for node in locations if node not in fixed)
-        patches = ([Patch(Site.of(*varied), resample)] if varied else []) + [
+        patches = _resampled(locations, live | {n for site in clean_sites for n in site.nodes} | {
+            n for p in variable_patches for n in p.site.nodes}, resample) + [
             Patch(site, rows) for site in clean_sites] + variable_patches
-        return _metrics(patched_answers(model, graph, batch, rows, acts, patches, outputs), clean_answer)
+        return _metrics(patched_answers(model, graph, batch, rows, source, patches, outputs), clean_answer)
 
     clean = _metrics(clean_logits, clean_answer)
     empty = run(set(), [], [])
-    variable_patches = [Patch(v.site, agreeing_rows(values[v.name], generator), bases.get(v.name))
-                        for v in mech.mapped]
-    scrubbed = run(set(mech.readout), [], variable_patches)
+    if recursive:
+        tree = _Tree(model, graph, mech, batch, values, acts, bases, locations, generator)
+        patches, source = tree.patches(list(mech.answer_parents), rows)
+        scrubbed = run(set(mech.readout), [], patches, source)
+        details: dict[str, Any] = {"recursive": True, "forwards": tree.forwards}
+    else:
+        variable_patches = [Patch(v.site, agreeing_rows(values[v.name], generator), bases.get(v.name))
+                            for v in mech.mapped]
+        scrubbed = run(set(mech.readout), [], variable_patches)
+        details = {"recursive": False}
     n_named = min(len(hypothesis_locations(mech)) + sum(
         len(v.site.positions) for v in mech.mapped if v.site.hook is not None), len(locations))
     random_shares: dict[str, list[float]] = {m: [] for m in METRICS}
+    random_agreement: list[float] = []
     for _ in range(n_random):
         pick = torch.randperm(len(locations), generator=generator)[:n_named]
         result = run(set(), [Site.of(*(locations[int(i)] for i in pick))] if n_named else [], [])
+        random_agreement.append(result["accuracy"])
         for m in METRICS:
             random_shares[m].append(_share(result[m], clean[m], empty[m]))
+    details["random_locations_agreement"] = random_agreement
     kept = run(set(mech.readout), [v.site for v in mech.mapped], [])
     return Scrubbing(
         clean=clean, empty=empty, scrubbed=scrubbed,
         share={m: _share(scrubbed[m], clean[m], empty[m]) for m in METRICS},
         random_locations=random_shares,
         sites_kept={m: _share(kept[m], clean[m], empty[m]) for m in METRICS},
-        n_locations=n_named, n_examples=n,
+        n_locations=n_named, n_examples=n, details=details,
     )
+
+
+def _resampled(locations: list[Node], fixed: set[Node], rows: Tensor) -> list[Patch]:
+    """One patch resampling every location not in ``fixed`` from ``rows``."""
+    varied = tuple(node for node in locations if node not in fixed)
+    return [Patch(Site.of(*varied), rows)] if varied else []
+
+
+class _Tree:
+    """The treeified scrub's recursion: :meth:`patches` gives, for a consumer evaluated on
+    ``rows``, the patches that set each named variable's site to the value its subtree
+    computes, and the activations those patches read (the recorded ones with every computed
+    value appended as extra rows)."""
+
+    def __init__(self, model: Any, graph: ModelGraph, mech: Mechanism, batch: Any, values: Values,
+                 acts: dict[str, Tensor], bases: dict[str, Tensor | None], locations: list[Node],
+                 generator: torch.Generator) -> None:
+        self.model, self.graph, self.mech, self.batch, self.values = model, graph, mech, batch, values
+        self.acts, self.bases, self.locations, self.generator = acts, bases, locations, generator
+        self.forwards = 0
+
+    def patches(self, names: list[str], rows: Tensor) -> tuple[list[Patch], dict[str, Tensor]]:
+        """Patches for the nearest mapped ancestors of ``names``, for a consumer on ``rows``."""
+        source = dict(self.acts)
+        out = []
+        for name in self.mech.mapped_parents(names):
+            variable = self.mech.variable(name)
+            agree = agreeing_rows(self.values[name], self.generator)[rows]  # an input agreeing on name
+            if self.mech.is_input(name):
+                out.append(Patch(variable.site, agree, self.bases.get(name)))
+                continue
+            computed = self._compute(name, agree)
+            first = max(len(source[hook]) for hook in computed)  # a site's hooks share their rows
+            for hook, value in computed.items():
+                pad = source[hook].new_zeros((first - len(source[hook]),) + tuple(source[hook].shape[1:]))
+                source[hook] = torch.cat([source[hook], pad, value.to(source[hook].dtype)])
+            out.append(Patch(variable.site, first + torch.arange(len(rows)), self.bases.get(name)))
+        return out, source
+
+    @torch.no_grad()
+    def _compute(self, name: str, rows: Tensor) -> dict[str, Tensor]:
+        """The model's own value of ``name``'s site hooks on ``rows``, its parents' sites set by
+        their subtrees, its site live, every other location resampled from unrelated rows."""
+        variable = self.mech.variable(name)
+        parent_patches, source = self.patches(list(variable.parents), rows)
+        fixed = set(variable.site.nodes) | {n for p in parent_patches for n in p.site.nodes}
+        unrelated = rows[torch.randperm(len(rows), generator=self.generator)]
+        unrelated = torch.where(unrelated == rows, rows.roll(1), unrelated)
+        patches = _resampled(self.locations, fixed, unrelated) + parent_patches
+        hooks = site_hooks([variable.site])
+        kept: dict[str, Tensor] = {}
+        fwd = patch_hooks(self.graph, source, patches) + capture_into(kept, hooks)
+        self.forwards += 1
+        with self.model.hooks(fwd_hooks=fwd):
+            run_model(self.model, self.batch[rows])
+        return {h: kept[h] for h in hooks}
 
 
 __all__ = ["GAP_FLOOR", "METRICS", "Scrubbing", "hypothesis_locations", "scrub"]

@@ -34,16 +34,31 @@ class MechanismReport:
     card: MechanismCard
     run: str
     title: str
+    comparison: Any = None  # circuits.mechanisms.Comparison against the flagship's rivals, or None
 
     @property
     def lines(self) -> list[str]:
-        return self.card.lines()
+        lines = self.card.lines()
+        return lines[:1] + self.rival_lines() + lines[1:]
+
+    def rival_lines(self) -> list[str]:
+        """Which mechanism wins against the rivals, and by which experiment (one line a pair)."""
+        if self.comparison is None:
+            return []
+        out = [f"rivals: {self.comparison.headline()}"]
+        for pair in self.comparison.pairs:
+            deciding = sorted(pair.deciding(), key=lambda e: -e.n_disagree)
+            out.append("    " + pair.line() + (f"; e.g. {deciding[0].line()}" if deciding else ""))
+        return out
 
     def text(self) -> str:
         return "\n".join(self.lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run": self.run, **self.card.to_dict()}
+        out = {"run": self.run, **self.card.to_dict()}
+        if self.comparison is not None:
+            out["rivals"] = self.comparison.to_dict()
+        return out
 
     def to_json(self) -> str:
         from interp_rand.output.files import json_text
@@ -67,8 +82,10 @@ class MechanismReport:
 
         claims = claims_html(self.card.claims)
         pseudo = f"<h2>The algorithm</h2><pre>{html.escape(self.card.pseudocode.strip())}</pre>"
-        return [mechanism_figure(self.mechanism, self.card, title=self.title), pseudo, "<h2>Checks</h2>", claims,
-                "<pre>" + html.escape("\n".join(self.lines[-3:])) + "</pre>"]
+        rivals = ([f"<h2>Against its rivals</h2><pre>{html.escape(chr(10).join(self.rival_lines()))}</pre>"]
+                  if self.comparison is not None else [])
+        return [mechanism_figure(self.mechanism, self.card, title=self.title), pseudo] + rivals + [
+            "<h2>Checks</h2>", claims, "<pre>" + html.escape("\n".join(self.lines[-3:])) + "</pre>"]
 
     def write(self, out: str | Path) -> Path:
         """mechanism.json and mechanism.html in ``out``, replaced together."""
@@ -84,9 +101,11 @@ class MechanismReport:
 
 def mechanism_report(mechanism: str | Mechanism, run: str | Path | None = None, *, model: Any = None,
                      task: Any = None, n: int = 2000, seed: int = 0, n_pairs: int = 500,
-                     n_random: int = 10, das: Any = None) -> MechanismReport:
+                     n_random: int = 10, das: Any = None, rivals: bool = True) -> MechanismReport:
     """Check ``mechanism`` (a flagship's name, or a :class:`Mechanism`) on ``run`` (default: the
-    flagship's zoo run) or on a given ``model`` and ``task``."""
+    flagship's zoo run) or on a given ``model`` and ``task``; a flagship is also put to the
+    decisive experiments against its registered rivals (``rivals``; the module's
+    ``rivals(task)``), and the report says which mechanism wins and by which experiment."""
     from interp_rand.training.checkpoint import load_checkpoint
     from interp_rand.run_names import run_label
 
@@ -112,7 +131,13 @@ def mechanism_report(mechanism: str | Mechanism, run: str | Path | None = None, 
     mech = module.mechanism(task) if module is not None else mechanism
     sizes = {} if das is None else {"das": das}  # das: the DAS training of subspace sites (DASConfig)
     card = check_mechanism(model, task, mech, n=n, seed=seed, n_pairs=n_pairs, n_random=n_random, **sizes)
-    return MechanismReport(mech, card, label, f"mechanism {mech.name}: {label}")
+    comparison = None
+    if rivals and module is not None and hasattr(module, "rivals"):
+        from circuits.mechanisms import compare_mechanisms
+
+        comparison = compare_mechanisms(model, task, [mech, *module.rivals(task).values()], n=min(n, 1000),
+                                        seed=seed, cards=False)
+    return MechanismReport(mech, card, label, f"mechanism {mech.name}: {label}", comparison)
 
 
 __all__ = ["MechanismReport", "claims_html", "mechanism_report"]

@@ -257,6 +257,86 @@ def load() -> tuple[Any, Any]:
     return ck.model().eval(), ck.spec.make_task()
 
 
+
+# ---------------------------------------------------------------------- rivals
+# A plausible, different algorithm for the same colours, stated as a Mechanism with the
+# flagship's ``outputs`` (all ten colours, scored per vertex) so a comparison can look for
+# inputs where the two part.
+
+IDS_PSEUDOCODE = """\
+the noise is ignored: the same id classes and copy table, symmetry broken by the unique ids
+1. a0.0 @ v: v reads the neighbour of higher priority (PRIORITY by class, as the rule);
+   equal priority -> the lower id (v = 1: the higher); t_v = DICTATES[class p]
+   p in F -> v is weak: above_v = id_v > id_p
+2. a1.0 @ v: blocked_v = {t_u : u a strong neighbour}; of two that copied the same colour, the higher id yields
+3. colour_v = t_v if strong and kept, else the first free colour of (2, 0, 1) if above_v else (1, 0, 2)"""
+
+
+def ids_for_noise(batch: Any) -> Any:
+    """``batch`` with each vertex's noise replaced by its id's rank, ``(v + 0.5) / N``: every
+    comparison of two noises in the rule becomes a comparison of the two ids."""
+    from interp_rand.tasks.randomized import replace_seeds
+
+    n, N = batch.seeds.shape[:2]
+    ranks = (torch.arange(N, dtype=batch.seeds.dtype, device=batch.seeds.device) + 0.5) / N
+    return replace_seeds(batch, ranks[None, :, None].expand(n, N, 1), (N, 1))
+
+
+def id_rule_colours(batch: Any) -> Tensor:
+    """``[batch, N]`` the ids-only rival's colours (the rule with every noise comparison made on the ids)."""
+    return rule_colours(ids_for_noise(batch))
+
+
+def rivals(task: Any, n_vertices: int | None = None) -> dict[str, Mechanism]:
+    """Rivals of :func:`mechanism` on ``task``, by name:
+
+    - ``coloring-ids`` (the noise is ignored: a deterministic algorithm on the unique ids, the
+      textbook way to break symmetry on a graph with ids; the same classes, copy table and
+      sites as the rule, with every noise comparison, whom to read on a tie, weak above/below,
+      who yields, made on the ids instead). Where the rule never consults the noise the two
+      agree; where it does, the rival says the answer cannot move with the noise."""
+    N = int(n_vertices or task.n_vertices)
+    if N != N_VERTICES or getattr(task, "n_colors", 3) != 3:
+        raise ValueError(f"the coloring-seed rivals are stated for the 10-vertex 3-colour model; got "
+                         f"n_vertices={N}, n_colors={getattr(task, 'n_colors', None)}")
+    reads = [f"read_{v}" for v in range(N)]
+    blocks = [f"blocked_{v}" for v in range(N)]
+    variables = [Variable(reads[v], lambda batch, v=v: rule_reads(ids_for_noise(batch))[0][:, v],
+                          site=Site.of(Node("head", 0, 0, position=v)),
+                          description=f"vertex {v}: the colour it copies from the neighbour it reads (0-2), or weak "
+                                      "below/above that neighbour's id (3/4); ties by id, not noise")
+                 for v in range(N)]
+
+    def blocked_compute(v: int):
+        def compute(batch: Any, **parents: Tensor) -> Tensor:
+            return blocked_of(ids_for_noise(batch), torch.stack([parents[name] for name in reads], 1))[:, v]
+        return compute
+
+    variables += [Variable(blocks[v], blocked_compute(v), parents=tuple(reads),
+                           site=Site.of(Node("head", 1, 0, position=v)),
+                           description=f"vertex {v}: bitmask of the colours its strong neighbours copied "
+                                       "(+8: it yields its copied colour, to the lower id)")
+                  for v in range(N)]
+
+    def answer(batch: Any, **values: Tensor) -> Tensor:
+        return colours_of(torch.stack([values[name] for name in reads], 1),
+                          torch.stack([values[name] for name in blocks], 1))
+
+    def rival_proper(batch: Any, values: dict[str, Tensor]) -> Tensor:
+        return proper_at(answer(batch, **values), batch).all(1)
+
+    held_out = lambda task, generator: task.sample(PREDICTION_CYCLES, generator)  # noqa: E731 - fresh cycles
+    ids = Mechanism(
+        name="coloring-ids", task="coloring", variables=tuple(variables), answer=answer,
+        answer_parents=tuple(reads + blocks), outputs=tuple(range(N)),
+        predictions=(Prediction("cycles the ids-only rule colours properly",
+                                "the model runs the ids-only rule, so where it leaves no clash the model colours "
+                                "the cycle", rival_proper, "succeed", 0.9, inputs=held_out),),
+        pseudocode=IDS_PSEUDOCODE, correct=lambda batch, predicted: proper_at(predicted, batch), per_output=True)
+    return {ids.name: ids}
+
+
 __all__ = ["ABOVE_PREFS", "BELOW_PREFS", "CLASS_NAMES", "DICTATES", "ID_CLASS", "PRIORITY", "PSEUDOCODE", "RUN",
            "agreement_over_cycles", "blocked_of", "colours_of", "dictated_colours", "load", "mechanism",
            "proper_at", "rule_colours", "rule_reads", "rule_state", "strong_conflict"]
+__all__ += ["IDS_PSEUDOCODE", "id_rule_colours", "ids_for_noise", "rivals"]

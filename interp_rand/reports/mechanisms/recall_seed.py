@@ -143,8 +143,13 @@ def mechanism(task: Any, rule: tuple[tuple[int, int], ...] = RULE, retrieved_at:
                       parents=("query_key",),
                       description="query_key in S(seed) by the one-bit-per-key rule (tested by the predictions and "
                                   "the seed-bit intervention, not by interchange: the answer does not read it)")
+    # declared an input: the heads read every pair's key and value code, which the hypothesis
+    # does not name; recomputed from query_key alone, a treeified scrub resamples those codes and
+    # keeps 0.02 of the log-prob (measured), so the retrieval is not computed from the query
+    # token alone; naming the codes is the key-code mechanism's work
     retrieved = Variable("retrieved", lambda b, query_key: _value_code(b, query_key), parents=("query_key",),
-                         site=Site.of(*heads), description="the queried pair's value, read by linear attention")
+                         site=Site.of(*heads), input=True,
+                         description="the queried pair's value, read by linear attention")
 
     def held_out(t: Any, g: torch.Generator) -> Any:
         return held_out_batch(t, n_predict, g)
@@ -251,6 +256,139 @@ def flip_intervention(model: Any, task: Any, n: int, generator: torch.Generator,
     return results
 
 
+
+# ---------------------------------------------------------------------- rivals
+# Plausible, different algorithms for the same answer, stated as Mechanisms with the flagship's
+# ``outputs`` so a comparison can look for inputs where they part. The flagship's answer is the
+# queried value on every input (``stored`` is tested by its predictions, not read by its answer),
+# so "the seed is ignored and recall always succeeds" would give the flagship's answers exactly:
+# no input could tell the two apart. Each rival therefore says what the model answers when
+# recall fails, and says it without the seed (no seed site).
+
+# The queried pair's weight in the uniform-interference rival, against 1 for every other pair:
+# the smallest even weight whose predicted failures (0.15 of held-out inputs at N = 12) do not
+# exceed the model's (0.19); weight 4 predicts 0.46, 8 predicts 0.03.
+INTERFERENCE_WEIGHT = 6
+# The recency rival's memory: the last K pairs (recall distance < K) are kept.
+MEMORY_PAIRS = 10
+
+INTERFERENCE_PSEUDOCODE = """\
+the seed is ignored: every key code is fixed, every other pair leaks into the query alike
+at the query N (key q), per value bit j:                       # a0.0 @ N + a1.0 @ N, no seed site
+    bit_j = [ W * (2 value_q[j] - 1) + sum_{i != q} (2 value_i[j] - 1) > 0 ]   # W = INTERFERENCE_WEIGHT
+claim: recall fails exactly where the other pairs' bits outvote the queried one (the input, not the seed)"""
+
+RECENCY_PSEUDOCODE = """\
+the seed is ignored: linear attention's fixed-size state keeps the last K pairs (K = MEMORY_PAIRS)
+distance = N - 1 - query_index
+answer = value_q if distance < K                               # a0.0 @ N + a1.0 @ N
+         else per bit the majority of the last K values (ties 0)  # the older pair was overwritten
+claim: which keys are stored depends on where the queried pair sits, not on the seed"""
+
+
+def _position_of(batch: Any, key: Tensor) -> Tensor:
+    """``[n]`` the position of the pair holding ``key`` (``[n]``)."""
+    return (batch.metadata["key_order"] == key[:, None]).long().argmax(1)
+
+
+def interference_code(batch: Any, weight: int = INTERFERENCE_WEIGHT, query_key: Tensor | None = None) -> Tensor:
+    """``[n]`` the packed answer of the uniform-interference rival: per value bit, the sign of
+    ``weight`` votes for the queried pair's bit against one vote per other pair (ties: the
+    queried bit); ``query_key`` (``[n]``, default the batch's): the key asked for."""
+    meta = batch.metadata
+    key = meta["query_key"] if query_key is None else query_key
+    votes = 2 * meta["values"] - 1  # [n, N, V] +-1
+    rows = torch.arange(len(votes), device=votes.device)
+    own = votes[rows, _position_of(batch, key)]  # [n, V]
+    total = weight * own + votes.sum(1) - own
+    return pack_bits(torch.where(total == 0, own > 0, total > 0))
+
+
+def kept_majority_code(batch: Any, memory: int = MEMORY_PAIRS) -> Tensor:
+    """``[n]`` the packed per-bit majority of the last ``memory`` pairs' values (ties 0): what
+    the recency rival answers for a pair the state no longer holds."""
+    values = batch.metadata["values"]
+    return pack_bits(2 * values[:, values.shape[1] - memory:].sum(1) > memory)
+
+
+def recency_code(batch: Any, memory: int = MEMORY_PAIRS) -> Tensor:
+    """``[n]`` the packed answer of the recency rival: the queried value when it is among the
+    last ``memory`` pairs, else :func:`kept_majority_code`."""
+    meta = batch.metadata
+    values, query_index = meta["values"], meta["query_index"]
+    rows = torch.arange(len(values), device=values.device)
+    kept = values.shape[1] - 1 - query_index < memory
+    return torch.where(kept, pack_bits(values[rows, query_index] > 0), kept_majority_code(batch, memory))
+
+
+def rivals(task: Any, weight: int = INTERFERENCE_WEIGHT, memory: int = MEMORY_PAIRS,
+           n_predict: int = N_PREDICT) -> dict[str, Mechanism]:
+    """Rivals of :func:`mechanism` on ``task`` (a ``RecallTask``), by name. Both ignore the seed
+    (no seed site) and answer the queried value where recall succeeds, as the flagship does;
+    they differ on where, and how, it fails:
+
+    - ``recall-uniform-interference`` (the flagship's own readout with the seed taken out: every
+      other pair leaks into the query with the same weight, so failures are fixed by the input's
+      values);
+    - ``recall-recency`` (the fixed-size state keeps the last ``memory`` pairs: the stored set
+      is decided by the queried pair's position)."""
+    N = task.n_pairs
+    if not 1 <= memory <= N:
+        raise ValueError(f"memory={memory} must be in 1..{N} pairs")
+    if weight < 1:
+        raise ValueError(f"weight={weight} must be >= 1")
+    heads = Site.of(Node("head", 0, 0, position=N), Node("head", 1, 0, position=N))
+
+    def query_key() -> Variable:
+        return Variable("query_key", lambda b: b.metadata["query_key"], site=Site.of(Node("embed", position=N)),
+                        description="which key the query token asks for (its embedding)")
+
+    def held_out(t: Any, g: torch.Generator) -> Any:
+        return held_out_batch(t, n_predict, g)
+
+    def differs(b: Any, v: dict[str, Tensor]) -> Tensor:
+        return v["answer"] != v["retrieved"]
+
+    interference = Mechanism(
+        "recall-uniform-interference", "recall",
+        (query_key(),
+         Variable("retrieved", lambda b, query_key: _value_code(b, query_key), parents=("query_key",),
+                  description="the queried pair's value (the answer where the queried pair outvotes the others)"),
+         Variable("answer", lambda b, query_key: interference_code(b, weight, query_key), parents=("query_key",),
+                  site=heads,
+                  description=f"per bit, the queried pair's {weight} votes against one per other pair: the "
+                              "heads' sum with every key code alike (the seed ignored)")),
+        answer=lambda b, answer: answer, answer_parents=("answer",), outputs=(0,),
+        predictions=(Prediction("the other pairs outvote the queried value",
+                                "the uniform sum flips a bit there, whatever the seed", differs, "fail", 0.5,
+                                held_out),),
+        pseudocode=INTERFERENCE_PSEUDOCODE.replace("W = INTERFERENCE_WEIGHT", f"W = {weight}"),
+    )
+    recency = Mechanism(
+        "recall-recency", "recall",
+        (query_key(),
+         Variable("distance", lambda b, query_key: N - 1 - _position_of(b, query_key), parents=("query_key",),
+                  description="how many pairs came after the queried one (its position, not localised)"),
+         Variable("retrieved", lambda b, query_key: _value_code(b, query_key), parents=("query_key",),
+                  description="the queried pair's value"),
+         Variable("answer", lambda b, distance, retrieved: torch.where(distance < memory, retrieved,
+                                                                       kept_majority_code(b, memory)),
+                  parents=("distance", "retrieved"), site=heads,
+                  description=f"the queried value if it is among the last {memory} pairs, else their "
+                              "per-bit majority")),
+        answer=lambda b, answer: answer, answer_parents=("answer",), outputs=(0,),
+        predictions=(Prediction(f"the queried pair older than the last {memory}",
+                                "the state no longer holds it, whatever the seed",
+                                lambda b, v: v["distance"] >= memory, "fail", 0.5, held_out),
+                     Prediction(f"the queried pair among the last {memory}", "the state holds it",
+                                lambda b, v: v["distance"] < memory, "succeed", 0.9, held_out)),
+        pseudocode=RECENCY_PSEUDOCODE.replace("K = MEMORY_PAIRS", f"K = {memory}"),
+    )
+    return {m.name: m for m in (interference, recency)}
+
+
 __all__ = ["FLIP_SITES", "FlipResult", "N_PREDICT", "PSEUDOCODE", "RULE", "RUN", "check_rule", "derive_rule",
            "flip_intervention", "held_out_batch", "in_stored_set", "mechanism", "recalled", "seed_split",
            "stored_set"]
+__all__ += ["INTERFERENCE_PSEUDOCODE", "INTERFERENCE_WEIGHT", "MEMORY_PAIRS", "RECENCY_PSEUDOCODE",
+            "interference_code", "kept_majority_code", "recency_code", "rivals"]

@@ -49,9 +49,11 @@ RUN = "zoo:sort"
 PSEUDOCODE = """\
 for k in 0..L-1, at output position q = L + k (SEP for k = 0, else the token y_{k-1}):
     h_k = histogram of x_0 .. x_{L-1}       # a0.0 + a0.1 + a0.2 + a0.3 @ q, jointly (order-free)
-    y_k = min{v : #{i : x_i <= v} > k}       # m0 @ q: the k-th order statistic from h_k and q
-    write y_k                                # readout: m1 @ q (a1.0-a1.3 @ q redundant)
-the current token y_{k-1} (embed @ q) is not searched from; duplicates repeat while the count allows
+    c_k = the current token (k >= 1)         # embed @ q: read by m0 and the readout as a cue
+    y_k = min{v : #{i : x_i <= v} > k}       # m0 @ q: the k-th order statistic from h_k (and c_k, q)
+    write y_k                                # readout: m1 @ q (a1.0-a1.3 @ q redundant) reads y_k, h_k, c_k
+the answer is not searched up from c_k: with c_k edited the model keeps y_k (decisive edits);
+duplicates repeat while the count allows
 """
 
 
@@ -60,17 +62,19 @@ def lists_of(batch: Any, length: int) -> Tensor:
     return batch.inputs[:, :length]
 
 
-def multiset_code(batch: Any, length: int) -> Tensor:
-    """``[batch]`` the list's multiset as one integer (its sorted values as base-``V`` digits,
-    ``V <= 10`` here): equal codes <=> equal histograms."""
+def multiset_code(batch: Any, length: int, vocab: int = 10) -> Tensor:
+    """``[batch]`` the list's multiset as one integer (its sorted values as base-``vocab``
+    digits): equal codes <=> equal histograms."""
+    if vocab ** length >= 2 ** 62:
+        raise ValueError(f"a multiset of {length} values over {vocab} does not fit one int64 code")
     values = lists_of(batch, length).sort(1).values
-    weights = 10 ** torch.arange(length - 1, -1, -1)
+    weights = vocab ** torch.arange(length - 1, -1, -1)
     return (values * weights).sum(1)
 
 
-def order_statistic(code: Tensor, k: int, length: int) -> Tensor:
+def order_statistic(code: Tensor, k: int, length: int, vocab: int = 10) -> Tensor:
     """``min{v : #{x_i <= v} > k}``, read from a multiset code: its ``k``-th sorted value."""
-    return (code // 10 ** (length - 1 - k)) % 10
+    return (code // vocab ** (length - 1 - k)) % vocab
 
 
 def sample_with_partners(task: Any, n: int, generator: torch.Generator) -> Any:
@@ -134,27 +138,37 @@ def all_lists(task: Any, generator: torch.Generator, n_lists: int | None = None)
 
 
 # ---------------------------------------------------------------------- the hypothesis
-def mechanism(task: Any, n_lists: int | None = None) -> Mechanism:
-    """The rank-readout hypothesis for a sort task of ``task.length`` values (``vocab <= 10``);
-    its predictions look at every list (``n_lists``: that many of them, drawn at random)."""
-    L = task.length
+def mechanism(task: Any, n_lists: int | None = None, n_heads: int = 4) -> Mechanism:
+    """The rank-readout hypothesis for a sort task of ``task.length`` values over ``task.vocab``
+    (``n_heads`` heads a layer); its predictions look at every list (``n_lists``: that many of
+    them, drawn at random). The current token at each output position after the first is a
+    mapped input (``embed @ q``) that MLP 0 reads with the histogram: on the task it is
+    ``y_{k-1}``, a function of the list, so the order statistic does not change with it, but a
+    treeified scrub must know that MLP 0 reads it (resampling it from an unrelated list
+    breaks the model; measured by the decisive experiments, the model still follows the count
+    over the token on most edits)."""
+    L, V = task.length, task.vocab
     if n_lists is not None and n_lists < 1:
         raise ValueError(f"n_lists={n_lists} must be a positive number of lists, or None for all of them")
-    if task.vocab > 10:
-        raise ValueError(f"the sorting mechanism encodes multisets in base 10; vocab={task.vocab} must be <= 10")
     variables = []
     for k in range(L):
         q = L + k
         variables.append(Variable(
-            f"hist_{k}", lambda b: multiset_code(b, L),
-            site=Site.of(*(Node("head", 0, h, position=q) for h in range(4))),
-            description=f"the list's histogram, read at output position {q} by the four layer-0 heads"))
+            f"hist_{k}", lambda b: multiset_code(b, L, V),
+            site=Site.of(*(Node("head", 0, h, position=q) for h in range(n_heads))),
+            description=f"the list's histogram, read at output position {q} by the layer-0 heads"))
+        parents = (f"hist_{k}",)
+        if k >= 1:
+            variables.append(Variable(
+                f"current_{k}", lambda b, q=q: b.inputs[:, q], site=Site.of(Node("embed", position=q)),
+                description=f"the current token at {q} (y_{k - 1} on the task), read by MLP 0 as a cue"))
+            parents += (f"current_{k}",)
         variables.append(Variable(
-            f"y_{k}", lambda b, k=k, **p: order_statistic(p[f"hist_{k}"], k, L), parents=(f"hist_{k}",),
+            f"y_{k}", lambda b, k=k, **p: order_statistic(p[f"hist_{k}"], k, L, V), parents=parents,
             site=Site.of(Node("mlp", 0, position=q)),
             description=f"order statistic k={k}: min{{v : #{{x <= v}} > {k}}}, computed by MLP 0 at {q}"))
     readout = tuple(node for q in range(L, 2 * L)
-                    for node in [Node("mlp", 1, position=q)] + [Node("head", 1, h, position=q) for h in range(4)])
+                    for node in [Node("mlp", 1, position=q)] + [Node("head", 1, h, position=q) for h in range(n_heads)])
 
     def changed(b: Any, v: Any) -> Tensor:
         return b.metadata["changed"] >= 0
@@ -175,40 +189,74 @@ def mechanism(task: Any, n_lists: int | None = None) -> Mechanism:
     return Mechanism(
         "sort-rank-readout", "sort", tuple(variables),
         answer=lambda b, **v: torch.stack([v[f"y_{k}"] for k in range(L)], 1),
-        answer_parents=tuple(f"y_{k}" for k in range(L)), outputs=tuple(range(L)), readout=readout,
+        # the readout reads the whole residual at q: every variable held there is its parent
+        answer_parents=tuple(v.name for v in variables), outputs=tuple(range(L)), readout=readout,
         predictions=predictions, pseudocode=PSEUDOCODE, sample=sample_with_partners)
 
 
-# ---------------------------------------------------------------------- the rival reading
-def next_larger_mechanism(task: Any) -> Mechanism:
-    """The reading the issue started from, as a mechanism to refute: at ``q = L + k`` the
-    current token ``c = y_{k-1}`` (``embed @ q``) is the cue, and the answer is ``c`` again when
-    the list holds more copies of ``c`` than are written, else the smallest input above ``c``.
-    Its interchange on the current token fails on ``zoo:sort`` (the model keeps its answer)."""
-    L = task.length
+# ---------------------------------------------------------------------- the rivals
+def _successor(b: Any, L: int, k: int, c: Tensor) -> Tensor:
+    """The next element after the current token ``c`` at output ``k``: ``c`` again when the
+    list holds more copies of ``c`` than are written, else the smallest input above ``c``
+    (``c`` when there is none)."""
+    x = lists_of(b, L)
+    written = b.inputs[:, L + 1: L + k]  # y_0 .. y_{k-2}; the current token c is y_{k-1}
+    copies = (x == c[:, None]).sum(1)
+    used = (written == c[:, None]).sum(1) + 1
+    above = torch.where(x > c[:, None], x, torch.full_like(x, 10 ** 6)).min(1).values
+    return torch.where((copies > used) | (above == 10 ** 6), c, above)
 
-    def successor(b: Any, k: int, c: Tensor) -> Tensor:
-        x = lists_of(b, L)
-        written = b.inputs[:, L + 1: L + k]  # y_0 .. y_{k-2}; the current token c is y_{k-1}
-        copies = (x == c[:, None]).sum(1)
-        used = (written == c[:, None]).sum(1) + 1
-        above = torch.where(x > c[:, None], x, torch.full_like(x, 10 ** 6)).min(1).values
-        return torch.where((copies > used) | (above == 10 ** 6), c, above)
 
-    variables = [Variable("y_0", lambda b: lists_of(b, L).min(1).values, site=Site.of(Node("mlp", 0, position=L)),
-                          description="the minimum")]
-    for k in range(1, L):
+def _rival(task: Any, name: str, y_site: Any, pseudocode: str, n_heads: int) -> Mechanism:
+    """A next-larger search with the flagship's inputs (the list read by the layer-0 heads at
+    ``q``, the current token at ``embed @ q``) and ``y_k`` held at ``y_site(q)``."""
+    L, V = task.length, task.vocab
+    variables = []
+    for k in range(L):
         q = L + k
-        variables.append(Variable(f"current_{k}", lambda b, q=q: b.inputs[:, q],
-                                  site=Site.of(Node("embed", position=q)),
-                                  description=f"the current token y_{k - 1} at {q}"))
-        variables.append(Variable(f"y_{k}", lambda b, k=k, **p: successor(b, k, p[f"current_{k}"]),
-                                  parents=(f"current_{k}",), description="the next element after the current token"))
-    return Mechanism("sort-next-larger", "sort", tuple(variables),
+        variables.append(Variable(f"list_{k}", lambda b: multiset_code(b, L, V),
+                                  site=Site.of(*(Node("head", 0, h, position=q) for h in range(n_heads))),
+                                  description=f"the list's values, read at {q} by the layer-0 heads"))
+        if k == 0:
+            variables.append(Variable("y_0", lambda b, **p: lists_of(b, L).min(1).values, ("list_0",), site=y_site(q),
+                                      description="the minimum"))
+            continue
+        variables.append(Variable(f"current_{k}", lambda b, q=q: b.inputs[:, q], site=Site.of(Node("embed", position=q)),
+                                  description=f"the current token y_{k - 1} at {q}: the cue"))
+        variables.append(Variable(f"y_{k}", lambda b, k=k, **p: _successor(b, L, k, p[f"current_{k}"]),
+                                  parents=(f"list_{k}", f"current_{k}"), site=y_site(q),
+                                  description="the next element after the current token"))
+    return Mechanism(name, "sort", tuple(variables),
                      answer=lambda b, **v: torch.stack([v[f"y_{k}"] for k in range(L)], 1),
-                     answer_parents=tuple(f"y_{k}" for k in range(L)), outputs=tuple(range(L)),
-                     pseudocode="y_k = y_{k-1} if copies remain, else the smallest input above y_{k-1}  # embed @ q")
+                     answer_parents=tuple(v.name for v in variables), outputs=tuple(range(L)),
+                     readout=tuple(Node("mlp", 1, position=q) for q in range(L, 2 * L)), pseudocode=pseudocode)
 
 
-__all__ = ["PSEUDOCODE", "RUN", "mechanism", "multiset_code", "next_larger_mechanism", "order_statistic",
+def next_larger_mechanism(task: Any, n_heads: int = 4) -> Mechanism:
+    """The next-larger search, with the flagship's sites: at ``q = L + k`` MLP 0 takes the
+    current token ``c = y_{k-1}`` (``embed @ q``) as the cue and the list (the layer-0 heads)
+    and writes ``c`` again when copies remain, else the smallest input above ``c``. On the task
+    it agrees with the rank readout everywhere (the current token is a function of the list);
+    it differs when the current token is not ``y_{k-1}``."""
+    return _rival(task, "sort-next-larger", lambda q: Site.of(Node("mlp", 0, position=q)),
+                  "y_k = c_k if copies of c_k remain, else min{x_i > c_k}   # m0 @ q reads c_k (embed @ q)\n"
+                  "                                                            # and the list (a0.* @ q)", n_heads)
+
+
+def copy_heads_mechanism(task: Any, n_heads: int = 4) -> Mechanism:
+    """The per-head reading of the sort case study: the layer-1 heads at ``q`` (its
+    "next-element heads") attend to the next element after the current token and copy it; MLP 1
+    writes it out. MLP 0 plays no part."""
+    return _rival(task, "sort-copy-heads", lambda q: Site.of(*(Node("head", 1, h, position=q) for h in range(n_heads))),
+                  "y_k = the input the layer-1 heads at q attend to: the next element after c_k  # a1.* @ q\n"
+                  "write y_k                                                                  # m1 @ q", n_heads)
+
+
+def rivals(task: Any, n_heads: int = 4) -> dict[str, Mechanism]:
+    """The real rivals of the rank readout: the next-larger search and the copy heads."""
+    return {m.name: m for m in (next_larger_mechanism(task, n_heads), copy_heads_mechanism(task, n_heads))}
+
+
+__all__ = ["PSEUDOCODE", "RUN", "copy_heads_mechanism", "mechanism", "multiset_code", "next_larger_mechanism",
+           "order_statistic", "rivals",
            "sample_with_partners", "with_written_token"]

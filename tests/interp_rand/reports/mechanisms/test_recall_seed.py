@@ -38,7 +38,7 @@ def test_the_card_as_found(recall):
     # just under the 0.9 bar: the heads carry the value *with* its interference), far above
     # random location sets of the same size
     scrub = card.scrubbing
-    assert 0.8 <= scrub.share["logprob"] <= 0.95 and scrub.control_mean("logprob") <= 0.1
+    assert 0.8 <= scrub.share["logprob"] <= 0.95 and scrub.control_mean("logprob") <= scrub.share["logprob"] - 0.5
     # the algorithm says "the queried value"; the model recalls only ~0.85 of queries
     assert claims["the algorithm's answer is the model's answer"].verdict.outcome == "fails"
     for check in card.interchange:  # IIA at the model's own accuracy, far above every control
