@@ -151,7 +151,8 @@ class MechanismCard:
         out.append(f"scrubbing (own-answer log-prob): clean {s.clean['logprob']:.3f}, everything resampled "
                    f"{s.empty['logprob']:.3f}, scrubbed {s.scrubbed['logprob']:.3f}; accuracy clean "
                    f"{s.clean['accuracy']:.3f} / resampled {s.empty['accuracy']:.3f} / scrubbed {s.scrubbed['accuracy']:.3f}"
-                   f"; sites kept clean recover {s.sites_kept['logprob']:.3f}")
+                   f"; sites kept clean recover {s.sites_kept['logprob']:.3f}; scrubbed agreement per output "
+                   + " ".join(f"{x:.3f}" for x in s.scrubbed.get("per_output", [])))
         out.append(f"model accuracy {self.base_accuracy:.3f} on {s.n_examples} inputs; {self.seconds:.1f} s")
         out.append(summary_line(self.claims))
         return out

@@ -131,8 +131,8 @@ def _discriminates(task: Any, mech: Mechanism, rivals: list[Mechanism], generato
             continue
         same = False
         for rival in rivals:
-            right = rival.correct_of(inputs, rival.answer_of(inputs, rival.values(inputs)))
-            right = right.float().mean(1) if right.dim() == 2 else right.float()
+            right = rival.correct_of(inputs, rival.answer_of(inputs, rival.values(inputs)), p.outputs)
+            right = right.float().mean(1) if right.dim() == 2 else right.float()  # per output: its share
             accuracy = float(right[where].mean())
             same |= accuracy >= p.threshold if p.expect == "succeed" else accuracy <= p.threshold
         out[p.name] = not same

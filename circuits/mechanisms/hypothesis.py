@@ -132,6 +132,10 @@ class Prediction:
         threshold: the accuracy bound the expectation is held to.
         inputs: ``inputs(task, generator) -> Batch``: where to look (an enumeration or a
             search); ``None``: the card's evaluation batch.
+        outputs: the outputs the prediction is about (indices into the mechanism's
+            ``outputs``); the model is judged right on an input when it is right at every one
+            of them, so one changed output in nine is not diluted by the eight the prediction
+            says nothing about (``None``: every output).
     """
 
     name: str
@@ -140,6 +144,7 @@ class Prediction:
     expect: str
     threshold: float
     inputs: Callable[[Any, torch.Generator], Any] | None = None
+    outputs: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.expect not in EXPECTATIONS:
@@ -284,9 +289,10 @@ class Mechanism:
                 down.add(n)
         return [n for n in self._order if n not in down]
 
-    def correct_of(self, batch: Any, predicted: Tensor) -> Tensor:
+    def correct_of(self, batch: Any, predicted: Tensor, only: tuple[int, ...] | None = None) -> Tensor:
         """``[batch]`` bool: is ``predicted`` (``[batch, len(outputs)]``) right on each example
-        (``[batch, len(outputs)]``, at each output, with ``per_output``)."""
+        (``[batch, len(outputs)]``, at each output, with ``per_output``); ``only``: judged at
+        those outputs alone (indices into ``outputs``), ``[batch]`` bool."""
         if self.correct is not None:
             out = self.correct(batch, predicted).bool()
         else:
@@ -294,6 +300,11 @@ class Mechanism:
             if targets.dtype.is_floating_point:  # bit answers [batch, m, V]: their packed ids
                 targets = pack_bits(targets > 0.5)
             out = predicted == targets
+        if only is not None:
+            if out.dim() != 2:
+                raise ValueError(f"mechanism {self.name!r}: correct() gives one value an example, so a prediction "
+                                 "cannot be judged at some outputs only")
+            return out[:, list(only)].all(1)
         if out.dim() == 2:
             return out if self.per_output else out.all(1)
         if self.per_output:

@@ -2,9 +2,9 @@
 should fail or succeed, beside its accuracy everywhere else.
 
 A prediction names its inputs (an enumeration or a search, :attr:`Prediction.inputs`; default
-the card's evaluation batch) and a selector ``where(batch, values)``. The model is correct on
-an example when :attr:`Mechanism.correct` says so (default: the argmax equals the target at
-every output).
+the card's evaluation batch), a selector ``where(batch, values)`` and the outputs it is about
+(:attr:`Prediction.outputs`). The model is correct on an example when :attr:`Mechanism.correct`
+says so at those outputs (default: the argmax equals the target at every one of them).
 """
 
 from __future__ import annotations
@@ -36,11 +36,12 @@ class PredictionCheck:
 
 
 @torch.no_grad()
-def correct_rows(model: Any, mech: Mechanism, batch: Any) -> torch.Tensor:
-    """``[batch]`` bool: is the model right on each example at the mechanism's outputs."""
+def correct_rows(model: Any, mech: Mechanism, batch: Any, only: tuple[int, ...] | None = None) -> torch.Tensor:
+    """``[batch]`` bool: is the model right on each example at the mechanism's outputs (at the
+    outputs ``only``, indices into them, when given)."""
     outputs = torch.tensor(mech.outputs)
     predicted = answer_logits(model, batch, outputs).argmax(-1)
-    return mech.correct_of(batch, predicted)
+    return mech.correct_of(batch, predicted, only)
 
 
 def check_prediction(model: Any, task: Any, mech: Mechanism, prediction: Prediction, batch: Any,
@@ -51,7 +52,7 @@ def check_prediction(model: Any, task: Any, mech: Mechanism, prediction: Predict
     where = prediction.where(inputs, values).bool()
     if where.shape != (len(inputs),):
         raise ValueError(f"prediction {prediction.name!r}: where() must give a [batch] bool tensor; got {tuple(where.shape)}")
-    correct = correct_rows(model, mech, inputs).float()
+    correct = correct_rows(model, mech, inputs, prediction.outputs).float()
 
     def mean(mask: torch.Tensor) -> float:
         return float(correct[mask].mean()) if bool(mask.any()) else float("nan")

@@ -17,7 +17,7 @@ values the hypothesis reads off the input) take an agreeing example's clean acti
 other mapped variable's site is **recomputed by the model** from its parents' sites: a forward of
 an example that agrees with its consumer on that variable, with each parent's site set to the
 value the parent's own subtree produced (recursively, a fresh agreeing draw per node of the
-tree) and every other writer location resampled from an unrelated example; the answer's forward
+tree), the ``readout`` live and every other writer location resampled from an unrelated example; the answer's forward
 sets the answer's nearest mapped ancestors the same way, its readout live, all else resampled.
 A hypothesis whose intermediate variable sits where the model does not compute it from the
 named parents (a carry "formed at b0 and only copied" while the model gathers it from b1 and
@@ -96,7 +96,9 @@ class Scrubbing:
 
 def _metrics(logits: Tensor, clean_answer: Tensor) -> dict[str, float]:
     logprobs = logits.log_softmax(-1).gather(-1, clean_answer[..., None])[..., 0]
-    return {"logprob": float(logprobs.mean()), "accuracy": float((logits.argmax(-1) == clean_answer).all(1).float().mean())}
+    same = logits.argmax(-1) == clean_answer
+    return {"logprob": float(logprobs.mean()), "accuracy": float(same.all(1).float().mean()),
+            "per_output": [round(float(x), 4) for x in same.float().mean(0)]}
 
 
 def _share(value: float, clean: float, empty: float) -> float:
@@ -212,7 +214,8 @@ class _Tree:
         their subtrees, its site live, every other location resampled from unrelated rows."""
         variable = self.mech.variable(name)
         parent_patches, source = self.patches(list(variable.parents), rows)
-        fixed = set(variable.site.nodes) | {n for p in parent_patches for n in p.site.nodes}
+        # the readout is part of the hypothesis's computation: it runs live in every forward
+        fixed = set(variable.site.nodes) | set(self.mech.readout) | {n for p in parent_patches for n in p.site.nodes}
         unrelated = rows[torch.randperm(len(rows), generator=self.generator)]
         unrelated = torch.where(unrelated == rows, rows.roll(1), unrelated)
         patches = _resampled(self.locations, fixed, unrelated) + parent_patches

@@ -136,6 +136,30 @@ def _verdict_block(folder: Path) -> str:
             "</p>" + (f"<ul class='failing'>{items}</ul>" if items else ""))
 
 
+def rival_headlines(files: list[Path]) -> list[str]:
+    """The headline of each mechanism's comparison with its rivals in ``files`` (a JSON's
+    ``rivals``, top level or under ``mechanism``): which one wins, by which experiment."""
+    out = []
+    for path in files:
+        if path.suffix != ".json":
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for holder in (data, data.get("mechanism")) if isinstance(data, dict) else ():
+            if isinstance(holder, dict) and isinstance(holder.get("rivals"), dict):
+                line = holder["rivals"].get("headline")
+                if line and line not in out:
+                    out.append(line)
+    return out
+
+
+def _rivals_block(files: list[Path]) -> str:
+    lines = rival_headlines(files)
+    return "".join(f"<p class='rivals'><b>Against its rivals:</b> {html.escape(line)}</p>" for line in lines)
+
+
 def _step(out: Path, step: dict[str, Any]) -> str:
     folder = out / step["folder"]
     files = sorted(p for p in folder.rglob("*") if p.suffix in (".html", ".json") and ".measured" not in p.name) \
@@ -166,7 +190,8 @@ def _step(out: Path, step: dict[str, Any]) -> str:
         table = f"<pre class='printed'>{html.escape(printed.read_text(encoding='utf-8').strip())}</pre>"
     return (f"<section id='step-{html.escape(step['folder'], quote=True)}'><h2>{html.escape(step['what'])}</h2>"
             f"<p class='muted'>{step['seconds']} s &middot; <code>{html.escape(step['command'])}</code></p>"
-            f"{_verdict_block(folder)}{table}" + (f"<p class='files'>{links}</p>" if links else "") + "</section>")
+            f"{_verdict_block(folder)}{_rivals_block(files)}{table}" + (f"<p class='files'>{links}</p>" if links else "")
+            + "</section>")
 
 
 def step_words(out: Path, steps: list[dict[str, Any]]) -> dict[str, str | None]:
@@ -214,4 +239,4 @@ def demo_index(out: str | Path, steps: list[dict[str, Any]], title: str = "inter
                      headline=tour_headline(steps, words))
 
 
-__all__ = ["PRINTED", "demo_index", "key_numbers", "side_by_side", "step_words", "tour_headline", "verdict_lines"]
+__all__ = ["PRINTED", "demo_index", "key_numbers", "rival_headlines", "side_by_side", "step_words", "tour_headline", "verdict_lines"]

@@ -49,6 +49,9 @@ class MechanismReport:
         for pair in self.comparison.pairs:
             deciding = sorted(pair.deciding(), key=lambda e: -e.n_disagree)
             out.append("    " + pair.line() + (f"; e.g. {deciding[0].line()}" if deciding else ""))
+        for prediction, discriminates in self.comparison.discriminating.get(self.mechanism.name, {}).items():
+            if discriminates is False:
+                out.append(f"    prediction {prediction!r} does not discriminate: a rival predicts the same")
         return out
 
     def text(self) -> str:
