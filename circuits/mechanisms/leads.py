@@ -35,7 +35,7 @@ from torch import Tensor
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Node
 from circuits.mechanisms.hypothesis import Mechanism, Site, Values
-from circuits.mechanisms.interchange import VariablePairs, accuracy_on, variable_pairs
+from circuits.mechanisms.interchange import VariablePairs, _fit_basis, accuracy_on, variable_pairs
 from circuits.mechanisms.patching import (Patch, agreeing_rows, check_sites, derangement, patched_answers, record,
                                           writer_locations)
 from circuits.mechanisms.scrubbing import METRICS, _metrics, _share, hypothesis_locations
@@ -284,14 +284,8 @@ def scrub_restorers(model: Any, task: Any, mech: Mechanism, *, n: int = 1000, se
             bases[v.name] = v.site.subspace
             continue
         with torch.enable_grad():
-            pairs = variable_pairs(mech, batch, values, v.name, torch.arange(len(batch)), 256, generator)
-            if not len(pairs):
-                raise ValueError(f"mechanism {mech.name!r}: no pairs to fit {v.name!r}'s subspace")
-            offset = int(getattr(model.cfg, "seed_offset", 0) or 0)
-            probe_pairs = Pairs(pairs.base, pairs.source, values[v.name][pairs.source], pairs.targets,
-                                torch.tensor(mech.outputs))
-            bases[v.name] = train_das(model, batch, probe_pairs, v.site.hook, [p - offset for p in v.site.positions],
-                                      int(v.site.subspace), generator, das or LEADS_DAS)
+            bases[v.name] = _fit_basis(model, mech, batch, values, v.name, v.site, torch.arange(len(batch)), 256,
+                                       generator, das or LEADS_DAS)
     sites = [v.site for v in mech.mapped]
     acts = record(model, batch, list(dict.fromkeys(graph.writer_hooks + [s.hook for s in sites if s.hook])))
     locations = writer_locations(graph)

@@ -104,11 +104,13 @@ class MechanismReport:
 
 def mechanism_report(mechanism: str | Mechanism, run: str | Path | None = None, *, model: Any = None,
                      task: Any = None, n: int = 2000, seed: int = 0, n_pairs: int = 500,
-                     n_random: int = 10, das: Any = None, rivals: bool = True) -> MechanismReport:
+                     n_random: int = 10, das: Any = None, rivals: bool = True,
+                     n_rivals: int = 1000) -> MechanismReport:
     """Check ``mechanism`` (a flagship's name, or a :class:`Mechanism`) on ``run`` (default: the
     flagship's zoo run) or on a given ``model`` and ``task``; a flagship is also put to the
     decisive experiments against its registered rivals (``rivals``; the module's
-    ``rivals(task)``), and the report says which mechanism wins and by which experiment."""
+    ``rivals(task)``, on ``n_rivals`` inputs), and the report says which mechanism wins and by
+    which experiment."""
     from interp_rand.training.checkpoint import load_checkpoint
     from interp_rand.run_names import run_label
 
@@ -138,7 +140,7 @@ def mechanism_report(mechanism: str | Mechanism, run: str | Path | None = None, 
     if rivals and module is not None and hasattr(module, "rivals"):
         from circuits.mechanisms import compare_mechanisms
 
-        comparison = compare_mechanisms(model, task, [mech, *module.rivals(task).values()], n=min(n, 1000),
+        comparison = compare_mechanisms(model, task, [mech, *module.rivals(task).values()], n=n_rivals,
                                         seed=seed, cards=False)
     return MechanismReport(mech, card, label, f"mechanism {mech.name}: {label}", comparison)
 

@@ -99,6 +99,10 @@ def test_compare_names_the_rank_readout_and_refuses_to_pick_between_equals(sort_
     assert result.winner == "sort-rank-readout", "\n".join(result.lines())
     edit = next(e for e in result.pairs[0].experiments if e.kind == "edit" and e.name.startswith(f"written token @{task.length + 1}"))
     assert edit.winner == "sort-rank-readout" and edit.n_disagree >= 100 and edit.share_b < 0.1
+    # a prediction the rival makes too does not discriminate: both sort lists with duplicates;
+    # only the rank readout says a lowered written token leaves every answer right
+    assert result.discriminating["sort-rank-readout"]["lists with duplicates"] is False
+    assert result.discriminating["sort-rank-readout"]["a written token lowered"] is True
     # the same algorithm under another name: no experiment separates them, nothing is picked
     twin = dataclasses.replace(flagship, name="twin")
     same = compare_mechanisms(model, task, [flagship, twin], n=200, cards=False)
@@ -135,3 +139,14 @@ def test_the_rule_of_one_experiment_and_of_a_pair():
     assert decide("A", "B", [mk("A"), mk("B")]).outcome == "split"
     assert decide("A", "B", [mk(None)]).outcome == "indistinguishable"
     assert decide("A", "B", [mk("neither")]).outcome == "neither"
+
+
+def test_a_prediction_is_judged_at_the_outputs_it_concerns(sort_run):
+    _, task = sort_run
+    mech = sorting.mechanism(task, n_lists=10)
+    batch = task.sample(40, torch.Generator().manual_seed(3))
+    predicted = batch.targets[:, batch.answer_positions].clone()
+    predicted[:, 3] += 1  # one output in five wrong on every input
+    assert not bool(mech.correct_of(batch, predicted).any())
+    assert bool(mech.correct_of(batch, predicted, only=(0, 1)).all())
+    assert not bool(mech.correct_of(batch, predicted, only=(3,)).any())

@@ -87,6 +87,8 @@ def test_tour_runs_every_step_on_the_zoo(tmp_path, monkeypatch, capsys):
             srcs = re.findall(r"<script[^>]*src='([^']+)'", page.read_text())
             assert srcs and all((page.parent / src).resolve() == tmp_path / "plotly.min.js" for src in srcs), name
     assert "exact_match" in index  # read from addition/eval.json
+    # each flagship's step names the mechanism that wins over its rivals
+    assert index.count("Against its rivals:") == 4 and "carry wins over carry-ripple" in index
     assert "class='headline'" in index and "the tour&#x27;s verdicts" in index
 
 
