@@ -17,7 +17,8 @@ values the hypothesis reads off the input) take an agreeing example's clean acti
 other mapped variable's site is **recomputed by the model** from its parents' sites: a forward of
 an example that agrees with its consumer on that variable, with each parent's site set to the
 value the parent's own subtree produced (recursively, a fresh agreeing draw per node of the
-tree), the ``readout`` live and every other writer location resampled from an unrelated example; the answer's forward
+tree), its own computing components (:func:`computing_nodes`) and the ``readout`` live and
+every other writer location resampled from an unrelated example; the answer's forward
 sets the answer's nearest mapped ancestors the same way, its readout live, all else resampled.
 A hypothesis whose intermediate variable sits where the model does not compute it from the
 named parents (a carry "formed at b0 and only copied" while the model gathers it from b1 and
@@ -171,6 +172,28 @@ def scrub(model: Any, graph: ModelGraph, mech: Mechanism, batch: Any, values: Va
     )
 
 
+def computing_nodes(site: Site, graph: ModelGraph) -> set[Node]:
+    """The writers that compute ``site``: its nodes; for a residual hook at some positions, the
+    components of the sub-block just before that hook at those positions (``resid_mid.L``: layer
+    ``L``'s heads; ``resid_pre.L`` / ``resid_post.(L-1)``: layer ``L-1``'s heads and MLP;
+    ``resid_pre.0``: the embedding). A treeified scrub runs them live when it recomputes the
+    site; a hook that is not a residual hook names none (its site is then only patched)."""
+    if site.nodes:
+        return set(site.nodes)
+    parts = (site.hook or "").split(".")
+    if len(parts) != 3 or parts[0] != "blocks" or not parts[2].startswith("hook_resid_"):
+        return set()
+    layer, where = int(parts[1]), parts[2].removeprefix("hook_resid_")
+    if where == "pre":
+        layer, where = layer - 1, "post"
+    kinds = ("head",) if where == "mid" else ("head", "mlp")
+    out = set()
+    for node in graph.writers:
+        if layer < 0 and node.kind in ("embed", "seed", "input_mlp") or node.layer == layer and node.kind in kinds:
+            out.update(node.at(p) for p in site.positions)
+    return out
+
+
 def _resampled(locations: list[Node], fixed: set[Node], rows: Tensor) -> list[Patch]:
     """One patch resampling every location not in ``fixed`` from ``rows``."""
     varied = tuple(node for node in locations if node not in fixed)
@@ -215,7 +238,8 @@ class _Tree:
         variable = self.mech.variable(name)
         parent_patches, source = self.patches(list(variable.parents), rows)
         # the readout is part of the hypothesis's computation: it runs live in every forward
-        fixed = set(variable.site.nodes) | set(self.mech.readout) | {n for p in parent_patches for n in p.site.nodes}
+        fixed = computing_nodes(variable.site, self.graph) | set(self.mech.readout) | {
+            n for p in parent_patches for n in p.site.nodes}
         unrelated = rows[torch.randperm(len(rows), generator=self.generator)]
         unrelated = torch.where(unrelated == rows, rows.roll(1), unrelated)
         patches = _resampled(self.locations, fixed, unrelated) + parent_patches
@@ -228,4 +252,4 @@ class _Tree:
         return {h: kept[h] for h in hooks}
 
 
-__all__ = ["GAP_FLOOR", "METRICS", "Scrubbing", "hypothesis_locations", "scrub"]
+__all__ = ["GAP_FLOOR", "METRICS", "Scrubbing", "computing_nodes", "hypothesis_locations", "scrub"]

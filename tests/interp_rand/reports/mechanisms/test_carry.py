@@ -48,24 +48,29 @@ def _claims(card):
     return {c.text: c for c in card.claims}
 
 
-def test_the_algorithm_agrees_and_treeified_scrubbing_locates_the_shortfall(run, card):
-    """Scrubbing is treeified: each carry is recomputed by layer-1 attention from the sites the
-    hypothesis names (T1 at b1, gen0 at b0, and what the query reads), everything else resampled.
-    The log-prob share stays far above random location sets, but whole outputs are lost, most
-    often s1: what layer-1 attention at 9 reads to gather the carry into place 1 is more than
-    gen0's direction at b0 (one level, with the carry's site patched from outside, s1 is kept on
-    0.978 of inputs; measured at n = 500)."""
-    _, task = run
+def test_the_algorithm_agrees_and_treeified_scrubbing_keeps_the_log_prob(run, card):
+    """Scrubbing is treeified: each carry is recomputed by layer-1 attention at its position from
+    the sites the hypothesis names (T1 at b1, gen0 at b0, and what the query reads), everything
+    else resampled. The log-prob share holds far above random location sets; whole outputs fall
+    short of 0.9 (0.836 at n = 500: s0 and s1 lose most, 0.93 and 0.94 kept)."""
     claims = _claims(card)
     assert claims["the algorithm's answer is the model's answer"].verdict.holds
     scrub = claims["causal scrubbing keeps the model's behaviour"]
-    assert scrub.value >= 0.8 and scrub.value - scrub.control > 0.2, (scrub.value, scrub.control)
+    assert scrub.verdict.holds and scrub.value >= 0.95 and scrub.value - scrub.control > 0.3, (scrub.value, scrub.control)
     assert card.scrubbing.details["recursive"] and card.scrubbing.details["forwards"] >= 4
     whole = claims["under causal scrubbing every output keeps the model's answer"]
-    assert whole.verdict.outcome == "fails" and whole.value < 0.6
-    per_output = card.scrubbing.scrubbed["per_output"]
-    L = carry.Layout.of(task)
-    assert min(range(len(per_output)), key=per_output.__getitem__) == L.output[1], per_output
+    assert whole.verdict.outcome == "fails" and 0.7 <= whole.value < 0.9, whole.value
+    assert min(card.scrubbing.scrubbed["per_output"]) >= 0.85
+
+
+def test_treeified_scrubbing_rejects_the_ripple_carry(run, card):
+    """The ripple carry says layer 1 only copies a carry formed at b0: recomputed that way, with
+    place 1's digits resampled, the carry at '=' and 8 is wrong far more often than the
+    mechanism's (measured at n = 500: whole outputs 0.546 against 0.836)."""
+    model, task = run
+    ripple = check_mechanism(model, task, carry.ripple_mechanism(task), seed=0, **SMALL)
+    assert ripple.verdict == "fails"
+    assert ripple.scrubbing.scrubbed["accuracy"] < card.scrubbing.scrubbed["accuracy"] - 0.15
 
 
 def test_decisive_experiments_pick_the_mechanism_over_its_rivals(run):
