@@ -69,9 +69,10 @@ def mechanism_graph(mech: Mechanism, card: MechanismCard | None = None) -> nx.Di
                 node["verdict"] = verdict
         else:
             g.add_node(key, members=1, details=[detail], verdict=verdict, description=v.description)
+    for v in mech.variables:  # edges once every node has its attributes (a parent may be listed later)
         for p in v.parents:
-            if group(p) != key:
-                g.add_edge(group(p), key)
+            if group(p) != group(v.name):
+                g.add_edge(group(p), group(v.name))
     answer_verdict = None
     if card is not None:
         answer_verdict = {c.verdict.outcome for c in card.claims[:2]}

@@ -102,7 +102,10 @@ def test_case_study_names_its_stages(tmp_path, capsys, monkeypatch):
     code = main(["case-study", "sort", "zoo:sort", "--out", str(tmp_path), "--n", "100", "--controls", "2"])
     err = capsys.readouterr().err
     assert code == 0
-    for stage in ("case-study sort: checking the sort mechanism", "case-study sort: mechanism: HOLDS",
+    # the mechanism's stage names its verdict (which one, at these small sizes, is the mechanism
+    # tests' business: 40 pairs put an IIA of 0.95 one pair either side of the 0.9 bar)
+    assert re.search(r"case-study sort: mechanism: (HOLDS|FAILS|INCONCLUSIVE) \(\d+ s\)", err), err
+    for stage in ("case-study sort: checking the sort mechanism",
                   "case-study sort: scoring heads", "case-study sort: ablating 2 random head sets 2/2",
                   "case-study sort: writing case_study.json"):
         assert stage in err, err
