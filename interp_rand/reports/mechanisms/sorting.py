@@ -87,9 +87,18 @@ def sample_with_partners(task: Any, n: int, generator: torch.Generator) -> Any:
 
 
 # ---------------------------------------------------------------------- prediction inputs
+ENUMERATE_MAX = 10 ** 6  # larger input spaces are sampled, not enumerated
+
+
 def every_list(task: Any, generator: torch.Generator, n_lists: int | None = None) -> Tensor:
     """``[V^L, L]`` the whole input space, or ``n_lists`` rows of it drawn without replacement
-    (a quick look for tests)."""
+    (a quick look for tests); a space larger than ``ENUMERATE_MAX`` lists is sampled (uniform,
+    with replacement) and needs ``n_lists``."""
+    size = task.vocab ** task.length
+    if size > ENUMERATE_MAX:
+        if n_lists is None:
+            raise ValueError(f"{task.vocab}^{task.length} lists are too many to enumerate; pass n_lists")
+        return torch.randint(0, task.vocab, (n_lists, task.length), generator=generator)
     lists = torch.tensor(list(itertools.product(range(task.vocab), repeat=task.length)))
     if n_lists is None or n_lists >= len(lists):
         return lists
