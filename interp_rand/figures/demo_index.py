@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -136,17 +137,22 @@ def _verdict_block(folder: Path) -> str:
             "</p>" + (f"<ul class='failing'>{items}</ul>" if items else ""))
 
 
-def rival_headlines(files: list[Path]) -> list[str]:
-    """The headline of each mechanism's comparison with its rivals in ``files`` (a JSON's
-    ``rivals``, top level or under ``mechanism``): which one wins, by which experiment."""
-    out = []
+def _json_files(files: list[Path]) -> Iterator[tuple[Path, Any]]:
+    """``(path, parsed JSON)`` of each readable JSON file among ``files``."""
     for path in files:
         if path.suffix != ".json":
             continue
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            yield path, json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
+
+
+def rival_headlines(files: list[Path]) -> list[str]:
+    """The headline of each mechanism's comparison with its rivals in ``files`` (a JSON's
+    ``rivals``, top level or under ``mechanism``): which one wins, by which experiment."""
+    out = []
+    for _, data in _json_files(files):
         for holder in (data, data.get("mechanism")) if isinstance(data, dict) else ():
             if isinstance(holder, dict) and isinstance(holder.get("rivals"), dict):
                 line = holder["rivals"].get("headline")
@@ -165,13 +171,7 @@ def _step(out: Path, step: dict[str, Any]) -> str:
     files = sorted(p for p in folder.rglob("*") if p.suffix in (".html", ".json") and ".measured" not in p.name) \
         if folder.is_dir() else []
     rows, compared = [], []
-    for path in files:
-        if path.suffix != ".json":
-            continue
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
+    for path, data in _json_files(files):
         if _claims(data):  # its claims speak for it (the verdict block), not its raw numbers
             continue
         twins = side_by_side(data)
