@@ -184,8 +184,35 @@ def agreement_over_cycles(model: Any, task: Any, draws: int = 1, seed: int = 0, 
 # ---------------------------------------------------------------------- the Mechanism
 
 
-def _read_column(v: int):
-    return lambda batch: rule_reads(batch)[0][:, v]
+def _rule_variables(N: int, view: Any = None, read_note: str = "", block_note: str = "") -> tuple[list[Variable], Any]:
+    """The rule's variables (``read_v`` at block 0's head at ``v``, ``blocked_v`` at block 1's)
+    and its answer, computed on ``view(batch)`` (``None``: the batch itself; the id rival passes
+    :func:`ids_for_noise`); the notes end the variables' descriptions."""
+    view = view or (lambda batch: batch)
+    reads = [f"read_{v}" for v in range(N)]
+    blocks = [f"blocked_{v}" for v in range(N)]
+    variables = [Variable(reads[v], lambda batch, v=v: rule_reads(view(batch))[0][:, v],
+                          site=Site.of(Node("head", 0, 0, position=v)),
+                          description=f"vertex {v}: the colour it copies from the neighbour it reads (0-2), "
+                                      f"or weak below/above {read_note}")
+                 for v in range(N)]
+
+    def blocked_compute(v: int):
+        def compute(batch: Any, **parents: Tensor) -> Tensor:
+            return blocked_of(view(batch), torch.stack([parents[name] for name in reads], 1))[:, v]
+        return compute
+
+    variables += [Variable(blocks[v], blocked_compute(v), parents=tuple(reads),
+                           site=Site.of(Node("head", 1, 0, position=v)),
+                           description=f"vertex {v}: bitmask of the colours its strong neighbours copied "
+                                       f"(+8: it yields {block_note})")
+                  for v in range(N)]
+
+    def answer(batch: Any, **values: Tensor) -> Tensor:
+        return colours_of(torch.stack([values[name] for name in reads], 1),
+                          torch.stack([values[name] for name in blocks], 1))
+
+    return variables, answer
 
 
 def mechanism(task: Any, n_vertices: int | None = None) -> Mechanism:
@@ -197,40 +224,17 @@ def mechanism(task: Any, n_vertices: int | None = None) -> Mechanism:
     if N != N_VERTICES or getattr(task, "n_colors", 3) != 3:
         raise ValueError(f"the coloring-seed mechanism is read off a 10-vertex 3-colour model; got "
                          f"n_vertices={N}, n_colors={getattr(task, 'n_colors', None)}")
-    reads = [f"read_{v}" for v in range(N)]
-    blocks = [f"blocked_{v}" for v in range(N)]
-    variables = [Variable(reads[v], _read_column(v), site=Site.of(Node("head", 0, 0, position=v)),
-                          description=f"vertex {v}: the colour it copies from the neighbour it reads (0-2), "
-                                      "or weak below/above its partner's noise (3/4)")
-                 for v in range(N)]
-
-    def blocked_compute(v: int):
-        def compute(batch: Any, **parents: Tensor) -> Tensor:
-            r = torch.stack([parents[name] for name in reads], 1)
-            return blocked_of(batch, r)[:, v]
-        return compute
-
-    variables += [Variable(blocks[v], blocked_compute(v), parents=tuple(reads),
-                           site=Site.of(Node("head", 1, 0, position=v)),
-                           description=f"vertex {v}: bitmask of the colours its strong neighbours copied "
-                                      "(+8: it yields its own copied colour)")
-                  for v in range(N)]
-
-    def answer(batch: Any, **values: Tensor) -> Tensor:
-        r = torch.stack([values[name] for name in reads], 1)
-        b = torch.stack([values[name] for name in blocks], 1)
-        return colours_of(r, b)
+    variables, answer = _rule_variables(N, read_note="its partner's noise (3/4)",
+                                        block_note="its own copied colour")
 
     def correct(batch: Any, predicted: Tensor) -> Tensor:
         return proper_at(predicted, batch)  # [batch, N]: a proper colouring at each vertex
 
     def rule_proper(batch: Any, values: dict[str, Tensor]) -> Tensor:
-        r = torch.stack([values[name] for name in reads], 1)
-        b = torch.stack([values[name] for name in blocks], 1)
-        return proper_at(colours_of(r, b), batch).all(1)
+        return proper_at(answer(batch, **values), batch).all(1)
 
     def conflict(batch: Any, values: dict[str, Tensor]) -> Tensor:
-        r = torch.stack([values[name] for name in reads], 1)
+        r = torch.stack([values[f"read_{v}"] for v in range(N)], 1)
         return strong_conflict(batch, {"read": r}).any(1)
 
     held_out = lambda task, generator: task.sample(PREDICTION_CYCLES, generator)  # noqa: E731 - fresh cycles
@@ -244,7 +248,7 @@ def mechanism(task: Any, n_vertices: int | None = None) -> Mechanism:
                    conflict, "succeed", 0.9, inputs=held_out),
     )
     return Mechanism(name="coloring-seed", task="coloring", variables=tuple(variables), answer=answer,
-                     answer_parents=tuple(reads + blocks), outputs=tuple(range(N)), predictions=predictions,
+                     answer_parents=tuple(v.name for v in variables), outputs=tuple(range(N)), predictions=predictions,
                      pseudocode=PSEUDOCODE, correct=correct, per_output=True)
 
 
@@ -299,28 +303,8 @@ def rivals(task: Any, n_vertices: int | None = None) -> dict[str, Mechanism]:
     if N != N_VERTICES or getattr(task, "n_colors", 3) != 3:
         raise ValueError(f"the coloring-seed rivals are stated for the 10-vertex 3-colour model; got "
                          f"n_vertices={N}, n_colors={getattr(task, 'n_colors', None)}")
-    reads = [f"read_{v}" for v in range(N)]
-    blocks = [f"blocked_{v}" for v in range(N)]
-    variables = [Variable(reads[v], lambda batch, v=v: rule_reads(ids_for_noise(batch))[0][:, v],
-                          site=Site.of(Node("head", 0, 0, position=v)),
-                          description=f"vertex {v}: the colour it copies from the neighbour it reads (0-2), or weak "
-                                      "below/above that neighbour's id (3/4); ties by id, not noise")
-                 for v in range(N)]
-
-    def blocked_compute(v: int):
-        def compute(batch: Any, **parents: Tensor) -> Tensor:
-            return blocked_of(ids_for_noise(batch), torch.stack([parents[name] for name in reads], 1))[:, v]
-        return compute
-
-    variables += [Variable(blocks[v], blocked_compute(v), parents=tuple(reads),
-                           site=Site.of(Node("head", 1, 0, position=v)),
-                           description=f"vertex {v}: bitmask of the colours its strong neighbours copied "
-                                       "(+8: it yields its copied colour, to the lower id)")
-                  for v in range(N)]
-
-    def answer(batch: Any, **values: Tensor) -> Tensor:
-        return colours_of(torch.stack([values[name] for name in reads], 1),
-                          torch.stack([values[name] for name in blocks], 1))
+    variables, answer = _rule_variables(N, ids_for_noise, read_note="that neighbour's id (3/4); ties by id, not noise",
+                                        block_note="its copied colour, to the lower id")
 
     def rival_proper(batch: Any, values: dict[str, Tensor]) -> Tensor:
         return proper_at(answer(batch, **values), batch).all(1)
@@ -328,7 +312,7 @@ def rivals(task: Any, n_vertices: int | None = None) -> dict[str, Mechanism]:
     held_out = lambda task, generator: task.sample(PREDICTION_CYCLES, generator)  # noqa: E731 - fresh cycles
     ids = Mechanism(
         name="coloring-ids", task="coloring", variables=tuple(variables), answer=answer,
-        answer_parents=tuple(reads + blocks), outputs=tuple(range(N)),
+        answer_parents=tuple(v.name for v in variables), outputs=tuple(range(N)),
         predictions=(Prediction("cycles the ids-only rule colours properly",
                                 "the model runs the ids-only rule, so where it leaves no clash the model colours "
                                 "the cycle", rival_proper, "succeed", 0.9, inputs=held_out),),
