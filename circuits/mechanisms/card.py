@@ -177,6 +177,19 @@ def _agreement(model: Any, mech: Mechanism, batch: Any, values: dict, generator:
     return (float((predicted == answer).all(1).float().mean()), float((predicted == shuffled).all(1).float().mean()))
 
 
+def prepare(model: Any, task: Any, mech: Mechanism, n: int, seed: int, batch: Any = None
+            ) -> tuple[torch.Generator, Any, ModelGraph, dict]:
+    """The start every check of a mechanism shares: the seeded generator, the evaluation batch
+    (``n`` inputs from ``mech.sample``, or the given ``batch``), the sites checked against the
+    model, its graph and the variables' values; the model in eval mode."""
+    generator = torch.Generator().manual_seed(seed)
+    model.eval()
+    if batch is None:
+        batch = mech.sample_batch(task, n, generator)
+    check_sites(model, [v.site for v in mech.mapped])
+    return generator, batch, ModelGraph.of(model, batch.inputs.shape[1]), mech.values(batch)
+
+
 def check_mechanism(model: Any, task: Any, mech: Mechanism, *, n: int = 2000, seed: int = 0, n_pairs: int = 500,
                     n_random: int = 10, das: DASConfig = DASConfig(), random_model: Any = None,
                     batch: Any = None, recursive: bool = True) -> MechanismCard:
@@ -184,13 +197,7 @@ def check_mechanism(model: Any, task: Any, mech: Mechanism, *, n: int = 2000, se
     prediction, on ``n`` inputs from ``mech.sample`` (or the given ``batch``), with verdicts;
     ``recursive``: treeified scrubbing (default) or one level."""
     start = time.perf_counter()
-    generator = torch.Generator().manual_seed(seed)
-    model.eval()
-    if batch is None:
-        batch = mech.sample_batch(task, n, generator)
-    check_sites(model, [v.site for v in mech.mapped])
-    graph = ModelGraph.of(model, batch.inputs.shape[1])
-    values = mech.values(batch)
+    generator, batch, graph, values = prepare(model, task, mech, n, seed, batch)
     random_model = random_init_like(model, seed=seed + 1) if random_model is None else random_model
     hooks = mechanism_hooks(graph, [v.site for v in mech.mapped])
     acts, random_acts = record(model, batch, hooks), record(random_model, batch, hooks)
@@ -218,5 +225,5 @@ def check_mechanism(model: Any, task: Any, mech: Mechanism, *, n: int = 2000, se
 
 
 __all__ = ["AGREEMENT_MIN", "BASE_ACCURACY_MIN", "CONTROL_MAX", "IIA_MIN", "MARGIN", "MIN_PAIRS", "MIN_WHERE",
-           "SCRUB_AGREEMENT_MIN", "SCRUB_MIN", "MechanismCard", "agreement_claim", "check_mechanism", "prediction_claim",
+           "SCRUB_AGREEMENT_MIN", "SCRUB_MIN", "MechanismCard", "prepare", "agreement_claim", "check_mechanism", "prediction_claim",
            "scrubbing_claim", "variable_claim", "whole_output_claim"]

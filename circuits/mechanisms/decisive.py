@@ -196,19 +196,9 @@ def patch_prediction(mech: Mechanism, patched: Site, batch: Any, source: Tensor)
     if not covered:
         return mech.answer_of(batch, values)
     source_values = mech.values(batch[source])
-    overrides = {name: source_values[name] for name in covered}
-    keep = {k: values[k] for k in mech._order if k not in covered and not _descends(mech, k, covered)}
-    return mech.answer_of(batch, mech.values(batch, {**keep, **overrides}))
-
-
-def _descends(mech: Mechanism, name: str, roots: list[str]) -> bool:
-    stack = list(mech.variable(name).parents)
-    while stack:
-        p = stack.pop()
-        if p in roots:
-            return True
-        stack.extend(mech.variable(p).parents)
-    return False
+    keep = set.intersection(*(set(mech._upstream(name)) for name in covered))  # neither covered nor below
+    overrides = {**{k: values[k] for k in keep}, **{name: source_values[name] for name in covered}}
+    return mech.answer_of(batch, mech.values(batch, overrides))
 
 
 def patch_experiments(model: Any, a: Mechanism, b: Mechanism, batch: Any, generator: torch.Generator) -> list[Experiment]:

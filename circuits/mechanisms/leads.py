@@ -38,7 +38,8 @@ from circuits.mechanisms.hypothesis import Mechanism, Site, Values
 from circuits.mechanisms.interchange import VariablePairs, _fit_basis, accuracy_on, variable_pairs
 from circuits.mechanisms.patching import (Patch, agreeing_rows, check_sites, derangement, patched_answers, record,
                                           writer_locations)
-from circuits.mechanisms.scrubbing import METRICS, _metrics, _share, hypothesis_locations
+from circuits.mechanisms.card import prepare
+from circuits.mechanisms.scrubbing import METRICS, _metrics, _resampled, _share, hypothesis_locations
 from probes.controls import random_init_like
 from probes.interchange import DASConfig, Pairs, random_subspace, train_das
 
@@ -269,13 +270,7 @@ def scrub_restorers(model: Any, task: Any, mech: Mechanism, *, n: int = 1000, se
     everything-resampled run (``share_gained = 0.3``: keeping that location alone recovers 30%
     of the behaviour the scrub loses and the hypothesis should explain).
     """
-    generator = torch.Generator().manual_seed(seed)
-    model.eval()
-    if batch is None:
-        batch = mech.sample_batch(task, n, generator)
-    check_sites(model, [v.site for v in mech.mapped])
-    graph = ModelGraph.of(model, batch.inputs.shape[1])
-    values = mech.values(batch)
+    generator, batch, graph, values = prepare(model, task, mech, n, seed, batch)
     bases = dict(bases or {})
     for v in mech.mapped:
         if v.site.subspace is None or bases.get(v.name) is not None:
@@ -302,9 +297,7 @@ def scrub_restorers(model: Any, task: Any, mech: Mechanism, *, n: int = 1000, se
         """As :func:`~circuits.mechanisms.scrubbing.scrub` runs a variant: ``fixed`` and the
         ``kept`` locations are not resampled, ``kept`` take their own example's clean value."""
         fixed = fixed | set(kept) | {node for p in variables for node in p.site.nodes}
-        varied = tuple(node for node in locations if node not in fixed)
-        patches = ([Patch(Site.of(*varied), resample)] if varied else []) + (
-            [Patch(Site.of(*kept), rows)] if kept else []) + variables
+        patches = _resampled(locations, fixed, resample) + ([Patch(Site.of(*kept), rows)] if kept else []) + variables
         return _metrics(patched_answers(model, graph, batch, rows, acts, patches, outputs), clean_answer)
 
     clean = _metrics(clean_logits, clean_answer)
