@@ -35,10 +35,10 @@ def max_head(model, g: torch.Generator) -> int:
 def running_max_mechanism(heads: tuple[int, ...]) -> Mechanism:
     """m_p = max(x_0..x_p), computed at each position p by ``heads`` attending to the largest
     token so far and copying it; the unembedding reads it out."""
-    variables = tuple(
-        Variable(f"max_{p}", (lambda b, p=p: b.inputs[:, : p + 1].max(1).values),
-                 site=Site.of(*(Node("head", 0, h, position=p) for h in heads)),
-                 description=f"the largest of x_0..x_{p}") for p in range(1, L))
+    variables = Variable.each(  # one variable per position p, written once
+        "max", range(1, L), lambda b, p: b.inputs[:, : p + 1].max(1).values,
+        site=lambda p: Site.of(*(Node("head", 0, h, position=p) for h in heads)),
+        description=lambda p: f"the largest of x_0..x_{p}")
     names = " + ".join(f"a0.{h}" for h in heads)
     near_tie = Prediction(
         "runner-up one below the max", "the head attends by value; a runner-up one below the max "

@@ -12,7 +12,7 @@ from probes.head_roles import RoleScores, register_role, role_names, score_roles
 from probes.report import ReportConfig, ReportData, build_report, report_from_run
 from probes.activations import Activations, check_hooks, collect_activations, hook_names, residual_hooks
 from probes.causal import CausalEffect, causal_check
-from probes.interchange import CausalModel, InterchangeResult, get_causal_model, interchange_accuracy, register_causal_model
+from probes.interchange import InterchangeResult, counterfactual_pairs, interchange_accuracy
 from probes.qk_attribution import QKAttribution, QKPatchCheck, qk_attribution, qk_patching_check
 from probes.controls import control_labels, group_split, random_init_like
 from probes.linear_probe import LinearProbe, fit_ridge, probe_accuracy
@@ -81,13 +81,11 @@ __all__ = [
     "route_seed_dependence",
     "variable_labels",
     "variable_names",
-    "CausalModel",
     "InterchangeResult",
-    "get_causal_model",
+    "counterfactual_pairs",
     "interchange_accuracy",
     "QKAttribution",
     "QKPatchCheck",
     "qk_attribution",
     "qk_patching_check",
-    "register_causal_model",
 ]

@@ -19,6 +19,7 @@ Adding a variable is one function and one decorator line::
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -43,7 +44,10 @@ class VariableLabels:
         control_types: ``[batch, k]`` long input-type ids for the control task.
         output_index: ``[k]`` long index into ``batch.answer_positions`` (``-1``: every
             answer position), or ``None``.
-        counterfactual: see the module docstring, or ``None``.
+        counterfactual: see the module docstring, or ``None``; with ``output_index`` it is the
+            variable's causal model, which interchange interventions score
+            (:mod:`probes.interchange`) and a mechanism reads (``Variable.from_probe``).
+        name: ``task.variable`` (set by :func:`variable_labels`).
     """
 
     labels: Tensor
@@ -52,6 +56,7 @@ class VariableLabels:
     control_types: Tensor
     output_index: Tensor | None = None
     counterfactual: Counterfactual | None = None
+    name: str = ""
 
     def __post_init__(self) -> None:
         k = len(self.instance_names)
@@ -147,7 +152,7 @@ def variable_labels(task, batch: Batch, name: str, model=None) -> VariableLabels
         raise ValueError(f"variable {name!r} of task {task.name!r} returned {type(out).__name__}, not VariableLabels")
     if out.labels.shape[0] != len(batch):
         raise ValueError(f"variable {name!r} gave {out.labels.shape[0]} labels for {len(batch)} examples")
-    return out
+    return dataclasses.replace(out, name=f"{task.name}.{name}")
 
 
 def input_groups(task, batch: Batch) -> Tensor:

@@ -16,7 +16,8 @@ from circuits.mechanisms.decisive import Experiment
 from circuits.mechanisms.hypothesis import Mechanism, Prediction, Site, Values, Variable
 from circuits.mechanisms.interchange import VariableCheck
 from circuits.mechanisms.predictions import PredictionCheck
+from circuits.mechanisms.probe_variables import probe_mechanism, probe_variables
 from circuits.mechanisms.scrubbing import Scrubbing
 
 __all__ = ["Comparison", "Experiment", "Mechanism", "MechanismCard", "Prediction", "PredictionCheck", "Scrubbing", "Site", "Values", "Variable",
-           "VariableCheck", "check_mechanism", "compare_mechanisms"]
+           "VariableCheck", "check_mechanism", "compare_mechanisms", "probe_mechanism", "probe_variables"]

@@ -16,8 +16,10 @@ their head, and :func:`circuits.mechanisms.check_mechanism` tests every step of 
 Conventions (the same as the rest of ``circuits``):
 
 - variable values are ``[batch]`` tensors of discrete values (long or bool; floats are compared
-  exactly), one value per example. A variable with instances (one per digit, per vertex) is one
-  :class:`Variable` per instance (``carry_1``, ``carry_2`` ...);
+  exactly), one value per example. A variable with instances (one per digit, per vertex) is
+  written once, :meth:`Variable.each`, and becomes one :class:`Variable` per instance
+  (``carry_1``, ``carry_2`` ...) that remembers its family; a registered probe variable is one
+  too (:func:`circuits.mechanisms.probe_variables`);
 - ``Node`` positions are residual-stream positions (a seed token, where the model has one,
   is position 0 and shifts the task's positions by one); a :class:`Site` with a raw ``hook``
   names the hook's own position axis;
@@ -118,6 +120,29 @@ class Variable:
     site: Site | None = None
     description: str = ""
     input: bool = False
+    family: str = ""
+    instance: Any = None
+
+    @classmethod
+    def each(cls, name: str, instances: Any, compute: Callable[..., Tensor], *, parents: Any = (),
+             site: Any = None, description: Any = "", input: bool = False) -> tuple["Variable", ...]:
+        """One variable per instance ``i`` of ``instances``, named ``{name}_{i}``, written once:
+        ``compute(batch, i, **parents)``; ``parents``, ``site`` and ``description`` are either
+        the same for every instance or functions of ``i`` (``parents`` may name other families'
+        instances: ``lambda i: (f"hist_{i}",)``). Each keeps ``family=name`` and ``instance=i``.
+
+            >>> Variable.each("max", range(4), lambda b, i: b.inputs[:, : i + 1].max(1).values,
+            ...               site=lambda i: Site.of(Node("mlp", 0, position=i)))
+        """
+
+        def at(value: Any, i: Any) -> Any:
+            return value(i) if callable(value) else value
+
+        def bind(i: Any) -> Callable[..., Tensor]:
+            return lambda batch, **p: compute(batch, i, **p)
+
+        return tuple(cls(f"{name}_{i}", bind(i), tuple(at(parents, i)), at(site, i), at(description, i), input,
+                         family=name, instance=i) for i in instances)
 
 
 @dataclass(frozen=True)
@@ -226,6 +251,14 @@ class Mechanism:
                 return v
         raise KeyError(f"mechanism {self.name!r} has no variable {name!r}; it has {[v.name for v in self.variables]}")
 
+    def family(self, name: str) -> list[Variable]:
+        """The instances of the family ``name`` (:meth:`Variable.each`), in declaration order."""
+        out = [v for v in self.variables if v.family == name]
+        if not out:
+            families = sorted({v.family for v in self.variables if v.family})
+            raise KeyError(f"mechanism {self.name!r} has no variable family {name!r}; it has {families}")
+        return out
+
     @property
     def mapped(self) -> list[Variable]:
         """The variables with a site, in topological order."""
@@ -314,6 +347,21 @@ class Mechanism:
 
     def sample_batch(self, task: Any, n: int, generator: torch.Generator) -> Any:
         return (self.sample or (lambda t, k, g: t.sample(k, g)))(task, n, generator)
+
+    def roles(self, component: Node) -> list[str]:
+        """What the hypothesis says ``component`` (a head or MLP, at any position) does: the
+        variables whose site names it (a family once, as ``hist_*``) and ``readout``; ``[]``:
+        the hypothesis calls it irrelevant."""
+        same = lambda n: (n.kind, n.layer, n.head) == (component.kind, component.layer, component.head)  # noqa: E731
+        out: list[str] = []
+        for v in self.variables:
+            if v.site is not None and any(same(n) for n in v.site.nodes):
+                role = f"{v.family}_*" if v.family else v.name
+                if role not in out:
+                    out.append(role)
+        if any(same(n) for n in self.readout):
+            out.append("readout")
+        return out
 
     def describe(self) -> list[str]:
         """One line per variable: ``name <- parents : site — description``."""

@@ -33,7 +33,7 @@ from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Node
 from circuits.mechanisms.hypothesis import Mechanism, Site, Values, Variable
 from circuits.mechanisms.patching import Patch, patched_answers, writer_locations
-from probes.interchange import DASConfig, Pairs, random_subspace, train_das
+from probes.interchange import DASConfig, Pairs, counterfactual_pairs, random_subspace, train_das
 
 
 @dataclass(frozen=True)
@@ -54,26 +54,20 @@ class VariablePairs:
 
 def variable_pairs(mech: Mechanism, batch: Any, values: Values, name: str, rows: Tensor, n_pairs: int,
                    generator: torch.Generator, tries: int = 16) -> VariablePairs:
-    """Up to ``n_pairs`` pairs among ``rows``: each base takes the first of ``tries`` random
-    sources whose value of ``name`` differs and whose counterfactual answer differs from the
-    base's answer; bases without one are dropped."""
+    """Up to ``n_pairs`` pairs among ``rows`` from the toolkit's one counterfactual-pair search
+    (:func:`probes.interchange.counterfactual_pairs`, the probes' too): each of ``4 n_pairs``
+    random bases takes the first of ``tries`` random sources whose value of ``name`` differs and
+    whose counterfactual answer (the algorithm with ``name`` set to the source's value,
+    everything downstream recomputed) differs from the base's answer."""
     base = rows[torch.randperm(len(rows), generator=generator)][: 4 * n_pairs]
     sub = batch[base]
     sub_values = {k: v[base] for k, v in values.items()}
     answer = mech.answer_of(sub, sub_values)
-    source = torch.full_like(base, -1)
-    targets = torch.full_like(answer, -1)
-    for _ in range(tries):
-        open_ = source < 0
-        if not bool(open_.any()):
-            break
-        cand = rows[torch.randint(0, len(rows), (len(base),), generator=generator)]
-        cf = mech.counterfactual(sub, sub_values, name, values[name][cand])
-        ok = open_ & (values[name][cand] != values[name][base]) & (cf != answer).any(1)
-        source[ok], targets[ok] = cand[ok], cf[ok]
-    keep = (source >= 0).nonzero()[:, 0][:n_pairs]
-    scored = (targets[keep] != answer[keep]) if mech.per_output else None
-    return VariablePairs(base[keep], source[keep], targets[keep], scored)
+    kept, source, targets = counterfactual_pairs(
+        base, rows, values[name], answer, lambda new: mech.counterfactual(sub, sub_values, name, new), n_pairs,
+        generator, tries=tries)
+    scored = (targets != answer[kept]) if mech.per_output else None
+    return VariablePairs(base[kept], source, targets, scored)
 
 
 def accuracy_on(model: Any, graph: ModelGraph, batch: Any, acts: dict[str, Tensor], pairs: VariablePairs,

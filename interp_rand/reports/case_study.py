@@ -33,7 +33,9 @@ EDGE_STUDIES = ("carry", "sort")
 class Study:
     """What a case study needs: the task of the runs it reads, its config class, the study and
     the functions turning its result into claims and detail lines; ``from_mechanism(card,
-    module)``: the config settings the study takes from its checked mechanism (or ``None``)."""
+    module)``: the config settings the study takes from its checked mechanism (or ``None``);
+    ``components(result)``: the components the edge-level study names (placed in the mechanism
+    and its rivals, ``components_label`` says what they are)."""
 
     task: str
     config: Any
@@ -43,6 +45,8 @@ class Study:
     metric: Any = "logprob"
     pairs: str = ""
     from_mechanism: Any = None
+    components: Any = lambda result: ()
+    components_label: str = "the edge-level study's components"
 
 
 def studies() -> Registry[Study]:
@@ -56,9 +60,12 @@ def studies() -> Registry[Study]:
                                   metric=carry_metric, pairs="carry-flip pairs (one operand digit edited; the answer "
                                   "digits whose carry-in flips)",
                                   from_mechanism=lambda card, module: {
-                                      "probe_hook": carry_layer(card, module.CARRY_VARIABLES)}))
+                                      "probe_hook": carry_layer(card, module.CARRY_VARIABLES)},
+                                  components=lambda result: result.components,
+                                  components_label="the carry components"))
     table.register("sort", Study(STUDY_TASKS.get("sort"), SortConfig, sort_study, sort_claims, sort_details,
-                                 pairs="the task's corruption (one list element changed)"))
+                                 pairs="the task's corruption (one list element changed)",
+                                 components=lambda result: result.heads, components_label="the next-element heads"))
     return table
 
 
@@ -212,6 +219,7 @@ def case_study_report(study: str, run: str | Path | None = None, *, seed: int = 
         config = dataclasses.replace(config, **spec.from_mechanism(mechanism.card, flagship(study)))
     result = spec.run(model, task, config, progress=progress)
     claims, details = spec.claims(result), spec.details(result)
+    details += mechanism.placement_lines(spec.components(result), spec.components_label)
     lines = list(mechanism.lines) + ["edge-level study:"] + [c.line() for c in claims] + [summary_line(claims)] + details
     data.update({"claims": [c.to_dict() for c in claims], "verdicts": verdict_counts(claims), "details": details,
                  **result.to_dict()})

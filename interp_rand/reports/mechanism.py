@@ -9,7 +9,7 @@ case studies print and write): the algorithm, its card (a verdict per check) and
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +35,29 @@ class MechanismReport:
     run: str
     title: str
     comparison: Any = None  # circuits.mechanisms.Comparison against the flagship's rivals, or None
+    rivals: list[Any] = field(default_factory=list)  # the rival Mechanisms compared
 
     @property
     def lines(self) -> list[str]:
         lines = self.card.lines()
         return lines[:1] + self.rival_lines() + lines[1:]
+
+    def placement_lines(self, components: Any, label: str) -> list[str]:
+        """Where ``components`` (an edge-level study's heads or components, at any position)
+        sit in the mechanism and in each rival: the variables naming them, ``readout``, or
+        irrelevant; the winner of the decisive experiments is marked, so an edge-level
+        reading ("these heads find the next element") is checked against the algorithm that won."""
+        if not self.rivals:
+            return []
+        names = list(dict.fromkeys(n.name.split("@")[0] for n in components))
+        unique = list({(n.kind, n.layer, n.head): n for n in components}.values())
+        winner = None if self.comparison is None else self.comparison.winner
+        out = [f"{label} ({', '.join(names)}) in each mechanism:"]
+        for mech in [self.mechanism, *self.rivals]:
+            tag = "wins" if mech.name == winner else ("loses" if winner else "no winner")
+            roles = "; ".join(f"{n.name.split('@')[0]} -> {', '.join(mech.roles(n)) or 'irrelevant'}" for n in unique)
+            out.append(f"  {mech.name} ({tag}): {roles}")
+        return out
 
     def rival_lines(self) -> list[str]:
         """Which mechanism wins against the rivals, and by which experiment (one line a pair)."""
@@ -136,13 +154,13 @@ def mechanism_report(mechanism: str | Mechanism, run: str | Path | None = None, 
     mech = module.mechanism(task) if module is not None else mechanism
     sizes = {} if das is None else {"das": das}  # das: the DAS training of subspace sites (DASConfig)
     card = check_mechanism(model, task, mech, n=n, seed=seed, n_pairs=n_pairs, n_random=n_random, **sizes)
-    comparison = None
+    comparison, others = None, []
     if rivals and module is not None and hasattr(module, "rivals"):
         from circuits.mechanisms import compare_mechanisms
 
-        comparison = compare_mechanisms(model, task, [mech, *module.rivals(task).values()], n=n_rivals,
-                                        seed=seed, cards=False)
-    return MechanismReport(mech, card, label, f"mechanism {mech.name}: {label}", comparison)
+        others = list(module.rivals(task).values())
+        comparison = compare_mechanisms(model, task, [mech, *others], n=n_rivals, seed=seed, cards=False)
+    return MechanismReport(mech, card, label, f"mechanism {mech.name}: {label}", comparison, others)
 
 
 __all__ = ["MechanismReport", "claims_html", "mechanism_report"]

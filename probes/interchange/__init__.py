@@ -34,14 +34,15 @@ variable's (the source's real value applied to the base): on such a pair a subsp
 the real variable scores 0, so the control measures faking alone, not the control labels'
 chance agreement with the real variable.
 
-Causal models (:data:`CAUSAL_MODELS`, keyed like :data:`probes.variables.PROBE_VARIABLES`) say
-which answer positions a variable acts on and what they become. Those registered here are the
-variables' own ``counterfactual`` rules (:mod:`probes.task_variables`, their one owner) read at
-the variable's ``output_index``. For ``addition/carry_in`` at place ``p``: the answer digit of
-place ``p`` becomes ``(a_p + b_p + c_src) % 10`` (at the top place, the carry itself). Only
-that digit is scored: a changed carry out of ``p`` would also move the digits above it, but with
-the answer written most significant first those are predicted at earlier positions, which an
-intervention at ``p``'s position cannot reach.
+The causal model of a variable is its own ``counterfactual`` rule and ``output_index``
+(:class:`probes.variables.VariableLabels`, declared once with the variable in
+:mod:`probes.task_variables`): which answer position the variable acts on and what it becomes.
+The same variable is a mechanism variable (``circuits.mechanisms.Variable.from_probe``), and the
+pairs of both come from one search (:func:`counterfactual_pairs`). For ``addition/carry_in`` at
+place ``p``: the answer digit of place ``p`` becomes ``(a_p + b_p + c_src) % 10`` (at the top
+place, the carry itself). Only that digit is scored: a changed carry out of ``p`` would also
+move the digits above it, but with the answer written most significant first those are
+predicted at earlier positions, which an intervention at ``p``'s position cannot reach.
 
 Verdict (:func:`interchange_claim`, the rule :func:`interp_rand.verdicts.reaches` with these
 numbers, which the mechanism cards use too): **holds** when the DAS IIA is >= 0.9 and every control is <= 0.3; **fails** when the
@@ -53,29 +54,25 @@ from __future__ import annotations
 
 from probes.interchange.analysis import (BASE_ACCURACY_MIN, CONTROL_MAX, IIA_HOLDS, VERDICT_RULE, InterchangeResult,
                                          interchange_accuracy, interchange_claim, verdict)
-from probes.interchange.causal_models import (CAUSAL_MODELS, CausalModel, from_variable, get_causal_model,
-                                              register_causal_model)
 from probes.interchange.das import DASConfig, iia, intervened_logits, random_subspace, swap_hook, train_das
-from probes.interchange.pairs import Pairs, Split, interchange_pairs, make_pairs
+from probes.interchange.pairs import (Pairs, Split, counterfactual_pairs, interchange_pairs, make_pairs,
+                                     variable_outputs)
 
 __all__ = [
-    "CAUSAL_MODELS",
-    "CausalModel",
     "DASConfig",
     "InterchangeResult",
     "Pairs",
     "Split",
     "VERDICT_RULE",
-    "from_variable",
-    "get_causal_model",
+    "counterfactual_pairs",
     "iia",
     "interchange_accuracy",
     "interchange_claim",
     "interchange_pairs",
     "make_pairs",
     "random_subspace",
-    "register_causal_model",
     "swap_hook",
     "train_das",
+    "variable_outputs",
     "verdict",
 ]

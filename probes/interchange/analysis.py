@@ -16,8 +16,7 @@ from probes.activations import check_hooks, collect_activations, logits_of
 from probes.controls import random_init_like
 from probes.linear_probe import LinearProbe, fit_ridge
 from probes.variables import get_variable, variable_labels
-from probes.interchange.causal_models import get_causal_model
-from probes.interchange.pairs import interchange_pairs
+from probes.interchange.pairs import interchange_pairs, variable_outputs
 from probes.interchange.das import DASConfig, _frozen, iia, random_subspace, train_das
 
 
@@ -127,8 +126,8 @@ def interchange_accuracy(
     seed: int = 0,
 ) -> InterchangeResult:
     """Interchange-intervention accuracy of ``task``'s ``variable`` at ``instance`` (index or
-    name, ``"place 2"``), at ``hook`` and ``positions`` (default: the answer position its causal
-    model scores), for the probe, DAS and each control (see the module docstring).
+    name, ``"place 2"``), at ``hook`` and ``positions`` (default: the answer position its
+    counterfactual rule scores), for the probe, DAS and each control (see the module docstring).
 
     ``n_examples`` are sampled (or ``batch`` given) and split by input group; at most
     ``n_pairs`` pairs are drawn on each side. ``k`` (default ``n_classes - 1``) is the subspace
@@ -137,7 +136,6 @@ def interchange_accuracy(
     comes from ``seed``.
     """
     check_hooks(model, [hook])
-    causal = get_causal_model(task.name, variable)
     if get_variable(task.name, variable).needs_model:
         raise ValueError(f"{task.name}.{variable} is defined by the model's outputs; interchange needs an input variable")
     gen = torch.Generator().manual_seed(seed)
@@ -145,7 +143,7 @@ def interchange_accuracy(
     labels = variable_labels(task, batch, variable)
     j = _instance_index(labels.instance_names, instance)
     values = labels.labels[:, j]
-    outputs = causal.outputs(task, batch, j)
+    outputs = variable_outputs(task, labels, j)
     if positions is None:
         positions = [int(p) for p in batch.answer_positions[outputs]]
     positions = [int(positions)] if isinstance(positions, int) else [int(p) for p in positions]

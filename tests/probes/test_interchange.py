@@ -1,10 +1,9 @@
-"""Interchange interventions (:mod:`probes.interchange`): the causal model of ``carry_in``
+"""Interchange interventions (:mod:`probes.interchange`): the counterfactual rule of ``carry_in``
 against the task's own ripple-carry, the pairs and their split, the swap itself, and the whole
 analysis on a hand-set model whose residual carries the carry in one known coordinate."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from types import SimpleNamespace
 
@@ -17,19 +16,16 @@ from transformer_lens.hook_points import HookPoint
 
 import probes  # noqa: F401  (registers the variables)
 from interp_rand import HookedTransformer, make_task
-from interp_rand.registry import DuplicateName, UnknownName
 from interp_rand.tasks.addition import carries
 from probes.interchange import (
-    CAUSAL_MODELS,
     CONTROL_MAX,
-    CausalModel,
     DASConfig,
-    get_causal_model,
+    counterfactual_pairs,
     interchange_accuracy,
     interchange_pairs,
     intervened_logits,
     random_subspace,
-    register_causal_model,
+    variable_outputs,
     verdict,
 )
 from probes.variables import variable_labels
@@ -43,15 +39,17 @@ def task():
 # ---------------------------------------------------------------------- causal model
 
 
-def test_carry_in_causal_model_is_the_ripple_carry(task):
+def test_carry_in_counterfactual_rule_is_the_ripple_carry(task):
     """Forcing the carry into place p by rewriting the digits below p (9 + 1 then zeros for a
-    carry, zeros for none) and adding with ``carries`` gives the causal model's digit at p."""
+    carry, zeros for none) and adding with ``carries`` gives the variable's own counterfactual
+    digit at p (its causal model)."""
     gen = torch.Generator().manual_seed(0)
     batch = task.sample(500, gen)
-    causal = get_causal_model("addition", "carry_in")
+    labels = variable_labels(task, batch, "carry_in")
+    assert labels.name == "addition.carry_in"
     a, b = batch.metadata["a_digits"], batch.metadata["b_digits"]
     for k, place in enumerate(task.answer_places().tolist()):
-        assert causal.outputs(task, batch, k).tolist() == [k]  # the digit of place p, written order
+        assert variable_outputs(task, labels, k).tolist() == [k]  # the digit of place p, written order
         if place == 0:
             continue  # nothing carries into the units
         new = torch.randint(0, 2, (len(batch),), generator=gen)
@@ -61,22 +59,39 @@ def test_carry_in_causal_model_is_the_ripple_carry(task):
         b2[:, place - 1] = torch.where(new == 1, 1, 0)
         digits, carry_in = carries(a2, b2)
         assert torch.equal(carry_in[:, place], new)
-        assert torch.equal(causal.counterfactual(task, batch, k, new)[:, 0], digits[:, place])
+        assert torch.equal(labels.counterfactual(batch, k, new), digits[:, place])
         # with the base's own carry the causal model gives the base's answer
         own = batch.metadata["carry_in"][:, k]
-        assert torch.equal(causal.counterfactual(task, batch, k, own)[:, 0], batch.answer_targets()[:, k])
+        assert torch.equal(labels.counterfactual(batch, k, own), batch.answer_targets()[:, k])
 
 
-def test_causal_models_are_a_registry(task):
-    with pytest.raises(UnknownName, match="carry_in"):
-        get_causal_model("addition", "nope")
-    dummy = CausalModel("addition", "digit_again", "test", lambda t, b, i: torch.tensor([i]),
-                        lambda t, b, i, new: new[:, None])
-    with CAUSAL_MODELS.temporarily(("addition", "digit_again"), dummy):
-        assert get_causal_model("addition", "digit_again") is dummy
-    assert ("addition", "digit_again") not in CAUSAL_MODELS
-    with pytest.raises(DuplicateName):  # a taken name is refused
-        register_causal_model(dataclasses.replace(dummy, variable="carry_in"))
+def test_a_variable_without_a_counterfactual_rule_cannot_be_interchanged(task):
+    batch = make_task("sort", length=4, vocab=8).sample(50, torch.Generator().manual_seed(0))
+    labels = variable_labels(make_task("sort", length=4, vocab=8), batch, "rank")
+    with pytest.raises(ValueError, match="sort.rank .*no counterfactual rule"):
+        variable_outputs(task, labels, 0)
+
+
+def test_the_pair_search_takes_the_first_qualifying_source_and_can_add_a_condition():
+    """Values 0..9 over 10 rows, an answer equal to the value, a counterfactual that is the new
+    value: every kept pair differs in value and answer; a negative counterfactual (no effect)
+    is never paired; ``accept`` filters further."""
+    gen = torch.Generator().manual_seed(0)
+    values = torch.arange(10) % 5
+    rows = torch.arange(10)
+    answer = values[:, None]
+    kept, source, targets = counterfactual_pairs(rows, rows, values, answer, lambda new: new[:, None], 100, gen)
+    base = rows[kept]
+    assert len(base) == 10 and bool((values[base] != values[source]).all())
+    assert torch.equal(targets[:, 0], values[source])
+    kept, source, _ = counterfactual_pairs(rows, rows, values, answer,
+                                           lambda new: torch.where(new == 4, -1, new)[:, None], 100, gen)
+    base = rows[kept]
+    assert not bool((values[source] == 4).any()) and bool((values[base] == 4).any())
+    kept, source, _ = counterfactual_pairs(rows, rows, values, answer, lambda new: new[:, None], 3, gen,
+                                           accept=lambda cand, cf: values[cand] > values[rows])
+    base = rows[kept]
+    assert len(base) == 3 and bool((values[source] > values[base]).all())
 
 
 # ---------------------------------------------------------------------- pairs and split
@@ -89,14 +104,14 @@ def test_pairs_differ_and_the_split_keeps_train_and_test_apart(task):
     split = interchange_pairs(task, batch, "carry_in", k, 400, 0.5, gen)
     values = variable_labels(task, batch, "carry_in").labels[:, k]
     answer = batch.answer_targets()[:, k]
-    causal = get_causal_model("addition", "carry_in")
+    labels = variable_labels(task, batch, "carry_in")
     for pairs, side in ((split.train_pairs, True), (split.test_pairs, False)):
         assert len(pairs) > 100
         rows = torch.cat([pairs.base, pairs.source])
         assert bool((split.train[rows] == side).all())  # every input on its own side
         assert bool((values[pairs.base] != values[pairs.source]).all())
         assert torch.equal(pairs.new, values[pairs.source])
-        assert torch.equal(pairs.targets, causal.counterfactual(task, batch[pairs.base], k, pairs.new))
+        assert torch.equal(pairs.targets[:, 0], labels.counterfactual(batch[pairs.base], k, pairs.new))
         assert bool((pairs.targets[:, 0] != answer[pairs.base]).all())  # leaving the model alone scores 0
     # no operand pair in both: the split is by input group
     train_inputs = {tuple(r) for r in batch.inputs[torch.cat([split.train_pairs.base, split.train_pairs.source])].tolist()}

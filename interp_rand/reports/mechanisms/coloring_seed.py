@@ -191,22 +191,17 @@ def _rule_variables(N: int, view: Any = None, read_note: str = "", block_note: s
     view = view or (lambda batch: batch)
     reads = [f"read_{v}" for v in range(N)]
     blocks = [f"blocked_{v}" for v in range(N)]
-    variables = [Variable(reads[v], lambda batch, v=v: rule_reads(view(batch))[0][:, v],
-                          site=Site.of(Node("head", 0, 0, position=v)),
-                          description=f"vertex {v}: the colour it copies from the neighbour it reads (0-2), "
-                                      f"or weak below/above {read_note}")
-                 for v in range(N)]
-
-    def blocked_compute(v: int):
-        def compute(batch: Any, **parents: Tensor) -> Tensor:
-            return blocked_of(view(batch), torch.stack([parents[name] for name in reads], 1))[:, v]
-        return compute
-
-    variables += [Variable(blocks[v], blocked_compute(v), parents=tuple(reads),
-                           site=Site.of(Node("head", 1, 0, position=v)),
-                           description=f"vertex {v}: bitmask of the colours its strong neighbours copied "
-                                       f"(+8: it yields {block_note})")
-                  for v in range(N)]
+    variables = list(Variable.each(
+        "read", range(N), lambda batch, v: rule_reads(view(batch))[0][:, v],
+        site=lambda v: Site.of(Node("head", 0, 0, position=v)),
+        description=lambda v: f"vertex {v}: the colour it copies from the neighbour it reads (0-2), "
+                              f"or weak below/above {read_note}"))
+    variables += Variable.each(
+        "blocked", range(N),
+        lambda batch, v, **parents: blocked_of(view(batch), torch.stack([parents[name] for name in reads], 1))[:, v],
+        parents=tuple(reads), site=lambda v: Site.of(Node("head", 1, 0, position=v)),
+        description=lambda v: f"vertex {v}: bitmask of the colours its strong neighbours copied "
+                              f"(+8: it yields {block_note})")
 
     def answer(batch: Any, **values: Tensor) -> Tensor:
         return colours_of(torch.stack([values[name] for name in reads], 1),

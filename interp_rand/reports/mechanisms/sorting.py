@@ -147,6 +147,13 @@ def all_lists(task: Any, generator: torch.Generator, n_lists: int | None = None)
 
 
 # ---------------------------------------------------------------------- the hypothesis
+def by_output(variables: tuple[Variable, ...]) -> list[Variable]:
+    """The variables output by output, each output's in the order given (the order the checks
+    draw their pairs in, kept from when they were written out per output)."""
+    families = list(dict.fromkeys(v.family for v in variables))
+    return sorted(variables, key=lambda v: (v.instance, families.index(v.family)))
+
+
 def mechanism(task: Any, n_lists: int | None = None, n_heads: int = 4) -> Mechanism:
     """The rank-readout hypothesis for a sort task of ``task.length`` values over ``task.vocab``
     (``n_heads`` heads a layer); its predictions look at every list (``n_lists``: that many of
@@ -159,23 +166,19 @@ def mechanism(task: Any, n_lists: int | None = None, n_heads: int = 4) -> Mechan
     L, V = task.length, task.vocab
     if n_lists is not None and n_lists < 1:
         raise ValueError(f"n_lists={n_lists} must be a positive number of lists, or None for all of them")
-    variables = []
-    for k in range(L):
-        q = L + k
-        variables.append(Variable(
-            f"hist_{k}", lambda b: multiset_code(b, L, V),
-            site=Site.of(*(Node("head", 0, h, position=q) for h in range(n_heads))),
-            description=f"the list's histogram, read at output position {q} by the layer-0 heads"))
-        parents = (f"hist_{k}",)
-        if k >= 1:
-            variables.append(Variable(
-                f"current_{k}", lambda b, q=q: b.inputs[:, q], site=Site.of(Node("embed", position=q)),
-                description=f"the current token at {q} (y_{k - 1} on the task), read by MLP 0 as a cue"))
-            parents += (f"current_{k}",)
-        variables.append(Variable(
-            f"y_{k}", lambda b, k=k, **p: order_statistic(p[f"hist_{k}"], k, L, V), parents=parents,
-            site=Site.of(Node("mlp", 0, position=q)),
-            description=f"order statistic k={k}: min{{v : #{{x <= v}} > {k}}}, computed by MLP 0 at {q}"))
+    heads0 = lambda q: Site.of(*(Node("head", 0, h, position=q) for h in range(n_heads)))  # noqa: E731
+    hist = Variable.each("hist", range(L), lambda b, k: multiset_code(b, L, V), site=lambda k: heads0(L + k),
+                         description=lambda k: f"the list's histogram, read at output position {L + k} by the layer-0 heads")
+    current = Variable.each("current", range(1, L), lambda b, k: b.inputs[:, L + k],
+                            site=lambda k: Site.of(Node("embed", position=L + k)),
+                            description=lambda k: f"the current token at {L + k} (y_{k - 1} on the task), read by "
+                                                  "MLP 0 as a cue")
+    y = Variable.each("y", range(L), lambda b, k, **p: order_statistic(p[f"hist_{k}"], k, L, V),
+                      parents=lambda k: (f"hist_{k}",) + ((f"current_{k}",) if k else ()),
+                      site=lambda k: Site.of(Node("mlp", 0, position=L + k)),
+                      description=lambda k: f"order statistic k={k}: min{{v : #{{x <= v}} > {k}}}, computed by "
+                                            f"MLP 0 at {L + k}")
+    variables = by_output(hist + current + y)
     readout = tuple(node for q in range(L, 2 * L)
                     for node in [Node("mlp", 1, position=q)] + [Node("head", 1, h, position=q) for h in range(n_heads)])
 
@@ -220,21 +223,18 @@ def _rival(task: Any, name: str, y_site: Any, pseudocode: str, n_heads: int) -> 
     """A next-larger search with the flagship's inputs (the list read by the layer-0 heads at
     ``q``, the current token at ``embed @ q``) and ``y_k`` held at ``y_site(q)``."""
     L, V = task.length, task.vocab
-    variables = []
-    for k in range(L):
-        q = L + k
-        variables.append(Variable(f"list_{k}", lambda b: multiset_code(b, L, V),
-                                  site=Site.of(*(Node("head", 0, h, position=q) for h in range(n_heads))),
-                                  description=f"the list's values, read at {q} by the layer-0 heads"))
-        if k == 0:
-            variables.append(Variable("y_0", lambda b, **p: lists_of(b, L).min(1).values, ("list_0",), site=y_site(q),
-                                      description="the minimum"))
-            continue
-        variables.append(Variable(f"current_{k}", lambda b, q=q: b.inputs[:, q], site=Site.of(Node("embed", position=q)),
-                                  description=f"the current token y_{k - 1} at {q}: the cue"))
-        variables.append(Variable(f"y_{k}", lambda b, k=k, **p: _successor(b, L, k, p[f"current_{k}"]),
-                                  parents=(f"list_{k}", f"current_{k}"), site=y_site(q),
-                                  description="the next element after the current token"))
+    lists = Variable.each("list", range(L), lambda b, k: multiset_code(b, L, V),
+                          site=lambda k: Site.of(*(Node("head", 0, h, position=L + k) for h in range(n_heads))),
+                          description=lambda k: f"the list's values, read at {L + k} by the layer-0 heads")
+    current = Variable.each("current", range(1, L), lambda b, k: b.inputs[:, L + k],
+                            site=lambda k: Site.of(Node("embed", position=L + k)),
+                            description=lambda k: f"the current token y_{k - 1} at {L + k}: the cue")
+    first = Variable("y_0", lambda b, **p: lists_of(b, L).min(1).values, ("list_0",), site=y_site(L),
+                     description="the minimum", family="y", instance=0)
+    rest = Variable.each("y", range(1, L), lambda b, k, **p: _successor(b, L, k, p[f"current_{k}"]),
+                         parents=lambda k: (f"list_{k}", f"current_{k}"), site=lambda k: y_site(L + k),
+                         description="the next element after the current token")
+    variables = by_output((*lists, *current, first, *rest))
     return Mechanism(name, "sort", tuple(variables),
                      answer=lambda b, **v: torch.stack([v[f"y_{k}"] for k in range(L)], 1),
                      answer_parents=tuple(v.name for v in variables), outputs=tuple(range(L)),

@@ -86,3 +86,28 @@ def test_prediction_inputs_change_what_they_say(zoo_sort):
     assert answer.shape == (500, task.length)
     with pytest.raises(ValueError, match="direction"):
         sorting.with_written_token(task, g, "sideways", n_lists=10)
+
+
+def test_the_edge_level_heads_are_placed_in_the_mechanism_and_each_rival():
+    """The sort case study's "next-element heads" are checked against the algorithms: a layer-0
+    head is the rank readout's histogram read, a layer-1 head its readout and the copy-heads
+    rival's y; the winner of the decisive experiments is marked."""
+    from types import SimpleNamespace
+
+    from circuits.graph.nodes import Node
+    from interp_rand import make_task
+    from interp_rand.reports.mechanism import MechanismReport
+    from interp_rand.reports.mechanisms import sorting
+
+    task = make_task("sort", length=4, vocab=10)
+    mech, rivals = sorting.mechanism(task), list(sorting.rivals(task).values())
+    a00, a12, m1 = Node("head", 0, 0, position=5), Node("head", 1, 2, position=6), Node("mlp", 1, position=4)
+    assert mech.roles(a00) == ["hist_*"] and mech.roles(a12) == ["readout"] and mech.roles(m1) == ["readout"]
+    copy = sorting.copy_heads_mechanism(task)
+    assert copy.roles(a12) == ["y_*"] and copy.roles(Node("mlp", 0, position=4)) == []
+    report = MechanismReport(mech, None, "zoo:sort", "t", SimpleNamespace(winner=mech.name), rivals)
+    lines = report.placement_lines([a00, Node("head", 0, 0, position=6), a12], "the next-element heads")
+    assert lines[0] == "the next-element heads (a0.0, a1.2) in each mechanism:"
+    assert lines[1] == "  sort-rank-readout (wins): a0.0 -> hist_*; a1.2 -> readout"
+    assert lines[3] == "  sort-copy-heads (loses): a0.0 -> list_*; a1.2 -> y_*"
+    assert MechanismReport(mech, None, "x", "t").placement_lines([a00], "heads") == []
