@@ -22,7 +22,7 @@ level, inside a function (a lazy import that goes upward is still an upward arro
   10. ``reports``; 11. ``demo`` (given the command line's entry point, never importing it);
   12. ``cli``;
 - no two modules of the packages import each other, directly or round a longer circle;
-- ``circuits``: graph <- interventions <- methods <- analyses <- mechanisms <- draw, each importing only
+- ``circuits``: graph <- interventions <- methods <- analyses <- mechanisms <- explain <- draw, each importing only
   the layers below it (and the core); ``probes`` imports the core and never ``circuits``; the
   analyses and drawings of circuits may use ``probes``' estimators (ridge probes, attention
   patterns);
@@ -42,7 +42,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP = ("interp_rand.cli", "interp_rand.reports", "interp_rand.demo")
-CIRCUIT_LAYERS = ("graph", "interventions", "methods", "analyses", "mechanisms", "draw")
+CIRCUIT_LAYERS = ("graph", "interventions", "methods", "analyses", "mechanisms", "explain", "draw")
 # Modules that draw (plotly): the drawing layer of circuits, the core's figures, the report
 # writers and the top layer.
 DRAWING = ("circuits.draw", "interp_rand.figures", "probes.report_html") + TOP

@@ -42,6 +42,7 @@ COMMANDS = (
     "gridworld",
     "randomness",
     "case_study",
+    "explain",
     "compare",
     "ground_truth",
     "zoo",

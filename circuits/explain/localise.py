@@ -1,0 +1,175 @@
+"""Localisation by search: a candidate algorithm becomes a :class:`~circuits.mechanisms.Mechanism`
+whose sites the model's own interventions chose.
+
+For output ``k``, predicted at residual position ``r_k``, the candidate's steps are:
+
+    r_k = what the primitive gathers (the source list, or the prefix)   # attention at r_k
+    c_k = the current token                                             # embed @ r_k
+    y_k = the primitive's answer from r_k and c_k                       # the site found
+    write y_k                                                           # the components after it at r_k
+
+``y_k``'s site is searched: every component at ``r_k`` (heads, MLPs) is swapped alone between
+counterfactual pairs of the candidate (:func:`circuits.mechanisms.leads.site_sweep`, with its
+random-init control), the sweep pruned to the output's own position, where the answer is
+written; the earliest component whose interchange accuracy (IIA) reaches
+:data:`SINGLE_SITE_IIA` is kept (later ones carry the value on), else the top components whose margin is at least half the best one's
+(at most :data:`MAX_COMPONENTS`, e.g. redundant heads) together. The gathering step ``r_k`` is
+mapped to the heads that can feed that site (earlier layers' heads at ``r_k``, and the same
+layer's for an MLP; the embeddings of what it reads when there are none), ``c_k`` to the
+embedding at ``r_k`` (every component there reads it, so a treeified scrub must keep it), and the
+components after the site at ``r_k`` are the readout. Nothing here tunes a site to a threshold:
+the card (:func:`circuits.mechanisms.check_mechanism`) then tests the whole on fresh pairs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from circuits.explain.candidates import Candidate
+from circuits.explain.primitives import Frame
+from circuits.graph.nodes import Node
+from circuits.mechanisms import Mechanism, Site, Variable
+from circuits.mechanisms.leads import SiteSweep, site_sweep
+
+SINGLE_SITE_IIA = 0.9
+MAX_COMPONENTS = 4
+
+
+@dataclass
+class Located:
+    """A candidate located in the model: the mechanism and each output's sweep."""
+
+    candidate: Candidate
+    mechanism: Mechanism
+    sweeps: list[SiteSweep] = field(default_factory=list)
+
+    def sweep_lines(self) -> list[str]:
+        out = []
+        for k, sweep in enumerate(self.sweeps):
+            top = ", ".join(f"{r.label} {r.iia:.2f}" for r in sweep.rows[:3])
+            out.append(f"y_{k}: swept {len(sweep.rows)} components at its position; best {top}; chosen "
+                       f"{self.mechanism.variable(f'y_{k}').site.label}")
+        return out
+
+
+def _offset(model: Any) -> int:
+    return int(getattr(model.cfg, "seed_offset", 0) or 0)
+
+
+def _components(model: Any, position: int) -> list[Node]:
+    heads = [Node("head", l, h, position=position) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
+    has_mlp = not getattr(model.cfg, "attn_only", False)
+    return heads + ([Node("mlp", l, position=position) for l in range(model.cfg.n_layers)] if has_mlp else [])
+
+
+def _before(node: Node, other: Node) -> bool:
+    """``node`` writes before ``other`` reads, in the same block order (heads, then the MLP)."""
+    rank = lambda n: (n.layer, 0 if n.kind == "head" else 1)  # noqa: E731
+    return rank(node) < rank(other)
+
+
+def _mechanism(candidate: Candidate, model: Any, task: Any, batch: Any,
+               sites: dict[int, tuple[Node, ...]]) -> Mechanism:
+    """The candidate's mechanism with ``y_k`` at ``sites[k]`` (unmapped where absent)."""
+    frame = Frame(batch, task)
+    K, offset, reads = frame.n_outputs, _offset(model), candidate.primitive.reads
+    variables: list[Variable] = []
+    readout: list[Node] = []
+    for k in range(K):
+        r = frame.q(k) + offset
+        parents = [f"cue_{k}"]
+        variables.append(Variable(f"cue_{k}", lambda b, k=k: Frame(b, task).current(k), site=Site.of(Node("embed", position=r)),
+                                  description=f"the current token at {r}", family="cue", instance=k))
+        chosen = sites.get(k)
+        if reads != "none":
+            parents.insert(0, f"read_{k}")
+            feeders: tuple[Node, ...] = ()
+            if chosen:
+                first = min(chosen, key=lambda n: (n.layer, n.kind != "head"))
+                feeders = tuple(n for n in _components(model, r) if n.kind == "head" and _before(n, first)
+                                and n not in chosen)
+                if not feeders:  # nothing before the site: it reads the embeddings itself
+                    span = range(frame.q(0)) if reads in ("source", "sequence") else range(frame.q(k))
+                    feeders = tuple(Node("embed", position=p + offset) for p in span)
+            variables.append(Variable(f"read_{k}", lambda b, k=k: Frame(b, task).read(reads, k),
+                                      site=Site.of(*feeders) if feeders else None,
+                                      description=f"what output {k} reads ({reads}), gathered at {r}",
+                                      family="read", instance=k))
+        variables.append(Variable(f"y_{k}", lambda b, k=k, **p: candidate.answer_at(Frame(b, task), k),
+                                  parents=tuple(parents), site=Site.of(*chosen) if chosen else None,
+                                  description=candidate.description.replace("q_k", f"position {r}")
+                                  .replace("_k", f"_{k}"),
+                                  family="y", instance=k))
+        if chosen:
+            last = max(chosen, key=lambda n: (n.layer, n.kind != "head"))
+            readout += [n for n in _components(model, r) if _before(last, n) and n not in chosen]
+    return Mechanism(candidate.name, getattr(task, "name", "task"), tuple(variables),
+                     answer=lambda b, **v: torch.stack([v[f"y_{k}"] for k in range(K)], 1),
+                     answer_parents=tuple(v.name for v in variables), outputs=tuple(range(K)),
+                     readout=tuple(readout))
+
+
+def choose_site(sweep: SiteSweep) -> tuple[Node, ...]:
+    """The earliest component (lowest layer, a head before its layer's MLP) whose IIA reaches
+    :data:`SINGLE_SITE_IIA`: where the value is computed, later components carrying it on (the
+    readout); else the top components
+    (not the embedding: that is the cue) whose margin is at least half the best's, at most
+    :data:`MAX_COMPONENTS`."""
+    rows = [r for r in sweep.rows if r.site.nodes and r.site.nodes[0].kind in ("head", "mlp")]
+    if not rows:
+        return ()
+    best = rows[0]
+    holding = [r for r in rows if r.iia >= SINGLE_SITE_IIA]
+    if holding:  # the earliest component that holds it computes it; later ones carry it on
+        first = min(holding, key=lambda r: (r.site.nodes[0].layer, r.site.nodes[0].kind != "head"))
+        return first.site.nodes
+    chosen = [r for r in rows if r.margin >= 0.5 * best.margin][:MAX_COMPONENTS] if best.margin > 0 else [best]
+    return tuple(n for r in chosen for n in r.site.nodes)
+
+
+def locate(model: Any, task: Any, candidate: Candidate, batch: Any, *, n_pairs: int = 200, seed: int = 0,
+           random_model: Any = None) -> Located:
+    """Sweep each output's components at its position and build the located mechanism."""
+    offset = _offset(model)
+    frame = Frame(batch, task)
+    unlocated = _mechanism(candidate, model, task, batch, {})
+    sweeps, sites = [], {}
+    for k in range(frame.n_outputs):
+        sweep = site_sweep(model, task, unlocated, f"y_{k}", batch=batch, positions=[frame.q(k) + offset], hooks=(),
+                           n_pairs=n_pairs, seed=seed + k, random_model=random_model)
+        sweeps.append(sweep)
+        sites[k] = choose_site(sweep)
+    mech = _mechanism(candidate, model, task, batch, sites)
+    return Located(candidate, dataclasses.replace(mech, pseudocode=pseudocode(mech, candidate)), sweeps)
+
+
+def where(mech: Mechanism, family: str) -> str:
+    """The components of a variable family, once when every output uses the same ones at its own
+    position (``a0.0 + a0.1 @ r_k``), else per output."""
+    labels = [" + ".join(n.name if n.kind == "embed" else n.name.split("@")[0] for n in v.site.nodes)
+              if v.site else "(not localised)" for v in mech.family(family)]
+    distinct = list(dict.fromkeys(labels))
+    if len(distinct) == 1:
+        return f"{distinct[0]} @ r_k"
+    return "; ".join(f"k={k}: {label}" for k, label in enumerate(labels))
+
+
+def pseudocode(mech: Mechanism, candidate: Candidate) -> str:
+    """The located mechanism in a few lines, each step naming its components."""
+    readout = sorted({n.name.split("@")[0] for n in mech.readout})
+    lines = ["for each output k, at its position r_k:"]
+    if candidate.primitive.reads != "none":
+        what = {"source": "the source tokens, as a multiset", "sequence": "the source tokens, in order",
+                "prefix": "the tokens up to r_k, as a multiset"}[candidate.primitive.reads]
+        lines.append(f"    read_k = {what}   # {where(mech, 'read')}")
+    lines.append("    c_k = the current token   # embed @ r_k")
+    lines.append(f"    {candidate.description}   # {where(mech, 'y')}")
+    lines.append(f"    write y_k   # readout: {', '.join(readout) or 'the unembedding'}")
+    return "\n".join(lines)
+
+
+__all__ = ["Located", "MAX_COMPONENTS", "SINGLE_SITE_IIA", "choose_site", "locate", "pseudocode", "where"]

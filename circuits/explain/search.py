@@ -1,0 +1,170 @@
+"""``explain(model, task)``: the toolkit finds the algorithm.
+
+The rule, stated before any number:
+
+1. **Candidates** (:mod:`circuits.explain.candidates`): every primitive of the task's families,
+   in order and reversed, scored against the model's own answers on ``n`` inputs; those whose
+   match accuracy (per output entry) reaches 0.9 are kept (D-RASP's bar), at most
+   ``max_candidates`` by match. When none reaches it, the best one is still located and checked,
+   and the result says it falls short (a partial mechanism, never a threshold fitted to pass).
+2. **Localisation** (:mod:`circuits.explain.localise`): each kept candidate's answer variable is
+   searched over the components at each output's position, and the candidate becomes a
+   :class:`~circuits.mechanisms.Mechanism`.
+3. **Checks**: each mechanism's card (:func:`~circuits.mechanisms.check_mechanism`: agreement,
+   treeified causal scrubbing with whole-output agreement, interchange per variable with its
+   controls) on fresh draws; candidates are ranked by whole-output agreement under scrubbing,
+   then the scrub's log-prob share.
+4. **Choice**: with two or more candidates, the decisive experiments
+   (:func:`~circuits.mechanisms.compare_mechanisms`) name the winner, the candidate the model
+   follows against every other; with one, it is the answer. When no experiment separates them
+   the result says INDISTINGUISHABLE and names no winner. The verdict is the chosen
+   mechanism's card verdict; a failing card lists the claims that fail (where it falls short).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from circuits.explain.candidates import MATCH_MIN, Scored, enumerate_candidates, model_answers
+from circuits.explain.localise import Located, locate
+from circuits.mechanisms import Comparison, MechanismCard, check_mechanism, compare_mechanisms
+from probes.controls import random_init_like
+
+
+@dataclass
+class Explanation:
+    """What :func:`explain` found."""
+
+    task: str
+    candidates: list[Scored]
+    located: dict[str, Located]
+    cards: dict[str, MechanismCard]
+    comparison: Comparison | None
+    winner: str | None
+    seconds: float
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ranked(self) -> list[str]:
+        """The located candidates, best first: whole outputs kept under scrubbing, then the share."""
+        def key(name: str) -> tuple[float, float]:
+            s = self.cards[name].scrubbing
+            return (-s.scrubbed["accuracy"], -s.share["logprob"])
+        return sorted(self.cards, key=key)
+
+    @property
+    def fits(self) -> bool:
+        """Some candidate reached the match bar."""
+        return any(s.kept for s in self.candidates)
+
+    @property
+    def chosen(self) -> str | None:
+        """The winner, or the only located candidate; ``None`` when the experiments could not
+        separate two or more."""
+        return self.winner or (self.ranked[0] if len(self.cards) == 1 else None)
+
+    @property
+    def verdict(self) -> str:
+        if self.chosen is None:
+            return "indistinguishable"
+        return self.cards[self.chosen].verdict if self.fits else "fails"
+
+    def headline(self) -> str:
+        if self.chosen is None:
+            return (f"INDISTINGUISHABLE: {', '.join(self.cards)} match the model and no experiment separates them "
+                    f"({self.comparison.headline() if self.comparison else 'not compared'})")
+        card, match = self.cards[self.chosen], self._match(self.chosen)
+        s = card.scrubbing
+        text = (f"{self.verdict.upper()}: {self.chosen} (match {match:.3f}, D-RASP's bar {MATCH_MIN}); treeified "
+                f"scrubbing keeps whole outputs on {s.scrubbed['accuracy']:.3f}, log-prob share {s.share['logprob']:.3f}")
+        if not self.fits:
+            text = f"no candidate reaches match {MATCH_MIN}; best partial: " + text
+        if self.comparison is not None and self.winner:
+            text += f"; {self.comparison.headline()}"
+        return text
+
+    def _match(self, name: str) -> float:
+        return next(s.match for s in self.candidates if s.candidate.name == name)
+
+    def pseudocode(self) -> str:
+        return self.located[self.chosen].mechanism.pseudocode if self.chosen else ""
+
+    def shortfall(self) -> list[str]:
+        """The chosen mechanism's claims that do not hold (where it falls short)."""
+        if self.chosen is None:
+            return []
+        return [c.line() for c in self.cards[self.chosen].claims if not c.verdict.holds]
+
+    def lines(self) -> list[str]:
+        out = [self.headline(), "", "algorithm:", self.pseudocode() or "(none chosen)", "",
+               f"candidates ({len(self.candidates)}, match = share of output entries equal to the model's answer):"]
+        out += ["  " + s.line() for s in self.candidates[:12]]
+        if len(self.candidates) > 12:
+            out.append(f"  ... {len(self.candidates) - 12} more below match {self.candidates[12].match:.3f}")
+        for name in self.ranked:
+            card = self.cards[name]
+            s = card.scrubbing
+            out.append(f"{name}: {card.verdict.upper()}; scrubbing whole outputs {s.scrubbed['accuracy']:.3f}, share "
+                       f"{s.share['logprob']:.3f}; IIA " + ", ".join(f"{c.variable} {c.iia:.2f}" for c in card.interchange
+                                                                   if c.n_pairs))
+            out += ["    " + line for line in self.located[name].sweep_lines()]
+        if self.comparison is not None:
+            out += ["decisive experiments:"] + ["  " + line for line in self.comparison.lines()[1:-1]]
+        short = self.shortfall()
+        if short:
+            out += ["where it falls short:"] + ["  " + line for line in short]
+        out.append(f"{self.seconds:.0f} s")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task": self.task, "headline": self.headline(), "verdict": self.verdict, "chosen": self.chosen,
+                "winner": self.winner, "pseudocode": self.pseudocode(),
+                "candidates": [s.to_dict() for s in self.candidates],
+                "located": {k: {"variables": v.mechanism.describe(), "sweeps": v.sweep_lines()}
+                            for k, v in self.located.items()},
+                "cards": {k: c.to_dict() for k, c in self.cards.items()},
+                "comparison": None if self.comparison is None else self.comparison.to_dict(),
+                "shortfall": self.shortfall(), "seconds": self.seconds, "config": self.config}
+
+
+def explain(model: Any, task: Any, *, n: int = 1000, seed: int = 0, families: list[str] | None = None,
+            max_candidates: int = 3, n_pairs: int = 200, n_random: int = 5, progress: Any = None) -> Explanation:
+    """Find the algorithm ``model`` runs on ``task`` (the module's rule): candidates from the
+    primitive library (``families``: only those; default the task's own, else all), located by
+    search, checked whole and separated by decisive experiments. ``progress(text)`` is told each
+    step."""
+    start = time.perf_counter()
+    note = progress or (lambda text: None)
+    generator = torch.Generator().manual_seed(seed)
+    model.eval()
+    batch = task.sample(n, generator)
+    note(f"scoring the primitive library's candidates on {n} inputs")
+    scored = enumerate_candidates(model, task, batch, families, model_answers(model, batch))
+    if not scored:
+        raise ValueError(f"no primitive of the library applies to task {getattr(task, 'name', task)!r}")
+    kept = [s for s in scored if s.kept][:max_candidates] or scored[:1]
+    random_model = random_init_like(model, seed=seed + 1)
+    located, cards = {}, {}
+    for s in kept:
+        note(f"locating {s.candidate.name} (match {s.match:.3f}): a site sweep per output")
+        found = locate(model, task, s.candidate, batch, n_pairs=n_pairs, seed=seed, random_model=random_model)
+        located[s.candidate.name] = found
+        note(f"checking {s.candidate.name}: interchange, treeified scrubbing")
+        cards[s.candidate.name] = check_mechanism(model, task, found.mechanism, n=n, seed=seed + 1, n_pairs=n_pairs,
+                                                  n_random=n_random, random_model=random_model)
+    comparison = None
+    if len(located) >= 2:
+        note(f"decisive experiments between {', '.join(located)}")
+        comparison = compare_mechanisms(model, task, [v.mechanism for v in located.values()], n=n, seed=seed + 2,
+                                        cards=False)
+    return Explanation(getattr(task, "name", "task"), scored, located, cards, comparison,
+                       comparison.winner if comparison is not None else None, time.perf_counter() - start,
+                       {"n": n, "seed": seed, "families": families, "max_candidates": max_candidates,
+                        "n_pairs": n_pairs, "n_random": n_random})
+
+
+__all__ = ["Explanation", "explain"]

@@ -1,0 +1,66 @@
+"""``interp-rand explain RUN_DIR|zoo:NAME|--model MODULE:FUNCTION --out DIR``: find the algorithm
+a model runs with no hand-written hypothesis (:func:`circuits.explain.explain`): candidates from
+the primitive library kept when they match the model, located by a site search, checked whole
+and separated by decisive experiments. Writes ``explain.json`` and ``explain.html``; the report
+is :func:`interp_rand.reports.explain.explain_report`."""
+
+from __future__ import annotations
+
+import argparse
+
+from interp_rand import progress
+from interp_rand.cli.model_option import add_model_option, exactly_one, model_or_run
+from interp_rand.cli.options import at_least, output_path, seed_option
+
+
+def add_parser(commands) -> argparse.ArgumentParser:
+    parser = commands.add_parser(
+        "explain", help="find the algorithm a model runs: candidates, site search, decisive experiments",
+        description="Score every candidate of the primitive library (order statistic, next-larger search, "
+        "copy, reverse, running max, count, majority ...; in order and with the outputs reversed) against "
+        "the model's own answers and keep those with match accuracy >= 0.9 (D-RASP's bar). Locate each by "
+        "sweeping the components at every output's position, check it whole (agreement, treeified causal "
+        "scrubbing with whole-output agreement, interchange per variable against controls) and put the "
+        "survivors to decisive experiments (off-distribution edits, patches): the winner is the candidate "
+        "the model follows. Prints the verdict, the algorithm as pseudocode naming its components, the "
+        "candidates and the experiments; where nothing fits, the best partial algorithm and the checks it "
+        "fails. Works on sequence tasks whose answers are tokens (sort-like, copy-like, running statistics).",
+    )
+    parser.add_argument("run_dir", nargs="?", default=None, metavar="RUN_DIR",
+                        help="a run folder or zoo:NAME (or give --model)")
+    add_model_option(parser)
+    parser.add_argument("--out", type=output_path, required=True, help="output folder")
+    parser.add_argument("--n", type=at_least(50, counts="examples"), default=1000,
+                        help="inputs for the candidates, the sweeps and the checks (default: 1000)")
+    parser.add_argument("--seed", type=seed_option, default=0, help="seed of every draw (default: 0)")
+    parser.add_argument("--families", default=None, metavar="A,B",
+                        help="primitive families to try (default: the task's own, else all: order, search, copy, "
+                        "count, position)")
+    parser.add_argument("--max-candidates", type=at_least(1), default=3,
+                        help="candidates located and compared, best match first (default: 3)")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from interp_rand.output import claim
+    from interp_rand.reports.explain import ExplainReport, explain_report
+
+    exactly_one(args.run_dir, args.model)
+    families = None if args.families is None else [f.strip() for f in args.families.split(",") if f.strip()]
+    if families is not None:
+        from circuits.explain import families as known
+
+        unknown = [f for f in families if f not in known()]
+        if unknown or not families:
+            raise ValueError(f"--families {args.families!r}: unknown {unknown}; the library has: {', '.join(known())}")
+    claim(args.out, ExplainReport.FILES)
+    given = model_or_run(args.run_dir, args.model)
+    own = {} if given is None else {"model": given[0], "task": given[1]}
+    with progress.scope("explain"):
+        report = explain_report(args.run_dir, **own, n=args.n, seed=args.seed, families=families,
+                                max_candidates=args.max_candidates, progress=progress.note)
+        progress.note("writing explain.json, explain.html")
+    report.write(args.out)
+    print(report.text())
+    print(f"wrote {args.out}/explain.json, explain.html")
+    return 0

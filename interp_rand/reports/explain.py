@@ -1,0 +1,109 @@
+"""The explain report: :func:`circuits.explain.explain` on a run, a zoo model or a model of your
+own, written as ``explain.json`` and a verdict-first ``explain.html`` (the headline, the chosen
+algorithm's drawing and pseudocode, the candidates with their match, the decisive experiments,
+the checks).
+
+    >>> report = explain_report("zoo:sort")
+    >>> print(report.text()); report.write("out/explain-sort")
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from circuits.explain import Explanation, explain
+from interp_rand.reports.mechanism import MechanismReport, claims_html
+
+FILES = ("explain.json", "explain.html")
+
+
+@dataclass
+class ExplainReport:
+    """``explanation`` (what :func:`~circuits.explain.explain` found) on ``run`` (a label)."""
+
+    explanation: Explanation
+    run: str
+
+    FILES = FILES
+
+    @property
+    def title(self) -> str:
+        return f"explain: {self.run}"
+
+    def text(self) -> str:
+        return "\n".join([f"explain {self.run} ({self.explanation.task})"] + self.explanation.lines())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run, **self.explanation.to_dict()}
+
+    def to_json(self) -> str:
+        from interp_rand.output.files import json_text
+
+        return json_text(self.to_dict(), indent=1)
+
+    def page_headline(self) -> Any:
+        from interp_rand.figures.headline import Headline
+
+        e = self.explanation
+        verdict = e.verdict if e.verdict in ("holds", "fails") else "inconclusive"
+        short = e.shortfall()
+        return Headline(f"the algorithm found in {self.run}", e.chosen or "no winner: indistinguishable", verdict,
+                        failing=short[0] if short else (None if e.chosen else e.headline()))
+
+    def sections(self) -> list[Any]:
+        e = self.explanation
+        out: list[Any] = [f"<p>{html.escape(e.headline())}</p>"]
+        if e.chosen is not None:
+            chosen = e.located[e.chosen].mechanism
+            others = [v.mechanism for name, v in e.located.items() if name != e.chosen]
+            page = MechanismReport(chosen, e.cards[e.chosen], self.run, f"{chosen.name}: {self.run}", e.comparison,
+                                   others)
+            out += page.sections()
+        table = "\n".join(s.line() for s in e.candidates)
+        out.append(f"<h2>Candidates from the primitive library</h2><pre>{html.escape(table)}</pre>")
+        for name in e.ranked:
+            if name == e.chosen:
+                continue
+            out += [f"<h2>Candidate {html.escape(name)}: {e.cards[name].verdict.upper()}</h2>",
+                    claims_html(e.cards[name].claims)]
+        out.append(f"<pre>{html.escape(chr(10).join(e.lines()[-1:]))}</pre>")
+        return out
+
+    def write(self, out: str | Path) -> Path:
+        """explain.json and explain.html in ``out``, replaced together."""
+        from interp_rand.figures.html_page import write_page
+        from interp_rand.output import replace_files, write_text
+
+        out = Path(out)
+        with replace_files(out, FILES) as stage:
+            write_text(stage / "explain.json", self.to_json())
+            write_page(stage / "explain.html", self.title, self.sections(), headline=self.page_headline())
+        return out
+
+
+def explain_report(run: str | Path | None = None, *, model: Any = None, task: Any = None, n: int = 1000,
+                   seed: int = 0, families: list[str] | None = None, max_candidates: int = 3,
+                   progress: Any = None) -> ExplainReport:
+    """:func:`circuits.explain.explain` on ``run`` (a run folder or ``zoo:NAME``) or on a given
+    ``model`` and ``task``."""
+    from interp_rand.run_names import run_label
+
+    if model is None:
+        if run is None:
+            raise ValueError("explain needs a run (a run folder or zoo:NAME) or a model and a task")
+        from interp_rand.training.checkpoint import load_checkpoint
+
+        ckpt = load_checkpoint(run)
+        model, task, label = ckpt.model().eval(), ckpt.spec.make_task(), run_label(run)
+    elif task is None:
+        raise ValueError("explain(model=...) needs task=... too (the batches and answer positions)")
+    else:
+        label = "(model given)" if run is None else str(run)
+    found = explain(model, task, n=n, seed=seed, families=families, max_candidates=max_candidates, progress=progress)
+    return ExplainReport(found, label)
+
+
+__all__ = ["ExplainReport", "explain_report"]
