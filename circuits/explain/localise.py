@@ -15,7 +15,8 @@ written; the earliest component whose interchange accuracy (IIA) reaches
 :data:`SINGLE_SITE_IIA` is kept (later ones carry the value on), else the top components whose margin is at least half the best one's
 (at most :data:`MAX_COMPONENTS`, e.g. redundant heads) together. The gathering step ``r_k`` is
 mapped to the heads that can feed that site (earlier layers' heads at ``r_k``, and the same
-layer's for an MLP; the embeddings of what it reads when there are none), ``c_k`` to the
+layer's for an MLP; and the embeddings of what it reads when there are none, or when a layer-0
+head of the site gathers them itself), ``c_k`` to the
 embedding at ``r_k`` (every component there reads it, so a treeified scrub must keep it), and the
 components after the site at ``r_k`` are the readout. Nothing here tunes a site to a threshold:
 the card (:func:`circuits.mechanisms.check_mechanism`) then tests the whole on fresh pairs.
@@ -89,12 +90,13 @@ def _mechanism(candidate: Candidate, model: Any, task: Any, batch: Any,
             parents.insert(0, f"read_{k}")
             feeders: tuple[Node, ...] = ()
             if chosen:
-                first = min(chosen, key=lambda n: (n.layer, n.kind != "head"))
-                feeders = tuple(n for n in _components(model, r) if n.kind == "head" and _before(n, first)
-                                and n not in chosen)
-                if not feeders:  # nothing before the site: it reads the embeddings itself
+                last = max(chosen, key=lambda n: (n.layer, n.kind != "head"))
+                heads = [n for n in _components(model, r) if n.kind == "head" and n not in chosen]
+                feeders = tuple(n for n in heads if _before(n, last))
+                if not feeders or any(n.kind == "head" and n.layer == 0 for n in chosen):
+                    # a layer-0 head of the site reads the embeddings of what it gathers itself
                     span = range(frame.q(0)) if reads in ("source", "sequence") else range(frame.q(k))
-                    feeders = tuple(Node("embed", position=p + offset) for p in span)
+                    feeders += tuple(Node("embed", position=p + offset) for p in span)
             variables.append(Variable(f"read_{k}", lambda b, k=k: Frame(b, task).read(reads, k),
                                       site=Site.of(*feeders) if feeders else None,
                                       description=f"what output {k} reads ({reads}), gathered at {r}",
