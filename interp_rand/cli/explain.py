@@ -35,7 +35,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=seed_option, default=0, help="seed of every draw (default: 0)")
     parser.add_argument("--families", default=None, metavar="A,B",
                         help="primitive families to try (default: the task's own, else all: order, search, copy, "
-                        "count, position)")
+                        "count, digits, position)")
     parser.add_argument("--max-candidates", type=at_least(1), default=3,
                         help="candidates located and compared, best match first (default: 3)")
     return parser

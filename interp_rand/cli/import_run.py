@@ -20,7 +20,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "The folder holds the weights (safetensors) and checkpoint.json with the model's provenance.",
     )
     parser.add_argument("kind", choices=IMPORTERS.names(), metavar="KIND", help=" | ".join(IMPORTERS.names()))
-    parser.add_argument("source", metavar="SOURCE", help="a file (haiku-recall) or module:function (bridge)")
+    parser.add_argument("source", metavar="SOURCE", help="a file (haiku-recall), module:function (bridge) or a "
+                        "model folder (hf)")
     parser.add_argument("--out", type=output_path, required=True, help="the new run folder")
     seen: set[str] = set()
     for entry in IMPORTERS.entries():

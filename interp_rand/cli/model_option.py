@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-HELP = ("a model of your own in place of {run}: MODULE:FUNCTION returning (model, task) — our model or a "
+HELP = ("a model of your own in place of {run}: MODULE:FUNCTION or FILE.py:FUNCTION returning (model, task) — our model or a "
         "TransformerBridge, and a task or an interp_rand.tasks.TaskSpec — or (model, task, 'fixed') for a model "
         "trained on the task's r0 alone")
 

@@ -13,7 +13,9 @@ An importer ``fn(source, **options) -> Imported`` reads ``source`` and returns t
   to numpy arrays, of a file the user names);
 - ``bridge``: a TransformerLens ``TransformerBridge`` (``boot_native``) returned by
   ``module:function``, for a registered task (``task=``); a model of a task the toolkit does not
-  ship is used directly, ``--model module:function`` on the commands.
+  ship is used directly, ``--model module:function`` on the commands;
+- ``hf``: a GPT-2-style Hugging Face checkpoint folder on disk (:mod:`~interp_rand.importers.hf_gpt2`),
+  for a registered task.
 """
 
 from __future__ import annotations
@@ -88,49 +90,94 @@ def import_haiku_recall(source: str, r0: str = "") -> Imported:
     return Imported(_spec("recall", task_config, model_config, port.train_config(config)), model.eval(), origin)
 
 
+TASK_OPTIONS = (Option("task", "str", "", "the registered task the model solves"),
+                Option("task_config", "str", "{}", "the task's options as JSON"))
+
+
+def _with_task(kind: str, model: Any, task: str, task_config: str, origin: dict[str, Any]) -> Imported:
+    """A model of a registered task (``task``, its options ``task_config`` as JSON) as a run,
+    after checking that the model fits the task (vocabulary, context)."""
+    from interp_rand.evaluation import check_model_fits_task
+    from interp_rand.tasks import make_task, task_names
+
+    if task not in task_names():
+        raise ValueError(f"{kind}: a run folder needs a registered task (--task, one of {', '.join(task_names())}); "
+                         "a model of another task is used directly: --model module:function")
+    try:
+        options = json.loads(task_config)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{kind}: --task-config must be JSON, got {task_config!r}: {err}") from None
+    if not isinstance(options, dict):
+        raise ValueError(f"{kind}: --task-config must be a JSON object of the task's options, got {task_config!r}")
+    try:
+        check_model_fits_task(model, make_task(task, **options))
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{kind}: {err}") from None
+    return Imported(_spec(task, options, model.cfg, {"steps": 1}), model, origin)
+
+
 @IMPORTERS.add("bridge", description="a TransformerLens TransformerBridge (boot_native) returned by module:function",
-               options=(Option("task", "str", "", "the registered task the model solves"),
-                        Option("task_config", "str", "{}", "the task's options as JSON")))
+               options=TASK_OPTIONS)
 def import_bridge(source: str, task: str = "", task_config: str = "{}") -> Imported:
     from interp_rand.importers.run import provenance
     from interp_rand.model.bridge import from_bridge
     from interp_rand.tasks import task_names
 
-    if task not in task_names():
+    if task not in task_names():  # refused before the user's code runs
         raise ValueError(f"bridge: a run folder needs a registered task (--task, one of {', '.join(task_names())}); "
                          "a model of another task is used directly: --model module:function")
     bridge = load_object(source)
+    if type(bridge).__name__ != "TransformerBridge":
+        raise ValueError(f"bridge: {source} must return a TransformerBridge, got {type(bridge).__name__}")
     model = from_bridge(bridge)
-    try:
-        options = json.loads(task_config)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"bridge: --task-config must be JSON, got {task_config!r}: {err}") from None
-    from interp_rand.evaluation import check_model_fits_task
-    from interp_rand.tasks import make_task
+    return _with_task("bridge", model, task, task_config,
+                      provenance("bridge", source, None, bridge_class=type(bridge).__name__))
 
-    try:
-        check_model_fits_task(model, make_task(task, **options))
-    except ValueError as err:
-        raise ValueError(f"bridge: {err}") from None
-    origin = provenance("bridge", source, None, bridge_class=type(bridge).__name__)
-    return Imported(_spec(task, options, model.cfg, {"steps": 1}), model, origin)
+
+@IMPORTERS.add("hf", description="a GPT-2-style Hugging Face checkpoint folder already on disk (config.json + "
+               "model.safetensors), read offline and checked against TransformerLens's bridge", options=TASK_OPTIONS)
+def import_hf(source: str, task: str = "", task_config: str = "{}") -> Imported:
+    from interp_rand.importers.hf_gpt2 import read_gpt2
+    from interp_rand.importers.run import provenance
+
+    folder = Path(source)
+    if not folder.is_dir():
+        raise ValueError(f"hf: {source} is not a folder (a Hugging Face model folder: config.json + model.safetensors)")
+    weights = folder / "model.safetensors"
+    model = read_gpt2(folder)
+    return _with_task("hf", model, task, task_config,
+                      provenance("hf", str(folder.resolve()), weights if weights.is_file() else None))
 
 
 def load_object(target: str) -> Any:
-    """Call ``module:function`` (the user's code, named by the user) and return its result."""
+    """Call ``module:function`` or ``path/to/file.py:function`` (the user's code, named by the
+    user) and return its result."""
     import importlib
     import os
     import sys
 
-    module_name, sep, function = target.partition(":")
+    module_name, sep, function = target.rpartition(":")
     if not sep or not module_name or not function.isidentifier():
-        raise ValueError(f"{target!r} must be module:function (e.g. mypkg.models:build)")
-    if os.getcwd() not in sys.path:  # a module of the folder the command runs in, as `python -m` finds it
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ValueError(f"cannot import {module_name!r} (from {target!r}): {err}") from None
+        raise ValueError(f"{target!r} must be module:function or path/to/file.py:function (e.g. mypkg.models:build)")
+    if module_name.endswith(".py"):  # a Python file the user names (a TaskSpec and its model, say)
+        import importlib.util
+
+        path = Path(module_name)
+        if not path.is_file():
+            raise ValueError(f"{target!r}: no file {module_name}")
+        spec = importlib.util.spec_from_file_location(f"interp_rand_user_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as err:  # the user's file: say which one failed, and how
+            raise ValueError(f"{module_name} failed while loading: {type(err).__name__}: {err}") from None
+    else:
+        if os.getcwd() not in sys.path:  # a module of the folder the command runs in, as `python -m` finds it
+            sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:
+            raise ValueError(f"cannot import {module_name!r} (from {target!r}): {err}") from None
     fn = getattr(module, function, None)
     if not callable(fn):
         raise ValueError(f"{module_name} has no function {function!r}")

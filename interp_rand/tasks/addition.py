@@ -130,6 +130,8 @@ class AdditionTask:
     description: ClassVar[str] = "add two multi-digit numbers (carry cascades enriched)"
     loss_kind: ClassVar[str] = "ce"
     capabilities: ClassVar[frozenset[str]] = frozenset({CARRIES})
+    # the primitive families `explain` builds candidate algorithms from (circuits.explain)
+    families: ClassVar[tuple[str, ...]] = ("digits", "copy")
 
     n_digits: int = 5
     cascade_fraction: float = 0.5

@@ -42,6 +42,8 @@ class SortTask:
     description: ClassVar[str] = "write a list of tokens back in ascending order (duplicates kept)"
     loss_kind: ClassVar[str] = "ce"
     capabilities: ClassVar[frozenset[str]] = frozenset({SORTED_OUTPUT})
+    # the primitive families `explain` builds candidate algorithms from (circuits.explain)
+    families: ClassVar[tuple[str, ...]] = ("order", "search", "copy", "count", "position")
 
     length: int = 10
     vocab: int = 64

@@ -37,6 +37,7 @@ class TaskSpec:
     metric: the circuit metric that fits it (``"logprob"``, ``"logit_diff"`` ...).
     variables: probe variables, ``name -> fn(task, batch, model) -> VariableLabels``.
     description: one line for the reports.
+    families: the primitive families ``explain`` builds candidates from (``()``: all of them).
     """
 
     name: str
@@ -47,6 +48,7 @@ class TaskSpec:
     metric: str = "logprob"
     variables: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     description: str = ""
+    families: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -58,6 +60,7 @@ class TaskSpec:
         if self.loss_kind not in LOSS_KINDS:
             raise ValueError(f"TaskSpec.loss_kind={self.loss_kind!r} is not allowed; choose from {LOSS_KINDS}")
         object.__setattr__(self, "positions", tuple(self.positions))
+        object.__setattr__(self, "families", tuple(self.families))
         object.__setattr__(self, "variables", dict(self.variables))
 
     def sample(self, n: int, generator: torch.Generator) -> Batch:
