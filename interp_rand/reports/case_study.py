@@ -165,6 +165,24 @@ class CaseStudyReport:
         return out
 
 
+def explained_mechanism(model: Any, task: Any, label: str, seed: int, n: int | None, progress: bool) -> Any:
+    """The mechanism :func:`circuits.explain.explain` finds, as the study's mechanism report:
+    the chosen candidate (or, when the experiments cannot separate the survivors, the best
+    ranked, said so) with its card, the other candidates as its rivals."""
+    from interp_rand.progress import note
+    from interp_rand.reports.explain import explain_report
+    from interp_rand.reports.mechanism import MechanismReport
+
+    found = explain_report(model=model, task=task, seed=seed, **({"n": n} if n else {}),
+                           progress=lambda text: note(text, progress)).explanation
+    name = found.chosen or found.ranked[0]
+    others = [v.mechanism for key, v in found.located.items() if key != name]
+    report = MechanismReport(found.located[name].mechanism, found.cards[name], label, f"mechanism {name}: {label}",
+                             found.comparison, others)
+    report.explanation = found
+    return report
+
+
 def carry_layer(card: Any, carries: tuple[str, ...]) -> str | None:
     """The residual hook where the mechanism's carry variables hold under interchange (the one
     most of them hold at), or ``None`` when none holds: the carry study's "carry layer"."""
@@ -202,8 +220,15 @@ def case_study_report(study: str, run: str | Path | None = None, *, seed: int = 
     model, task = ckpt.model().eval(), ckpt.spec.make_task()
     from interp_rand.progress import note
 
-    note(f"checking the {study} mechanism (interchange per variable, causal scrubbing, predictions)", progress)
-    mechanism = mechanism_report(study, model=model, task=task, seed=seed, **({"n": n} if n else {}))
+    module = flagship(study)
+    reason = module.applies(model, task) if hasattr(module, "applies") else None
+    if reason is None:
+        note(f"checking the {study} mechanism (interchange per variable, causal scrubbing, predictions)", progress)
+        mechanism = mechanism_report(study, model=model, task=task, seed=seed, **({"n": n} if n else {}))
+    else:  # another shape: the mechanism the search finds, not the flagship's hand-written one
+        note(f"the {study} flagship does not apply ({reason}); explain searches for the mechanism", progress)
+        mechanism = explained_mechanism(model, task, run_label(run), seed, n, progress)
+        mechanism.origin = f"mechanism found by explain: the hand-written {study} mechanism does not apply ({reason})"
     note(f"mechanism: {mechanism.card.verdict.upper()} ({mechanism.card.seconds:.0f} s)", progress)
     mechanism.run = run_label(run)
     mechanism.title = f"mechanism {mechanism.mechanism.name}: {run_label(run)}"
@@ -215,8 +240,8 @@ def case_study_report(study: str, run: str | Path | None = None, *, seed: int = 
     spec = studies().get(study)
     config = spec.config(seed=seed, n_controls=n_controls)
     config = dataclasses.replace(config, n_eval=n) if n else config
-    if spec.from_mechanism is not None:
-        config = dataclasses.replace(config, **spec.from_mechanism(mechanism.card, flagship(study)))
+    if spec.from_mechanism is not None and reason is None:
+        config = dataclasses.replace(config, **spec.from_mechanism(mechanism.card, module))
     result = spec.run(model, task, config, progress=progress)
     claims, details = spec.claims(result), spec.details(result)
     details += mechanism.placement_lines(spec.components(result), spec.components_label)

@@ -36,11 +36,13 @@ class MechanismReport:
     title: str
     comparison: Any = None  # circuits.mechanisms.Comparison against the flagship's rivals, or None
     rivals: list[Any] = field(default_factory=list)  # the rival Mechanisms compared
+    origin: str = ""  # where the mechanism came from, when not a flagship's hand-written one
+    explanation: Any = None  # the circuits.explain.Explanation that found it, if any
 
     @property
     def lines(self) -> list[str]:
         lines = self.card.lines()
-        return lines[:1] + self.rival_lines() + lines[1:]
+        return lines[:1] + ([self.origin] if self.origin else []) + self.rival_lines() + lines[1:]
 
     def placement_lines(self, components: Any, label: str) -> list[str]:
         """Where ``components`` (an edge-level study's heads or components, at any position)
@@ -79,6 +81,10 @@ class MechanismReport:
         out = {"run": self.run, **self.card.to_dict()}
         if self.comparison is not None:
             out["rivals"] = self.comparison.to_dict()
+        if self.origin:
+            out["origin"] = self.origin
+        if self.explanation is not None:
+            out["explain"] = self.explanation.to_dict()
         return out
 
     def to_json(self) -> str:

@@ -214,6 +214,18 @@ def default_sites(task: Any) -> dict[str, Site]:
     }
 
 
+def applies(model: Any, task: Any) -> str | None:
+    """Why the carry mechanism, as stated here (3-digit msb-first addition, 2 blocks of 4 heads
+    with MLPs, as zoo:addition), cannot be checked on ``model`` (``None``: it can)."""
+    if getattr(task, "name", None) != "addition" or task.n_digits != N_DIGITS or task.answer_order != "msb":
+        return f"it is stated for {N_DIGITS}-digit msb-first addition; this run is {getattr(task, 'name', task)!r} " + (
+            f"with {task.n_digits} digits, answer {task.answer_order} first" if hasattr(task, "n_digits") else "")
+    if model.cfg.n_layers != 2 or model.cfg.n_heads != 4 or getattr(model.cfg, "attn_only", False):
+        return (f"it names the heads and MLPs of 2 blocks of 4 heads; the model has {model.cfg.n_layers} blocks of "
+                f"{model.cfg.n_heads} heads")
+    return None
+
+
 def mechanism(task: Any, sites: dict[str, Site | None] | None = None, s2_rule: str = "written",
               predictions: bool = True, n_flipped: int = 1000, cascade_rows: int | None = None) -> Mechanism:
     """The carry mechanism of ``zoo:addition``'s task.
@@ -481,5 +493,5 @@ def carry_site(model: Any, task: Any, *, n: int = 2000, n_pairs: int = 300, seed
     return out
 
 
-__all__ = ["CARRY_HOOKS", "PSEUDOCODE", "RUN", "CarrySite", "Layout", "carry_class", "carry_predictions",
+__all__ = ["CARRY_HOOKS", "PSEUDOCODE", "RUN", "CarrySite", "Layout", "applies", "carry_class", "carry_predictions",
            "carry_site", "default_sites", "mechanism", "ripple_mechanism", "rivals", "textbook_mechanism"]

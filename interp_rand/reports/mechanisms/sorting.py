@@ -88,17 +88,16 @@ def sample_with_partners(task: Any, n: int, generator: torch.Generator) -> Any:
 
 # ---------------------------------------------------------------------- prediction inputs
 ENUMERATE_MAX = 10 ** 6  # larger input spaces are sampled, not enumerated
+SAMPLED_LISTS = 100_000  # how many, when the caller names no number
 
 
 def every_list(task: Any, generator: torch.Generator, n_lists: int | None = None) -> Tensor:
     """``[V^L, L]`` the whole input space, or ``n_lists`` rows of it drawn without replacement
     (a quick look for tests); a space larger than ``ENUMERATE_MAX`` lists is sampled (uniform,
-    with replacement) and needs ``n_lists``."""
+    with replacement): ``n_lists`` of them, or ``SAMPLED_LISTS``."""
     size = task.vocab ** task.length
     if size > ENUMERATE_MAX:
-        if n_lists is None:
-            raise ValueError(f"{task.vocab}^{task.length} lists are too many to enumerate; pass n_lists")
-        return torch.randint(0, task.vocab, (n_lists, task.length), generator=generator)
+        return torch.randint(0, task.vocab, (n_lists or SAMPLED_LISTS, task.length), generator=generator)
     lists = torch.tensor(list(itertools.product(range(task.vocab), repeat=task.length)))
     if n_lists is None or n_lists >= len(lists):
         return lists
@@ -206,6 +205,20 @@ def mechanism(task: Any, n_lists: int | None = None, n_heads: int = 4) -> Mechan
         predictions=predictions, pseudocode=PSEUDOCODE, sample=sample_with_partners)
 
 
+def applies(model: Any, task: Any) -> str | None:
+    """Why the rank readout, as stated here (layer 0's heads read, MLP 0 computes, layer 1
+    writes), cannot be checked on ``model`` (``None``: it can): it needs two or more blocks of
+    four heads with MLPs and the sort task's layout, any length and vocabulary."""
+    if getattr(task, "name", None) != "sort":
+        return f"it is stated for the sort task, not {getattr(task, 'name', task)!r}"
+    if model.cfg.n_layers < 2 or getattr(model.cfg, "attn_only", False):
+        return f"it names MLP 0 and a second block; the model has {model.cfg.n_layers} block(s)" + (
+            " without MLPs" if getattr(model.cfg, "attn_only", False) else "")
+    if model.cfg.n_heads != 4:
+        return f"it names 4 heads a layer; the model has {model.cfg.n_heads}"
+    return None
+
+
 # ---------------------------------------------------------------------- the rivals
 def _successor(b: Any, L: int, k: int, c: Tensor) -> Tensor:
     """The next element after the current token ``c`` at output ``k``: ``c`` again when the
@@ -266,6 +279,6 @@ def rivals(task: Any, n_heads: int = 4) -> dict[str, Mechanism]:
     return {m.name: m for m in (next_larger_mechanism(task, n_heads), copy_heads_mechanism(task, n_heads))}
 
 
-__all__ = ["PSEUDOCODE", "RUN", "copy_heads_mechanism", "mechanism", "multiset_code", "next_larger_mechanism",
+__all__ = ["PSEUDOCODE", "RUN", "applies", "copy_heads_mechanism", "mechanism", "multiset_code", "next_larger_mechanism",
            "order_statistic", "rivals",
            "sample_with_partners", "with_written_token"]

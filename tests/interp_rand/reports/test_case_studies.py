@@ -165,3 +165,30 @@ def test_sort_study_finds_the_hand_set_next_larger_head():
     role, ablation, *_ = sort_claims(study)
     assert role.verdict.holds and ablation.verdict.holds
     assert len(study_figures(study)) == 3
+
+
+def test_a_run_the_flagship_does_not_fit_gets_the_mechanism_explain_finds(monkeypatch):
+    """When the hand-written mechanism does not apply (another shape), the case study rests on
+    the search: explain's chosen mechanism, said so, with its rivals; the edge-level study runs
+    on top of it."""
+    from interp_rand.reports.case_study import case_study_report
+    from interp_rand.reports.mechanisms import sorting
+
+    monkeypatch.setattr(sorting, "applies", lambda model, task: "a shape it is not stated for (test)")
+    report = case_study_report("sort", "zoo:sort", n=400, n_controls=2, card=False)
+    mech = report.mechanism
+    assert mech.mechanism.name == "order_statistic" and mech.comparison.winner == "order_statistic"
+    assert report.lines[1].startswith("mechanism found by explain: the hand-written sort mechanism does not apply")
+    assert report.data["mechanism"]["explain"]["chosen"] == "order_statistic"
+    assert any("in each mechanism" in line for line in report.lines)  # the heads placed in the found mechanism
+    from interp_rand.reports.mechanisms import carry
+    from interp_rand import make_task
+    from types import SimpleNamespace
+
+    model = SimpleNamespace(cfg=SimpleNamespace(n_layers=2, n_heads=4, attn_only=False))
+    assert carry.applies(model, make_task("addition", n_digits=3)) is None
+    assert "stated for 3-digit msb-first addition" in carry.applies(model, make_task("addition", n_digits=4))
+    monkeypatch.undo()
+    assert sorting.applies(model, make_task("sort", length=6, vocab=16)) is None  # any length and vocabulary
+    two_heads = SimpleNamespace(cfg=SimpleNamespace(n_layers=2, n_heads=2, attn_only=False))
+    assert sorting.applies(two_heads, make_task("sort", length=6, vocab=16)) == "it names 4 heads a layer; the model has 2"
