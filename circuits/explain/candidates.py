@@ -51,6 +51,10 @@ class Candidate:
     def index(self, k: int, n_outputs: int) -> int:
         return n_outputs - 1 - k if self.reverse else k
 
+    def read_position(self, frame: Frame, k: int) -> int:
+        """The position a copying primitive reads for output ``k``."""
+        return self.primitive.at(frame, self.index(k, frame.n_outputs))
+
     def answer_at(self, frame: Frame, k: int) -> Tensor:
         return self.primitive.compute(frame, self.index(k, frame.n_outputs)).long()
 

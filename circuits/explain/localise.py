@@ -86,7 +86,19 @@ def _mechanism(candidate: Candidate, model: Any, task: Any, batch: Any,
         variables.append(Variable(f"cue_{k}", lambda b, k=k: Frame(b, task).current(k), site=Site.of(Node("embed", position=r)),
                                   description=f"the current token at {r}", family="cue", instance=k))
         chosen = sites.get(k)
-        if reads != "none":
+        if reads == "position":  # the one token it copies, and the heads at r_k that move it there
+            parents.insert(0, f"read_{k}")
+            at = candidate.read_position(frame, k)
+            feeders = ()
+            if chosen:
+                last = max(chosen, key=lambda n: (n.layer, n.kind != "head"))
+                feeders = (Node("embed", position=at + offset),) + tuple(
+                    n for n in _components(model, r) if n.kind == "head" and _before(n, last) and n not in chosen)
+            variables.append(Variable(f"read_{k}", lambda b, at=at: b.inputs[:, at],
+                                      site=Site.of(*feeders) if feeders else None,
+                                      description=f"the token at {at + offset}, moved to {r} for output {k}",
+                                      family="read", instance=k))
+        elif reads != "none":
             parents.insert(0, f"read_{k}")
             feeders: tuple[Node, ...] = ()
             if chosen:
@@ -166,7 +178,9 @@ def pseudocode(mech: Mechanism, candidate: Candidate) -> str:
     lines = ["for each output k, at its position r_k:"]
     if candidate.primitive.reads != "none":
         what = {"source": "the source tokens, as a multiset", "sequence": "the source tokens, in order",
-                "prefix": "the tokens up to r_k, as a multiset"}[candidate.primitive.reads]
+                "prefix": "the tokens up to r_k, as a multiset",
+                "position": "the token the step copies, moved to r_k by attention"}[
+            candidate.primitive.reads]
         lines.append(f"    read_k = {what}   # {where(mech, 'read')}")
     lines.append("    c_k = the current token   # embed @ r_k")
     lines.append(f"    {candidate.description}   # {where(mech, 'y')}")

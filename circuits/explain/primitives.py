@@ -5,7 +5,8 @@ A :class:`Primitive` computes the answer at output ``k`` of a batch seen as a :c
 the tokens visible up to it; the *source*, the tokens before the first answer position). It
 says what it reads, so that the search can give it a site: ``reads="source"`` (the list before
 the answer, gathered by attention at ``q_k``, order-free), ``"sequence"`` (the same list in
-order: operands), ``"prefix"`` (every token up to ``q_k``) or ``"none"``; ``cue=True`` when it also reads the current token at ``q_k``. Families group them:
+order: operands), ``"prefix"`` (every token up to ``q_k``), ``"position"`` (the one token at
+``at(frame, k)``, which the primitive copies) or ``"none"``; ``cue=True`` when it also reads the current token at ``q_k``. Families group them:
 
 - ``order``: the k-th order statistic (k-th smallest, from the histogram), the k-th largest,
   the running maximum and minimum;
@@ -34,7 +35,7 @@ from torch import Tensor
 
 from interp_rand.registry import Registry
 
-READS = ("source", "sequence", "prefix", "none")
+READS = ("source", "sequence", "prefix", "position", "none")
 HASH_MODULUS = 4_398_046_511_093  # the largest prime below 2^42: code * 1_000_003 stays below 2^63
 
 
@@ -104,6 +105,7 @@ class Primitive:
         reads: what it gathers (:data:`READS`).
         cue: it also reads the current token at ``q_k``.
         needs: a method the task must have (``operand_digits`` for the digit primitives).
+        at: ``at(frame, k) -> int`` the position a ``reads="position"`` primitive copies from.
     """
 
     family: str
@@ -113,18 +115,21 @@ class Primitive:
     reads: str = "source"
     cue: bool = False
 
+    needs: str = ""
+    at: Callable[[Frame, int], int] | None = None
+
     def __post_init__(self) -> None:
         if self.reads not in READS:
             raise ValueError(f"Primitive.reads={self.reads!r} is not allowed; choose from {READS}")
-
-    needs: str = ""
+        if (self.reads == "position") != (self.at is not None):
+            raise ValueError("a primitive reads='position' exactly when it says where: at(frame, k)")
 
     def applies(self, frame: Frame) -> bool:
         """A primitive reading the source needs one (tokens before the first answer); one that
         ``needs`` a task method (``operand_digits``) needs a task that has it."""
         if self.needs and not hasattr(frame.task, self.needs):
             return False
-        return self.reads not in ("source", "sequence") or frame.source.shape[1] > 0
+        return self.reads not in ("source", "sequence") and self.at is None or frame.source.shape[1] > 0
 
 
 PRIMITIVES: Registry[Primitive] = Registry("primitive")
@@ -139,6 +144,12 @@ def register_primitive(family: str, name: str, description: str, *, reads: str =
         return fn
 
     return add
+
+
+def register_copy(family: str, name: str, description: str, at: Callable[[Frame, int], int]) -> None:
+    """Register the primitive that copies the token at position ``at(frame, k)``."""
+    PRIMITIVES.register(name, Primitive(family, name, description, lambda frame, k: frame.tokens[:, at(frame, k)],
+                                        "position", at=at), description=description)
 
 
 def families() -> list[str]:
@@ -202,14 +213,10 @@ def _successor(frame: Frame, k: int) -> Tensor:
 
 
 # ---------------------------------------------------------------------- copy
-@register_primitive("copy", "copy_source", "y_k = the k-th source token (copy in order)")
-def _copy_source(frame: Frame, k: int) -> Tensor:
-    return frame.source[:, min(k, frame.source.shape[1] - 1)]
-
-
-@register_primitive("copy", "reverse_source", "y_k = the k-th source token from the end (reverse)")
-def _reverse_source(frame: Frame, k: int) -> Tensor:
-    return frame.source[:, max(frame.source.shape[1] - 1 - k, 0)]
+register_copy("copy", "copy_source", "y_k = the k-th source token (copy in order)",
+              lambda frame, k: min(k, frame.source.shape[1] - 1))
+register_copy("copy", "reverse_source", "y_k = the k-th source token from the end (reverse)",
+              lambda frame, k: max(frame.source.shape[1] - 1 - k, 0))
 
 
 @register_primitive("copy", "copy_current", "y_k = c_k (the token at q_k)", reads="none", cue=True)
@@ -217,9 +224,7 @@ def _copy_current(frame: Frame, k: int) -> Tensor:
     return frame.current(k)
 
 
-@register_primitive("copy", "copy_previous", "y_k = the token before q_k", reads="prefix")
-def _copy_previous(frame: Frame, k: int) -> Tensor:
-    return frame.tokens[:, max(frame.q(k) - 1, 0)]
+register_copy("copy", "copy_previous", "y_k = the token before q_k", lambda frame, k: max(frame.q(k) - 1, 0))
 
 
 # ---------------------------------------------------------------------- count
@@ -285,4 +290,4 @@ def _index(frame: Frame, k: int) -> Tensor:
 
 
 __all__ = ["Frame", "PRIMITIVES", "Primitive", "READS", "families", "multiset_code", "order_statistic",
-           "primitives_of", "register_primitive"]
+           "primitives_of", "register_copy", "register_primitive"]
