@@ -50,6 +50,10 @@ def register_randomness_analysis(task_name: str) -> Callable[[TaskAnalysis], Tas
     return RANDOMNESS_ANALYSES.add(task_name, description=f"the randomness report's analysis of {task_name} runs")
 
 
+# the key-code study's size (circuits.analyses.recall_codes): the same inputs under every one of the seeds
+CODE_INPUTS, CODE_SEEDS = 1000, 64
+
+
 @register_randomness_analysis("recall")
 def _recall(model, task, out, *, batch, generator, seed_source, stored_inputs, seed, label, progress) -> None:
     import torch
@@ -63,6 +67,15 @@ def _recall(model, task, out, *, batch, generator, seed_source, stored_inputs, s
     stats, stored = stored_set_map(model, task, stored_inputs, generator)
     out["stored_set"] = stats.to_dict()
     out["mechanism"] = recall_mechanism(model, task, seed_source, inputs, stored, seed)
+    from circuits.analyses.recall_codes import check_architecture, code_study
+
+    try:
+        check_architecture(model)
+    except ValueError as err:
+        out["codes"] = {"skipped": str(err)}
+        return
+    _progress.note(f"{label}: key codes, signal and crosstalk ({CODE_INPUTS} inputs x {CODE_SEEDS} seeds)", progress)
+    out["codes"] = code_study(model, task, n_inputs=CODE_INPUTS, n_seeds=CODE_SEEDS, seed=seed).to_dict()
 
 
 @register_randomness_analysis("coloring")
@@ -160,6 +173,15 @@ def key_numbers(run: dict[str, Any]) -> dict[str, Any]:
                     "MI given vertex id": info["mi_given_id"], "colour from rank accuracy": info["rank_accuracy"],
                     "majority colour accuracy": info["majority_accuracy"]})
         row.update({f"colour change, noise at distance {d}": r for d, r in zip(effect["distance"], effect["change_rate"])})
+    codes = run.get("codes", {})
+    if "failure_rate" in codes:
+        row.update({"codes: (a) crosstalk AUC": codes["interference_auc"], "codes: (a) signal-only AUC": codes["signal_auc"],
+                    "codes: (b) overlap correlation across seeds": codes["overlap_correlation"],
+                    "codes: (b) collisions under every seed": codes["collide_every_seed"],
+                    "codes: (b) inputs failing under every seed": codes["fail_every_seed"],
+                    "codes: (c) rescue by a separating seed": codes["rescue_switch"],
+                    "codes: (c) rescue by a random seed": codes["rescue_random"],
+                    "codes: (d) oblivious adversary's failure": codes["oblivious_adversary"]})
     row.update(mechanism_numbers(run))
     return row
 
@@ -198,6 +220,11 @@ def randomness_claims(runs: list[dict[str, Any]]) -> list[Any]:
         claims.append(Claim(f"{name} mixes strategies (per-seed stored sets near capacity, different across seeds; "
                             "value: set diversity)", diversity, None if other is None else other["set_diversity"],
                             runs[1]["name"] if other is not None else "no compared run", Verdict(outcome, rule, why)))
+    codes = [r.get("codes", {}) for r in runs[:2]]
+    if len(runs) > 1 and all("failure_rate" in c for c in codes):
+        from circuits.analyses.recall_codes import code_claims
+
+        claims += code_claims(codes[0], codes[1], name, runs[1]["name"])
     rule = first.get("mechanism", {}).get("rule")
     if rule is not None:
         claims.append(exceeds(f"{name}'s colouring agrees with the classical routine (relabelled) beyond shuffled noise",
