@@ -20,6 +20,13 @@ Two measurements on any seeded model of the toolkit (the paper's ``A(x, r)``):
   per hook (:func:`probes.linear_probe.probe_accuracy`) says where the seed is linearly
   decodable.
 
+- :func:`success_usage`, **what the seed decides**: over inputs and pairs of distinct seeds,
+  the probability that the model is right under one and wrong under the other (at most 0.5,
+  reached when every input succeeds under exactly half the seeds). It measures use *for the
+  task*: a network that merely passes its seed through, right or wrong by chance, is almost
+  never right (a random-init recall model: 1/32), so its seed decides little; a model that
+  ignores its seed scores 0; the TV score above measures sensitivity, not use.
+
     >>> usage = randomness_usage(model, batch, task.loss_kind)
     >>> usage.score["a1.0"], usage.reference
 """
@@ -42,6 +49,40 @@ from interp_rand.losses import MAX_ENUMERATED_BITS, get_loss_kind  # noqa: F401 
 from interp_rand.model.capture import capture_into
 from interp_rand.model.hook_names import residual_hooks, seed_offset
 from interp_rand.seeded_evaluation.run import expand_over_seeds
+
+
+# ---------------------------------------------------------------------- what the seed decides
+@dataclass(frozen=True)
+class SuccessUsage:
+    """``decides``: the probability, over inputs and pairs of distinct seeds, that the model is
+    right under one seed and wrong under the other (0: the seed decides nothing; at most
+    about 0.5); ``success``: the mean success; ``inputs_seed_dependent``: the share of inputs
+    right under some seeds and wrong under others."""
+
+    decides: float
+    success: float
+    inputs_seed_dependent: float
+    n_inputs: int
+    n_seeds: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@torch.no_grad()
+def success_usage(model: Any, task: Any, batch: Any, seeds: Tensor) -> SuccessUsage:
+    """What the seed decides (module docstring): every input of ``batch`` under every seed of
+    ``seeds`` ``[S, d_seed]`` (:func:`interp_rand.seeded_evaluation.run.success_matrix`)."""
+    from interp_rand.seeded_evaluation.run import success_matrix
+
+    if len(seeds) < 2:
+        raise ValueError("what the seed decides needs at least two seeds")
+    right = success_matrix(model, task, batch, seeds, keep_probs=False).success.float()  # [n, S]
+    S = right.shape[1]
+    p = right.mean(1)
+    differ = 2 * p * (1 - p) * S / (S - 1)  # P(two distinct random seeds disagree), per input
+    return SuccessUsage(float(differ.mean()), float(p.mean()), float(((p > 0) & (p < 1)).float().mean()),
+                        right.shape[0], S)
 
 
 # ---------------------------------------------------------------------- output distributions
@@ -329,6 +370,8 @@ def seed_probe(model: Any, batch: Any, hooks: list[str], generator: torch.Genera
 __all__ = [
     "RandomnessUsage",
     "SeedEntry",
+    "SuccessUsage",
+    "success_usage",
     "answer_distribution",
     "answers",
     "randomness_usage",

@@ -222,9 +222,14 @@ def randomness_headline(report: Any) -> Headline:
     runs, claims = report["runs"], report.get("claims", [])
     first = runs[0]
     names = [f"{r['name']} ({run_role(r)})" if run_role(r) else r["name"] for r in runs]
-    measured = "seed usage (whole model, mean TV) of " + " vs ".join(names + ["random init"])
-    usage = [_number(r["usage"]["reference"]) for r in runs] + [_number(first["random_init"]["reference"])]
-    number = " vs ".join(usage)
+    if all("decides" in r for r in runs):  # what the seed decides: use for the task
+        measured = "how often the seed decides success (right under one seed, wrong under another) of " + " vs ".join(
+            names + ["random init"])
+        number = " vs ".join([_number(r["decides"]["decides"]) for r in runs]
+                             + [_number(first["random_init"]["decides"]["decides"])])
+    else:
+        measured = "seed usage (whole model, mean TV) of " + " vs ".join(names + ["random init"])
+        number = " vs ".join([_number(r["usage"]["reference"]) for r in runs] + [_number(first["random_init"]["reference"])])
     mixes = [r.get("mechanism", {}).get("mixing") for r in runs]
     if mixes[0] is not None:
         diversity = " vs ".join("n/a" if m["set_diversity"] is None else f"{m['set_diversity']:.2f}"
@@ -262,10 +267,13 @@ def write_randomness_html(report: Any, path: str | Path) -> Path:
     and the key numbers."""
     report = _as_dict(report)
     runs = report["runs"]
-    note = ("<p class='note'>Usage score: mean total variation between the clean output distribution and the one "
+    note = ("<p class='note'>What the seed decides (the headline): the probability that the model is right under "
+            "one seed and wrong under another for the same input; 0 means the seed decides nothing, and a network "
+            "that passes its seed through but is rarely right scores near 0, so it measures use for the task. "
+            "Usage score (the figure): mean total variation between the clean output distribution and the one "
             "with a single node's activation taken from the same input under another seed (0 = the node carries "
-            "no seed information to the output). Random init: the first run's architecture with fresh random "
-            "weights, its seed use by accident.</p>")
+            "no seed information to the output): where the seed flows, which a random network also shows. Random "
+            "init: the first run's architecture with fresh random weights, its seed use by accident.</p>")
     title = "randomness channel: " + " vs ".join(run_label(r) for r in runs)
     sections = [*randomness_figures(report), note, _claims_table(report.get("claims", [])),
                 "<h2>Key numbers</h2>" + _summary_table(report.get("summary", {}))]

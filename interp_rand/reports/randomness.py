@@ -94,6 +94,11 @@ def _coloring(model, task, out, *, batch, generator, seed_source, stored_inputs,
 # ------------------------------------------------------------------ one run
 
 FIXED_SEED_USAGE_NOTE = "r0 only: the usage score's fresh seeds are outside its training"
+# what the seed decides (circuits.analyses.randomness.success_usage): the same inputs under these many seeds
+DECIDES_INPUTS, DECIDES_SEEDS = 512, 32
+DECIDES_MEANING = ("what the seed decides: the probability that the model is right under one seed and wrong under "
+                   "another, for the same input (0: the seed decides nothing; a network that passes its seed through "
+                   "but is rarely right scores near 0)")
 
 
 def analyse_model(model: Any, task: Any, *, seed_source: str = "fresh", n: int = 2048, stored_inputs: int = 32,
@@ -103,7 +108,8 @@ def analyse_model(model: Any, task: Any, *, seed_source: str = "fresh", n: int =
     model was trained (``"fixed"``: on r0 only); ``label`` names it in the progress lines."""
     import torch
 
-    from circuits.analyses.randomness import randomness_usage, residual_stream_hooks, seed_entry, seed_probe
+    from circuits.analyses.randomness import (randomness_usage, residual_stream_hooks, seed_entry, seed_probe,
+                                              success_usage)
     from probes.controls import random_init_like
 
     generator = torch.Generator().manual_seed(seed)
@@ -127,6 +133,11 @@ def analyse_model(model: Any, task: Any, *, seed_source: str = "fresh", n: int =
                           "score": control.score,
                           "seed_probe": seed_probe(random_model, probe_batch, residual_stream_hooks(random_model),
                                                    torch.Generator().manual_seed(seed))[0]}
+    # what the seed decides: success under one seed and not another, for the model and its control
+    _progress.note(f"{label}: what the seed decides ({DECIDES_INPUTS} inputs x {DECIDES_SEEDS} seeds)", progress)
+    decide_inputs, decide_seeds = task.sample(DECIDES_INPUTS, generator), task.sample_seeds(DECIDES_SEEDS, generator)
+    out["decides"] = success_usage(model, task, decide_inputs, decide_seeds).to_dict()
+    out["random_init"]["decides"] = success_usage(random_model, task, decide_inputs, decide_seeds).to_dict()
     analysis = RANDOMNESS_ANALYSES.get(task.name) if task.name in RANDOMNESS_ANALYSES else None
     if analysis is not None:
         analysis(model, task, out, batch=batch, generator=generator, seed_source=seed_source,
@@ -151,6 +162,11 @@ def key_numbers(run: dict[str, Any]) -> dict[str, Any]:
 
     usage, entry = run["usage"], run["entry"]
     row: dict[str, Any] = {"seeds in training": usage.get("seeds_in_training", "fresh seeds")}
+    if "decides" in run:
+        row["the seed decides success (P right under one seed, wrong under another)"] = run["decides"]["decides"]
+        row["the seed decides success, random-init control"] = run["random_init"]["decides"]["decides"]
+        row["inputs whose success depends on the seed"] = run["decides"]["inputs_seed_dependent"]
+        row["success over inputs and seeds"] = run["decides"]["success"]
     row.update({f"usage {k}": v for k, v in usage["score"].items()})
     row["usage whole model (reference)"] = usage["reference"]
     row["answer flip, whole model"] = usage["reference_flip"]
@@ -188,21 +204,31 @@ def key_numbers(run: dict[str, Any]) -> dict[str, Any]:
 
 def randomness_claims(runs: list[dict[str, Any]]) -> list[Any]:
     """The claims the report makes about its first run, each judged by the one verdict rule
-    (:func:`interp_rand.verdicts.exceeds`, its default margin and ratio): its output
-    depends on its seed beyond its random-init control (the same architecture, random weights:
-    seed use by accident); beyond the compared run (e.g. its ERM twin); recall: it mixes
+    (:func:`interp_rand.verdicts.exceeds`, its default margin and ratio): its seed decides its
+    success (:data:`DECIDES_MEANING`) beyond its random-init control (the same architecture,
+    random weights: a pass-through of the seed, rarely right) and beyond the compared run (e.g.
+    its ERM twin); recall: the key-code claims against the compared run; recall: it mixes
     strategies (:class:`interp_rand.seeded_evaluation.mixing.MixingStrategies`' own rule);
     colouring: its learned rule agrees with the classical routine beyond shuffled noise."""
     from interp_rand.verdicts import Claim, Verdict, exceeds
 
     first = runs[0]
     name = first["name"]
-    usage = first["usage"]["reference"]
-    claims = [exceeds(f"{name} uses its seed beyond its random-init control (whole-model usage, mean TV)", usage,
-                      first["random_init"]["reference"], control_label="the random-init control")]
-    if len(runs) > 1:
-        claims.append(exceeds(f"{name} uses its seed beyond {runs[1]['name']} (whole-model usage, mean TV)", usage,
-                              runs[1]["usage"]["reference"], control_label=runs[1]["name"]))
+    if "decides" in first:  # use for the task: the seed decides success (a pass-through scores near 0)
+        decides = first["decides"]["decides"]
+        claims = [exceeds(f"{name}'s seed decides its success beyond its random-init control (P right under one "
+                          "seed, wrong under another)", decides, first["random_init"]["decides"]["decides"],
+                          control_label="the random-init control")]
+        if len(runs) > 1 and "decides" in runs[1]:
+            claims.append(exceeds(f"{name}'s seed decides its success beyond {runs[1]['name']}'s", decides,
+                                  runs[1]["decides"]["decides"], control_label=runs[1]["name"]))
+    else:  # a report written before the measure existed
+        usage = first["usage"]["reference"]
+        claims = [exceeds(f"{name} uses its seed beyond its random-init control (whole-model usage, mean TV)", usage,
+                          first["random_init"]["reference"], control_label="the random-init control")]
+        if len(runs) > 1:
+            claims.append(exceeds(f"{name} uses its seed beyond {runs[1]['name']} (whole-model usage, mean TV)", usage,
+                                  runs[1]["usage"]["reference"], control_label=runs[1]["name"]))
     mix = first.get("mechanism", {}).get("mixing")
     if mix is not None:
         other = runs[1].get("mechanism", {}).get("mixing") if len(runs) > 1 else None
