@@ -48,8 +48,8 @@ TOUR: list[tuple[str, str, list[str]]] = [
      ["randomness", "zoo:coloring-Aq_R", "--compare", "zoo:coloring-AE_R", "--n", "256", "--out", "OUT"]),
     ("recall", "recall (N = 12): seed usage and the stored-set map, A^q_R against A^E_R",
      ["randomness", "zoo:recall-Aq_R", "--compare", "zoo:recall-AE_R", "--n", "256", "--out", "OUT"]),
-    ("compare", "the seed's circuit (pairs differing in the seed only): colouring A^E_R against A^q_R",
-     ["compare", "zoo:coloring-AE_R", "zoo:coloring-Aq_R", "--pairs", "seed", "--out", "OUT"]),
+    ("compare", "the seed's circuit (pairs differing in the seed only): colouring A^q_R against its ERM twin A^E_R",
+     ["compare", "zoo:coloring-Aq_R", "zoo:coloring-AE_R", "--pairs", "seed", "--out", "OUT"]),
     ("gridworld", "the randomized grid-world explorer's first-visit map",
      ["gridworld", "eval", "zoo:gridworld-Aq_R", "--out", "OUT"]),
 ]

@@ -22,7 +22,7 @@ from circuits.analyses.agreement import spearman
 from circuits.analyses.faithfulness import TINY_GAP, faithfulness
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Edge
-from interp_rand.verdicts import Claim, exceeds, inconclusive
+from interp_rand.verdicts import Claim, exceeds, inconclusive, meets
 
 # circuit X measured on model/data Y, in this order in `cross`
 CROSS_KEYS = ("a_on_a", "b_on_a", "b_on_b", "a_on_b")
@@ -201,5 +201,32 @@ def comparison_claims(result: CircuitComparison, gaps: tuple[float, float] | Non
     return claims
 
 
+def seed_comparison_claims(result: CircuitComparison, gaps: tuple[float, float], min_gap: float) -> list[Claim]:
+    """The claims of a randomized-vs-ERM comparison on *seed* pairs (the same inputs under two
+    seeds, each model's own answers as targets), stated as the expected finding, so that HOLDS
+    means the difference was found and FAILS that it was not: A's seed moves its answer beyond
+    B's (behaviour gaps, metric units, :func:`interp_rand.verdicts.exceeds` with margin
+    ``min_gap``); A's seed reaches its answer through its circuit (the circuit recovers A's seed
+    behaviour beyond random circuits of its size); B's seed does not reach its answer (B's gap
+    at most ``min_gap``: its seed circuit is noise). The two circuits' overlap and rank
+    agreement stay numbers: on seed pairs nothing predicts them."""
+    la, lb = (f"A ({result.labels[0]})", f"B ({result.labels[1]})")
+    gap_a, gap_b = abs(gaps[0]), abs(gaps[1])
+    recovers = exceeds(f"the seed of {la} reaches its answer through its circuit (recovered share of its seed "
+                       "behaviour)", result.cross.get("a_on_a"), result.random_cross.get("a_on_a"),
+                       control_label="random circuits of its size", margin=SHARE_MARGIN, floor=RECOVERY_FLOOR,
+                       unavailable="no random circuits measured")
+    if gap_a < min_gap:
+        recovers = inconclusive(recovers, f"the seed barely moves {la} ({gap_a:.2g}): its shares are noise")
+    return [
+        exceeds(f"the seed of {la} moves its answer beyond the seed of {lb} (behaviour gap on seed pairs)", gap_a,
+                gap_b, control_label=lb, margin=min_gap),
+        recovers,
+        meets(f"the seed of {lb} does not reach its answer (behaviour gap on seed pairs)", gap_b, min_gap,
+              side="at most", control=gap_a, control_label=la, value_name="gap"),
+    ]
+
+
 __all__ = ["CROSS_KEYS", "CircuitComparison", "check_comparable", "compare_circuits", "comparison_claims",
+           "seed_comparison_claims",
            "random_circuit"]

@@ -172,7 +172,7 @@ def compare_report(run_a: str | Path | None = None, run_b: str | Path | None = N
     your own: ``model_a``/``model_b`` in place of either run, with their ``task`` (a task or a
     :class:`~interp_rand.tasks.spec.TaskSpec`)."""
     from circuits import Ablation, discover
-    from circuits.analyses.comparison import compare_circuits, comparison_claims
+    from circuits.analyses.comparison import compare_circuits, comparison_claims, seed_comparison_claims
     from circuits.analyses.faithfulness import TINY_GAP, behaviour_gap
     from circuits.analyses.flow import mean_attention
     from interp_rand.verdicts import summary_line, verdict_counts
@@ -201,7 +201,9 @@ def compare_report(run_a: str | Path | None = None, run_b: str | Path | None = N
                               data=((a.pairs.clean, a.pairs.corrupted), (b.pairs.clean, b.pairs.corrupted)),
                               metric=metric, ablation=abl, labels=labels, n_random=n_controls, seed=seed)
     gaps = [behaviour_gap(x.model, x.pairs.clean, x.pairs.corrupted, metric) for x in (a, b)]
-    claims = comparison_claims(result, tuple(gaps), min_gap=TINY_GAP)
+    # seed pairs (a randomized model against its ERM twin): the claims state the expected finding
+    claims = (seed_comparison_claims(result, tuple(gaps), min_gap=TINY_GAP) if pairs == "seed"
+              else comparison_claims(result, tuple(gaps), min_gap=TINY_GAP))
     lines = [c.line() for c in claims] + [summary_line(claims)]
     summary = {"run_a": str(run_a) if run_a is not None else labels[0],
                "run_b": str(run_b) if run_b is not None else labels[1], "task": a.task.name,

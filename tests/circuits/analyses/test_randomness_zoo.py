@@ -90,21 +90,29 @@ def test_colouring_randomized_model_breaks_symmetry_by_noise_rank():
 
 def test_seed_circuits_exist_for_the_randomized_colouring_model_only(tmp_path, capsys):
     """``compare --pairs seed``: a new seed moves A^q_R's colouring (logprob gap measured 1.88)
-    through edges leaving the seed node; it does not move A^E_R's (gap 1e-5), which is said."""
+    through edges leaving the seed node; it does not move A^E_R's (gap 1e-5), which is said. The
+    claims state that finding: each HOLDS when the difference is found; with the roles swapped
+    (the ERM model as A) the same claims fail."""
     import json
+    from types import SimpleNamespace
 
+    from circuits.analyses.comparison import seed_comparison_claims
     from interp_rand.cli.main import main
 
     out = tmp_path / "cmp"
-    assert main(["--threads", "1", "compare", "zoo:coloring-AE_R", "zoo:coloring-Aq_R", "--pairs", "seed",
+    assert main(["--threads", "1", "compare", "zoo:coloring-Aq_R", "zoo:coloring-AE_R", "--pairs", "seed",
                  "--n", "64", "--out", str(out)]) == 0
     assert "note: on zoo:coloring-AE_R" in capsys.readouterr().out
     summary = json.loads((out / "comparison.json").read_text())
-    erm_gap, randomized_gap = summary["behaviour_gap"]
+    randomized_gap, erm_gap = summary["behaviour_gap"]
     assert abs(erm_gap) < 0.01 and randomized_gap > 0.5
-    seed_circuit = json.loads((out / "circuit_b.json").read_text())
+    seed_circuit = json.loads((out / "circuit_a.json").read_text())
     assert any(edge["source"]["kind"] == "seed" for edge in seed_circuit["edges"])
-    assert abs(summary["cross_faithfulness"]["b_on_b"] - 1) <= 0.2
+    assert abs(summary["cross_faithfulness"]["a_on_a"] - 1) <= 0.2
+    assert [c["verdict"] for c in summary["claims"]] == ["holds", "holds", "holds"]
+    swapped = SimpleNamespace(labels=("erm", "randomized"), cross={"a_on_a": 0.1}, random_cross={"a_on_a": 0.05})
+    claims = seed_comparison_claims(swapped, (erm_gap, randomized_gap), min_gap=0.01)
+    assert [c.verdict.outcome for c in claims] == ["fails", "inconclusive", "fails"]
 
 
 @pytest.mark.parametrize("task_name", ["coloring", "recall"])
