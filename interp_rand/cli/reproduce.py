@@ -18,7 +18,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
     )
     parser.add_argument("task", choices=catalogue.choices("reproduce_task"))
     parser.add_argument("--scale", choices=catalogue.choices("reproduce_scale"), default="cpu",
-                        help="cpu: minutes on 2 cores; paper: the paper's settings, for a GPU (default: cpu)")
+                        help="cpu: minutes on 2 cores; paper: the paper's settings, for a GPU; port (recall only): the "
+                        "public port's recipe at N = 14 and 16, about 95 minutes a run on one core (default: cpu)")
     parser.add_argument("--out", type=output_path, default=None, help="output folder (default: reproduction/TASK-SCALE)")
     parser.add_argument("--train-seeds", "--seeds", dest="seeds", type=seed_option, nargs="+", default=[0], metavar="SEED",
                         help="training seeds; every variant is trained once per seed and the table "

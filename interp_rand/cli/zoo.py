@@ -33,6 +33,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
     build.add_argument("--out", type=output_path, default=None,
                        help="install here instead of into the package's zoo folder (for trying a recipe)")
     build.add_argument("--quiet", action="store_true", help="no progress bars")
+    build.add_argument("--from-run", default=None, metavar="RUN_DIR",
+                       help="install this finished run as the one named model instead of training it (refused "
+                       "unless its task, model and training config are the model's recipe)")
     return parser
 
 
@@ -45,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if args.zoo_command == "build":
         from interp_rand.zoo.build import build
 
-        build(args.names, out=args.out or zoo.ZOO_DIR, progress=not args.quiet)
+        build(args.names, out=args.out or zoo.ZOO_DIR, progress=not args.quiet, from_run=args.from_run)
         return 0
     print(listing())
     return 0

@@ -49,11 +49,15 @@ def select(names: Sequence[str] | None, out: Path = ZOO_DIR) -> list[TrainedEntr
 
 
 def build(names: Sequence[str] | None = None, out: str | Path = ZOO_DIR, progress: bool = True,
-          log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+          log: Callable[[str], None] = print, from_run: str | Path | None = None) -> list[dict[str, Any]]:
     """Train, evaluate and install the named zoo models (all if ``names`` is empty) under
-    ``out``; returns their cards."""
+    ``out``; returns their cards. ``from_run``: install this finished run as the one named
+    model instead of training it (a long recipe trained in the background), refused unless its
+    task, model and training config are the entry's recipe."""
     out = Path(out)
-    entries = select(names, out)
+    if from_run is not None and (names is None or len(names) != 1):
+        raise ValueError("zoo build --from-run installs one model: name exactly one")
+    entries = select(names, out) if from_run is None else [select(names, out)[-1]]
     out.mkdir(parents=True, exist_ok=True)
     cards = []
     for i, entry in enumerate(entries, 1):
@@ -62,9 +66,11 @@ def build(names: Sequence[str] | None = None, out: str | Path = ZOO_DIR, progres
         shutil.rmtree(work, ignore_errors=True)
         began = time.perf_counter()
         if isinstance(entry, AgentEntry):
+            if from_run is not None:
+                raise ValueError(f"{entry.name} is a grid-world agent: --from-run installs trained models only")
             metrics = _train_agent(entry, work, progress)
         else:
-            metrics = _train_model(entry, work, out, progress)
+            metrics = _train_model(entry, work, out, progress, from_run)
         card = _card(entry, metrics, time.perf_counter() - began)
         _install(work, out / entry.name, card)
         shutil.rmtree(work, ignore_errors=True)
@@ -77,7 +83,32 @@ def build(names: Sequence[str] | None = None, out: str | Path = ZOO_DIR, progres
     return cards
 
 
-def _train_model(entry: TrainedEntry, work: Path, out: Path, progress: bool) -> dict[str, Any]:
+def _finished_run(entry: TrainedEntry, run: str | Path, work: Path) -> tuple[Any, int]:
+    """``run``'s final model and step, the run copied to ``work`` as the build's own, after
+    checking that it is the entry's recipe."""
+    from interp_rand.tasks import make_task
+    from interp_rand.training.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(run)
+    task = make_task(entry.task_name, **entry.task_config)
+    wrong = []
+    if ckpt.spec.task_name != entry.task_name or ckpt.spec.make_task().config_dict() != task.config_dict():
+        wrong.append(f"task {ckpt.spec.task_name} {ckpt.spec.make_task().config_dict()} (needs {task.config_dict()})")
+    if ckpt.spec.model_config != task.model_config(**entry.model):
+        wrong.append("model config")
+    if ckpt.spec.train_config != entry.train:
+        wrong.append("training config")
+    early = entry.train.stop_at_exact_match is not None  # a recipe that may stop before its last step
+    if ckpt.step > entry.train.steps or (ckpt.step < entry.train.steps and not early):
+        wrong.append(f"step {ckpt.step} (needs {entry.train.steps}: an unfinished run)")
+    if wrong:
+        raise ValueError(f"zoo build --from-run: {run} is not the recipe of {entry.name}: " + "; ".join(wrong))
+    shutil.copytree(Path(run), work, ignore=shutil.ignore_patterns("run.lock"))
+    return ckpt.model().eval(), ckpt.step
+
+
+def _train_model(entry: TrainedEntry, work: Path, out: Path, progress: bool,
+                 from_run: str | Path | None = None) -> dict[str, Any]:
     from dataclasses import replace
 
     from interp_rand.evaluation import evaluate
@@ -89,8 +120,13 @@ def _train_model(entry: TrainedEntry, work: Path, out: Path, progress: bool) -> 
     config = entry.train
     if entry.erm_twin is not None:
         config = replace(config, init_from=str(out / entry.erm_twin))
-    result = train(task, task.model_config(**entry.model), config, work, progress=progress)
-    model = result.model.eval()
+    if from_run is not None:  # trained elsewhere: its training time is not known here
+        model, step = _finished_run(entry, from_run, work)
+        trained = {"step": step, "train_seconds": None, "trained_from": str(Path(from_run).resolve())}
+    else:
+        result = train(task, task.model_config(**entry.model), config, work, progress=progress)
+        model = result.model.eval()
+        trained = {"step": result.step, "train_seconds": round(result.seconds, 1)}
     if entry.evaluation == "seeded":
         row = evaluate_variant(task, model, scale_for(entry.task_name, "cpu"), config)
         keep = ("n_inputs", "n_seeds", "average", "worst_5pct", "majority_5", "majority_30", "sampled",
@@ -98,15 +134,14 @@ def _train_model(entry: TrainedEntry, work: Path, out: Path, progress: bool) -> 
         # the loss kind's other vote rules (colouring: per-vertex vote, Las Vegas; bits: per bit)
         rules = tuple(f"{rule}_" for rule in row.get("majority_rules", ()) if rule != "majority_whole")
         keep += tuple(k for k in row if rules and k.startswith(rules))
-        return {"step": result.step, "train_seconds": round(result.seconds, 1),
-                **{k: row[k] for k in keep if k in row}}
+        return {**trained, **{k: row[k] for k in keep if k in row}}
     if entry.evaluation == "exhaustive":
         batch, label = task.exhaustive(), "every input"
     else:
         batch = task.sample(FRESH_INPUTS, torch.Generator().manual_seed(EVAL_SEED))
         label = f"{FRESH_INPUTS:,} fresh inputs (seed {EVAL_SEED})"
     evaluation = evaluate(model, task, batch, progress=progress).to_dict()
-    return {"step": result.step, "train_seconds": round(result.seconds, 1), "evaluated_on": label,
+    return {**trained, "evaluated_on": label,
             "n_examples": len(batch), **{k: evaluation[k] for k in ("exact_match", "per_position", "breakdown")}}
 
 

@@ -254,3 +254,22 @@ def test_a_zoo_name_is_confined_to_the_zoos_folder(name):
         with pytest.raises(ValueError, match="a zoo name is one model's folder name in the zoo"):
             call()
     assert zoo_name("zoo:sort") == "sort" and zoo_name("runs/sort") is None
+
+
+def test_a_finished_run_is_installed_only_when_it_is_the_recipe(tmp_path):
+    """``zoo build NAME --from-run RUN`` (a long recipe trained in the background): the run's
+    weights are installed with a fresh evaluation; a run of another recipe is refused, naming
+    what differs, and nothing is installed."""
+    built = zoo_build.build(["sort"], out=tmp_path, progress=False, log=lambda _: None,
+                            from_run=zoo.ZOO_DIR / "sort")
+    assert built[0]["metrics"]["trained_from"] == str((zoo.ZOO_DIR / "sort").resolve())
+    assert built[0]["metrics"]["exact_match"] == pytest.approx(zoo.card("sort")["metrics"]["exact_match"], abs=2e-4)
+    from interp_rand.training.checkpoint import load_checkpoint
+
+    ours, theirs = load_checkpoint(tmp_path / "sort").model(), zoo.load("sort").model()
+    assert all(torch.equal(a, b) for a, b in zip(ours.state_dict().values(), theirs.state_dict().values()))
+    with pytest.raises(ValueError, match="is not the recipe of addition: task sort"):
+        zoo_build.build(["addition"], out=tmp_path, progress=False, log=lambda _: None, from_run=zoo.ZOO_DIR / "sort")
+    assert not (tmp_path / "addition").exists()
+    with pytest.raises(ValueError, match="installs one model"):
+        zoo_build.build(None, out=tmp_path, progress=False, from_run=zoo.ZOO_DIR / "sort")
