@@ -72,7 +72,7 @@ def build(names: Sequence[str] | None = None, out: str | Path = ZOO_DIR, progres
         else:
             metrics = _train_model(entry, work, out, progress, from_run)
         card = _card(entry, metrics, time.perf_counter() - began)
-        _install(work, out / entry.name, card)
+        _install(work if from_run is None else Path(from_run), out / entry.name, card)
         shutil.rmtree(work, ignore_errors=True)
         log(f"    {headline(card)} ({card['build_seconds']:.0f} s)")
         cards.append(card)
@@ -83,9 +83,9 @@ def build(names: Sequence[str] | None = None, out: str | Path = ZOO_DIR, progres
     return cards
 
 
-def _finished_run(entry: TrainedEntry, run: str | Path, work: Path) -> tuple[Any, int]:
-    """``run``'s final model and step, the run copied to ``work`` as the build's own, after
-    checking that it is the entry's recipe."""
+def _finished_run(entry: TrainedEntry, run: str | Path) -> tuple[Any, int]:
+    """``run``'s final model and step (installed from ``run`` itself), after checking that it is
+    the entry's recipe."""
     from interp_rand.tasks import make_task
     from interp_rand.training.checkpoint import load_checkpoint
 
@@ -103,7 +103,6 @@ def _finished_run(entry: TrainedEntry, run: str | Path, work: Path) -> tuple[Any
         wrong.append(f"step {ckpt.step} (needs {entry.train.steps}: an unfinished run)")
     if wrong:
         raise ValueError(f"zoo build --from-run: {run} is not the recipe of {entry.name}: " + "; ".join(wrong))
-    shutil.copytree(Path(run), work, ignore=shutil.ignore_patterns("run.lock"))
     return ckpt.model().eval(), ckpt.step
 
 
@@ -121,7 +120,7 @@ def _train_model(entry: TrainedEntry, work: Path, out: Path, progress: bool,
     if entry.erm_twin is not None:
         config = replace(config, init_from=str(out / entry.erm_twin))
     if from_run is not None:  # trained elsewhere: its training time is not known here
-        model, step = _finished_run(entry, from_run, work)
+        model, step = _finished_run(entry, from_run)
         trained = {"step": step, "train_seconds": None, "trained_from": str(Path(from_run).resolve())}
     else:
         result = train(task, task.model_config(**entry.model), config, work, progress=progress)
