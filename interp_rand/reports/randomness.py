@@ -50,6 +50,8 @@ def register_randomness_analysis(task_name: str) -> Callable[[TaskAnalysis], Tas
     return RANDOMNESS_ANALYSES.add(task_name, description=f"the randomness report's analysis of {task_name} runs")
 
 
+# where the noise decides (interp_rand.seeded_evaluation.noise_use): cycles, and noise draws on each
+NOISE_USE_CYCLES, NOISE_USE_DRAWS = 4000, 16
 # the key-code study's size (circuits.analyses.recall_codes): the same inputs under every one of the seeds
 CODE_INPUTS, CODE_SEEDS = 1000, 64
 
@@ -189,6 +191,13 @@ def key_numbers(run: dict[str, Any]) -> dict[str, Any]:
                     "MI given vertex id": info["mi_given_id"], "colour from rank accuracy": info["rank_accuracy"],
                     "majority colour accuracy": info["majority_accuracy"]})
         row.update({f"colour change, noise at distance {d}": r for d, r in zip(effect["distance"], effect["change_rate"])})
+    use = run.get("noise_use")
+    if use is not None:
+        row.update({"noise decides (share of vertices)": use["decided"],
+                    "noise decides, where the compared run is in conflict": use["decided_where_conflict"],
+                    "noise decides, elsewhere": use["decided_elsewhere"],
+                    "compared run in conflict, where the noise decides": use["conflict_where_decided"],
+                    "compared run in conflict, elsewhere": use["conflict_elsewhere"]})
     codes = run.get("codes", {})
     if "failure_rate" in codes:
         row.update({"codes: (a) crosstalk AUC": codes["interference_auc"], "codes: (a) signal-only AUC": codes["signal_auc"],
@@ -210,7 +219,7 @@ def randomness_claims(runs: list[dict[str, Any]]) -> list[Any]:
     its ERM twin); recall: the key-code claims against the compared run; recall: it mixes
     strategies (:class:`interp_rand.seeded_evaluation.mixing.MixingStrategies`' own rule);
     colouring: its learned rule agrees with the classical routine beyond shuffled noise."""
-    from interp_rand.verdicts import Claim, Verdict, exceeds
+    from interp_rand.verdicts import Claim, Verdict, exceeds, meets
 
     first = runs[0]
     name = first["name"]
@@ -251,6 +260,13 @@ def randomness_claims(runs: list[dict[str, Any]]) -> list[Any]:
         from circuits.analyses.recall_codes import code_claims
 
         claims += code_claims(codes[0], codes[1], name, runs[1]["name"])
+    use = first.get("noise_use")
+    if use is not None and len(runs) > 1:
+        # the toolkit's bar for "the model does X" (agreement, IIA): 0.9; the rate elsewhere is shown beside it
+        claims.append(meets(f"where {runs[1]['name']} is in conflict, {name}'s noise decides the colour (share of "
+                            "those vertices)", use["decided_where_conflict"], 0.9, side="at least",
+                            control=use["decided_elsewhere"], control_label="the same share elsewhere",
+                            value_name="share"))
     rule = first.get("mechanism", {}).get("rule")
     if rule is not None:
         claims.append(exceeds(f"{name}'s colouring agrees with the classical routine (relabelled) beyond shuffled noise",
@@ -372,7 +388,29 @@ def randomness_report(run: str | Path | None = None, compare: str | Path | None 
                                                  progress=progress)})
     if len(runs) == 2:
         compare_capacity(runs)  # the first run's per-seed sets against the second's capacity
+        if first_task == "coloring":  # where the first run's noise decides vs where the second fails
+            runs[0]["noise_use"] = _noise_use(entries, task, seed, progress)
     return RandomnessReport(runs, [key_numbers(r) for r in runs])
+
+
+def _noise_use(entries: list, task: Any, seed: int, progress: bool) -> dict[str, Any]:
+    """:func:`~interp_rand.seeded_evaluation.noise_use.noise_use` of the first entry's model
+    against the second's (its ERM twin), classes the colouring rule's four id classes."""
+    from interp_rand.reports.mechanisms.coloring_seed import CLASS_NAMES, ID_CLASS
+    from interp_rand.seeded_evaluation.noise_use import noise_use
+
+    models = []
+    for _, path, given, _ in entries[:2]:
+        if path is not None:
+            ckpt = load_seeded(path)
+            models.append(ckpt.model().eval())
+            task = ckpt.spec.make_task()
+        else:
+            models.append(given.eval())
+    _progress.note(f"where the noise decides ({NOISE_USE_CYCLES} cycles x {NOISE_USE_DRAWS} noise draws)", progress)
+    classes = ID_CLASS if task.n_vertices == len(ID_CLASS) else None
+    return noise_use(models[0], models[1], task, n_cycles=NOISE_USE_CYCLES, n_noise=NOISE_USE_DRAWS, seed=seed,
+                     classes=classes, class_names=CLASS_NAMES if classes is not None else ()).to_dict()
 
 
 def _check_seeded(model: Any, task: Any, what: str) -> None:
