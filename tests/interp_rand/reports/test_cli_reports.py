@@ -118,9 +118,10 @@ def test_randomness_report_is_what_the_command_writes_and_prints(runs, tmp_path,
     # the claims: the first run against its random-init control and the compared run, and recall's mixing
     first, second = report.runs
     judged, claims = report.claims, report.to_dict()["claims"]
-    assert [c.value for c in judged[:2]] == [first["usage"]["reference"]] * 2
-    assert judged[0].control == first["random_init"]["reference"]
-    assert judged[1].control == second["usage"]["reference"]
+    # use for the task: what the seed decides, against the random-init control and the compared run
+    assert [c.value for c in judged[:2]] == [first["decides"]["decides"]] * 2
+    assert judged[0].control == first["random_init"]["decides"]["decides"]
+    assert judged[1].control == second["decides"]["decides"]
     mix = first["mechanism"]["mixing"]
     assert claims[2]["verdict"] == ("holds" if mix["mixes"] else "inconclusive" if mix["size_ratio"] is None
                                     else "fails")
@@ -134,7 +135,7 @@ def test_randomness_report_is_what_the_command_writes_and_prints(runs, tmp_path,
     look = browser.first_look(out / "randomness.html", browser.screenshot_path(tmp_path, "randomness.png"))
     browser.assert_first_look(look)
     assert look["headline"]["verdict"] == step_verdict(claims)
-    assert f"{first['random_init']['reference']:.3f}" in look["headline"]["text"]
+    assert f"{first['random_init']['decides']['decides']:.3f}" in look["headline"]["text"]
     bars = usage_figure(report.runs).data
     assert [t.name.split(" (")[0] for t in bars] == ["recall", "recall-r0", "random init"]
     assert all(t.texttemplate for t in bars) and list(bars[-1].y)[-1] == first["random_init"]["reference"]
