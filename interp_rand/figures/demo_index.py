@@ -161,6 +161,18 @@ def rival_headlines(files: list[Path]) -> list[str]:
     return out
 
 
+def findings(out: Path, steps: list[dict[str, Any]]) -> list[str]:
+    """What each randomized model learned, one sentence each: the ``finding`` of each step's
+    randomness report (:meth:`interp_rand.reports.randomness.RandomnessReport.finding`)."""
+    lines = []
+    for step in steps:
+        folder = out / step["folder"]
+        files = sorted(folder.rglob("*.json")) if folder.is_dir() else []
+        lines += [data["finding"] for _, data in _json_files(files)
+                  if isinstance(data, dict) and isinstance(data.get("finding"), str)]
+    return lines
+
+
 def _rivals_block(files: list[Path]) -> str:
     lines = rival_headlines(files)
     return "".join(f"<p class='rivals'><b>Against its rivals:</b> {html.escape(line)}</p>" for line in lines)
@@ -235,8 +247,11 @@ def demo_index(out: str | Path, steps: list[dict[str, Any]], title: str = "inter
              "fails, with one line per failing claim saying why; HOLDS when all hold; else INCONCLUSIVE), its key "
              "numbers (from the JSON it wrote) and every file it wrote; the figures are offline HTML.</p>")
     words = step_words(out, steps)  # each folder's JSON read once for the overview and the headline
-    return page_html(title, [_overview(steps, words), intro, "".join(_step(out, step) for step in steps)], style=_STYLE,
-                     headline=tour_headline(steps, words))
+    learned = findings(out, steps)
+    block = ("<h2>What the randomized models learned</h2><ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in learned)
+             + "</ul>") if learned else ""
+    return page_html(title, [block, _overview(steps, words), intro, "".join(_step(out, step) for step in steps)],
+                     style=_STYLE, headline=tour_headline(steps, words))
 
 
-__all__ = ["PRINTED", "demo_index", "key_numbers", "rival_headlines", "side_by_side", "step_words", "tour_headline", "verdict_lines"]
+__all__ = ["PRINTED", "demo_index", "findings", "key_numbers", "rival_headlines", "side_by_side", "step_words", "tour_headline", "verdict_lines"]

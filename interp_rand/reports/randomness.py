@@ -303,10 +303,36 @@ class RandomnessReport:
         """:func:`randomness_claims` of the runs."""
         return randomness_claims(self.runs)
 
+    def finding(self) -> str | None:
+        """What the first run learned, in one sentence of its numbers (``None`` without the
+        success-based measure): how often its seed decides its success against the compared run
+        and the random-init control; recall: its key codes as a random hash; colouring: where its
+        noise decides."""
+        first = self.runs[0]
+        if "decides" not in first:
+            return None
+        second = self.runs[1] if len(self.runs) > 1 else None
+        other = f"; {second['name']}: {second['decides']['decides']:.3f}" if second and "decides" in second else ""
+        text = (f"{first['name']}'s seed decides its success (right under one seed, wrong under another) on "
+                f"{first['decides']['decides']:.3f} of seed pairs (random init: "
+                f"{first['random_init']['decides']['decides']:.3f}{other})")
+        codes, twin = first.get("codes", {}), (second or {}).get("codes", {})
+        if "failure_rate" in codes and "failure_rate" in twin:
+            text += (f"; it uses the seed as a random hash of its key codes: {codes['collide_every_seed']:.2f} of its "
+                     f"key collisions hold under every seed ({second['name']}: {twin['collide_every_seed']:.2f}), and "
+                     f"the input an oblivious adversary picks still succeeds under {1 - codes['oblivious_adversary']:.0%} "
+                     f"of seeds ({second['name']}: {1 - twin['oblivious_adversary']:.0%})")
+        use = first.get("noise_use")
+        if use is not None and second is not None:
+            text += (f"; its noise decides {use['decided']:.2f} of vertices, {use['decided_where_conflict']:.2f} of "
+                     f"those where {second['name']} colours a vertex like its neighbour")
+        return text
+
     def to_dict(self) -> dict[str, Any]:
-        """``{"runs": [...], "summary": {...}, "claims": [...]}``: randomness.json, and what the
-        drawing reads."""
-        return {"runs": self.runs, "summary": self.summary, "claims": [c.to_dict() for c in self.claims]}
+        """``{"runs": [...], "summary": {...}, "claims": [...], "finding": ...}``: randomness.json,
+        and what the drawing and the demo index read."""
+        return {"runs": self.runs, "summary": self.summary, "claims": [c.to_dict() for c in self.claims],
+                "finding": self.finding()}
 
     FILES = ("randomness.json", "randomness.html")  # what write() writes, together
 

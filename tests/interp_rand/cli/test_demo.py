@@ -90,6 +90,10 @@ def test_tour_runs_every_step_on_the_zoo(tmp_path, monkeypatch, capsys):
     # each flagship's step names the mechanism that wins over its rivals
     assert index.count("Against its rivals:") == 4 and "carry wins over carry-ripple" in index
     assert "class='headline'" in index and "the tour&#x27;s verdicts" in index
+    # it leads with what each randomized model learned, one sentence each, from its report
+    assert index.index("What the randomized models learned") < index.index("<section id=")
+    assert "zoo:recall-Aq_R&#x27;s seed decides its success" in index and "random hash of its key codes" in index
+    assert "zoo:coloring-Aq_R&#x27;s seed decides its success" in index and "its noise decides" in index
 
 
 def test_train_demo_trains_evaluates_and_draws(tmp_path, monkeypatch, capsys):
