@@ -56,7 +56,7 @@ def test_the_randomized_tasks_hold_their_experiments():
     assert all(found[name] is task_class(name).experiment for name in found)
     for name, exp in found.items():
         assert isinstance(exp, Experiment)
-        assert sorted(exp.scales) == ["cpu", "paper"]
+        assert {"cpu", "paper"} <= set(exp.scales)  # recall adds the public port's recipe, "port"
         assert all(isinstance(s, ExperimentScale) for s in exp.scales.values())
         assert exp.eval_inputs >= 1 and exp.paper_note.startswith("paper: ")
         for scale in exp.scales.values():  # every setting of the sweep is a valid task config
@@ -77,6 +77,10 @@ def test_the_experiments_keep_the_papers_sweeps_and_sizes():
     assert recall.settings(recall.scales["paper"]) == [{"n_pairs": n} for n in (8, 10, 11, 12, 14, 16, 20)]
     assert coloring.settings(coloring.scales["cpu"]) == [{"n_vertices": 10}]
     assert len(recall.paper_points) == 35 and len(coloring.paper_points) == 6
+    port = recall.scales["port"]  # the public port's recipe: batch 512, 10k steps, cosine to about 9e-7
+    assert (port.batch_size, port.steps, port.warmup_steps, port.lr * port.min_lr_ratio) == (512, 10_000, 333,
+                                                                                          pytest.approx(9e-7))
+    assert recall.settings(port) == [{"n_pairs": 14}, {"n_pairs": 16}] and port.eval_seeds == "all"
 
 
 def test_the_deterministic_tasks_have_no_experiment():
