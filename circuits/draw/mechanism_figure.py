@@ -59,8 +59,10 @@ def mechanism_graph(mech: Mechanism, card: MechanismCard | None = None) -> nx.Di
     for v in mech.variables:
         key = group(v.name)
         check = checks.get(v.name)
-        verdict = variable_claim(check).verdict.outcome if check else None
-        detail = f"{v.name}: {short_site(v.site)}" + (f"<br>IIA {check.iia:.2f}" if check else "")
+        tested = check is not None and check.n_pairs > 0  # no pairs: its value never moves the answer, no claim
+        verdict = variable_claim(check).verdict.outcome if tested else None
+        detail = f"{v.name}: {short_site(v.site)}" + (
+            f"<br>IIA {check.iia:.2f}" if tested else "<br>no interchange pairs" if check is not None else "")
         if key in g:
             node = g.nodes[key]
             node["members"] += 1
