@@ -181,7 +181,29 @@ def load_object(target: str) -> Any:
     fn = getattr(module, function, None)
     if not callable(fn):
         raise ValueError(f"{module_name} has no function {function!r}")
-    return fn()
+    return call_user(target, fn)
+
+
+def call_user(target: str, fn: Any) -> Any:
+    """``fn()``, the user's function named ``target``: whatever goes wrong inside it is one
+    ``ValueError`` naming it (an exception, endless recursion, ``sys.exit``, a ``breakpoint()``
+    that would wait for a debugger), never a traceback or a silent exit."""
+    import sys
+
+    def no_debugger(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("it called breakpoint(), which would wait for a debugger")
+
+    hook, sys.breakpointhook = sys.breakpointhook, no_debugger
+    try:
+        return fn()
+    except SystemExit as err:
+        raise ValueError(f"{target} called sys.exit({err.code!r}) instead of returning") from None
+    except RecursionError:
+        raise ValueError(f"{target} recursed without end (RecursionError)") from None
+    except Exception as err:  # the user's code: say which function failed, and how
+        raise ValueError(f"{target} raised {type(err).__name__}: {err}") from None
+    finally:
+        sys.breakpointhook = hook
 
 
 def user_model(target: str) -> tuple[Any, Any, str]:
@@ -224,4 +246,4 @@ def import_model(kind: str, source: str, out: str | Path, **options: Any) -> Pat
     return write_run(out, imported.spec, imported.model, imported.provenance)
 
 
-__all__ = ["IMPORTERS", "Imported", "import_model", "load_object", "user_model"]
+__all__ = ["IMPORTERS", "Imported", "call_user", "import_model", "load_object", "user_model"]

@@ -60,3 +60,22 @@ def test_bridge_importer_writes_a_run_folder(tmp_path, capsys, monkeypatch):
     assert "a run folder needs a registered task" in capsys.readouterr().err
     assert main(["--threads", "1", "import", "haiku-recall", "x.npy", "--out", str(tmp_path / "y"), "--task", "sort"]) == 2
     assert "--task is not an option of 'haiku-recall'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("body, said", [
+    ("raise KeyError('weights')", "mine:build raised KeyError: 'weights'"),
+    ("return build()", "mine:build recursed without end"),
+    ("import sys; sys.exit(0)", "mine:build called sys.exit(0) instead of returning"),
+    ("breakpoint()", "it called breakpoint(), which would wait for a debugger"),
+])
+def test_a_user_function_that_goes_wrong_is_one_line_naming_it(body, said, tmp_path, capsys, monkeypatch):
+    """``--model`` and ``import bridge`` call the user's function: an exception, endless
+    recursion, ``sys.exit(0)`` or a ``breakpoint()`` is one error line naming the function, exit 2,
+    nothing written."""
+    (tmp_path / "mine.py").write_text(f"def build():\n    {body}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "mine", raising=False)
+    out = tmp_path / "out"
+    assert main(["--threads", "1", "eval", "--model", "mine:build", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err and not out.exists()
