@@ -72,6 +72,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{len(runs)} run folder(s) too many beside --model-a/--model-b")
     a = model_or_run(run_a, args.model_a, "RUN_A", "--model-a")
     b = model_or_run(run_b, args.model_b, "RUN_B", "--model-b")
+    if a and b and not _same_task(a[1], b[1]):  # one task is passed on: never replace B's with A's
+        raise ValueError(f"--model-a solves {_task_label(a[1])} and --model-b {_task_label(b[1])}: compare needs "
+                         "two models of one task")
     own = {"model_a": a[0] if a else None, "model_b": b[0] if b else None,
            "task": (a or b)[1] if (a or b) else None}
     report = compare_report(run_a, run_b, **own, method=args.method, metric=args.metric, ablation=args.ablation,
@@ -84,3 +87,18 @@ def run(args: argparse.Namespace) -> int:
     print(report.text())
     print(f"wrote {args.out}/comparison.json, comparison.html, circuit_a.json, circuit_b.json")
     return 0
+
+
+def _task_label(task) -> str:
+    config = task.config_dict() if hasattr(task, "config_dict") else None
+    return f"{task.name!r}" + (f" {config}" if config else "")
+
+
+def _same_task(a, b) -> bool:
+    """The same task: one object, or the same name and (for registered tasks) the same options."""
+    if a is b:
+        return True
+    if a.name != b.name:
+        return False
+    configs = [t.config_dict() if hasattr(t, "config_dict") else None for t in (a, b)]
+    return configs[0] == configs[1]

@@ -79,3 +79,18 @@ def test_a_user_function_that_goes_wrong_is_one_line_naming_it(body, said, tmp_p
     assert main(["--threads", "1", "eval", "--model", "mine:build", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert said in err and "Traceback" not in err and not out.exists()
+
+
+def test_compare_refuses_two_models_of_different_tasks(tmp_path, capsys, monkeypatch):
+    """``compare --model-a A --model-b B`` where B solves another task: refused in one line,
+    not silently compared on A's task."""
+    (tmp_path / "two.py").write_text(
+        "from interp_rand import HookedTransformer, make_task\n"
+        "def _of(task):\n"
+        "    return HookedTransformer(task.model_config(d_model=16, n_layers=1, n_heads=2)), task\n"
+        "def a():\n    return _of(make_task('sort', length=4, vocab=6))\n"
+        "def b():\n    return _of(make_task('sort', length=5, vocab=6))\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["--threads", "1", "compare", "--model-a", "two:a", "--model-b", "two:b", "--out", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert "--model-a solves 'sort'" in err and "compare needs two models of one task" in err
