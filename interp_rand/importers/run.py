@@ -16,7 +16,7 @@ from interp_rand.model.transformer import HookedTransformer
 from interp_rand.output.files import write_json
 from interp_rand.output.folder import replace_folder
 from interp_rand.training.checkpoint import (FORMAT, META_FILE, MODEL_FILE, VERSION, RunSpec, fixed_seed_entry,
-                                             load_checkpoint, step_dir)
+                                             load_checkpoint, step_dir, weights_metadata)
 
 CARD_FILE = "card.json"
 
@@ -52,7 +52,7 @@ def write_run(out: str | Path, spec: RunSpec, model: HookedTransformer, origin: 
             "metrics": metrics or {}, "provenance": origin}
     state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
     with replace_folder(final) as tmp:  # the checkpoint folder appears whole or not at all
-        save_file(state, tmp / MODEL_FILE)  # into a new folder: no link to follow
+        save_file(state, tmp / MODEL_FILE, metadata=weights_metadata(spec.model_config))  # a new folder: no link
         write_json(tmp / META_FILE, meta)
     write_json(out / CARD_FILE, {"task": spec.task_name, "task_config": spec.task_config, "provenance": origin})
     loaded = load_checkpoint(out).model()

@@ -148,7 +148,8 @@ def save_checkpoint(
     meta = {"format": FORMAT, "version": VERSION, "step": step, **spec.to_dict(), **fixed_seed_entry(spec),
             "metrics": metrics}
     with writing("checkpoint", final, untouched), replace_folder(final) as tmp:
-        save_file(_contiguous(model_state), tmp / MODEL_FILE)  # into a new folder: no link to follow
+        save_file(_contiguous(model_state), tmp / MODEL_FILE,  # into a new folder: no link to follow
+                  metadata=weights_metadata(spec.model_config))
         save_file(_contiguous(trainer_state), tmp / TRAINER_FILE)
         write_json(tmp / META_FILE, meta)
     train = meta.get("train")  # a grid-world agent's spec records no schedule: it prunes
@@ -266,12 +267,46 @@ def read_meta(path: str | Path) -> tuple[Path, dict[str, Any]]:
     return path, meta
 
 
+WEIGHTS_CONFIG_KEY = "model_config"
+
+
+def weights_metadata(model_config: ModelConfig) -> dict[str, str]:
+    """The safetensors metadata every weights file is written with: the model config the weights
+    belong to, so a ``checkpoint.json`` edited to another config of the same shapes (softmax
+    weights read as linear attention) is refused instead of scored."""
+    return {WEIGHTS_CONFIG_KEY: json.dumps(model_config.to_dict(), sort_keys=True)}
+
+
+def _check_weights_config(file: Path, model_config: ModelConfig) -> None:
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(file), "pt") as handle:
+            written = (handle.metadata() or {}).get(WEIGHTS_CONFIG_KEY)
+    except (SafetensorError, OSError, ValueError):
+        return  # unreadable: _load_tensors says so
+    if written is None:  # weights written before the config was recorded with them
+        return
+    try:
+        theirs = json.loads(written)
+    except ValueError:
+        raise CheckpointError(f"{file}: its recorded model config is not JSON") from None
+    ours = model_config.to_dict()
+    differ = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
+    if differ:
+        detail = "; ".join(f"{k}: checkpoint.json {ours.get(k)!r}, the weights' {theirs.get(k)!r}" for k in differ)
+        raise CheckpointError(f"{file} was written for another model config than its checkpoint.json states "
+                              f"({detail}); the checkpoint.json was edited or belongs to other weights")
+
+
 def load_model(folder: Path, model_config: ModelConfig) -> HookedTransformer:
     """A model of ``model_config`` with the weights of ``folder/model.safetensors``, in eval
-    mode; :class:`CheckpointError` when the file is missing, unreadable, does not fit or holds
-    a NaN or infinite weight (training refuses to write one, so it is damage: every report of
-    such a model would be wrong)."""
+    mode; :class:`CheckpointError` when the file is missing, unreadable, does not fit, was
+    written for another model config (:func:`weights_metadata`) or holds a NaN or infinite
+    weight (training refuses to write one, so it is damage: every report of such a model would
+    be wrong)."""
     model = HookedTransformer(model_config)
+    _check_weights_config(Path(folder) / MODEL_FILE, model_config)
     state = _load_tensors(Path(folder) / MODEL_FILE)
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))

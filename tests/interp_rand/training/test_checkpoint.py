@@ -210,6 +210,18 @@ def test_invalid_config_in_json(run_copy):
     assert "d_model" in str(err.value)
 
 
+def test_a_config_edited_over_weights_of_the_same_shapes_is_refused(run_copy):
+    """The weights record the model config they were written for: a checkpoint.json edited to
+    another config of the same shapes (softmax weights read as linear attention) is refused,
+    naming the field, instead of being scored."""
+    meta_path = step_dir(run_copy, 20) / META_FILE
+    meta = json.loads(meta_path.read_text())
+    meta["model"]["attention"] = "linear"
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="attention: checkpoint.json 'linear', the weights' 'softmax'"):
+        load_checkpoint(run_copy).model()
+
+
 @pytest.mark.parametrize("task, agent, hint", [("gridworld", True, "interp-rand gridworld eval"),
                                                ("nosuchtask", False, "sort")])
 def test_a_run_of_no_registered_task_is_named(run_copy, task, agent, hint):
