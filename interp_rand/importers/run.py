@@ -7,6 +7,7 @@ sha256) and a ``card.json`` beside it with the same, for a reader of the folder.
 from __future__ import annotations
 
 import hashlib
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -47,18 +48,27 @@ def write_run(out: str | Path, spec: RunSpec, model: HookedTransformer, origin: 
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"--out {out} is not empty; import into a new folder")
-    final = step_dir(out, step)
-    meta = {"format": FORMAT, "version": VERSION, "step": step, **spec.to_dict(), **fixed_seed_entry(spec),
-            "metrics": metrics or {}, "provenance": origin}
     state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
-    with replace_folder(final) as tmp:  # the checkpoint folder appears whole or not at all
-        save_file(state, tmp / MODEL_FILE, metadata=weights_metadata(spec.model_config))  # a new folder: no link
-        write_json(tmp / META_FILE, meta)
-    write_json(out / CARD_FILE, {"task": spec.task_name, "task_config": spec.task_config, "provenance": origin})
-    loaded = load_checkpoint(out).model()
-    for key, value in model.state_dict().items():
-        if not torch.equal(loaded.state_dict()[key], value.detach().cpu()):
-            raise RuntimeError(f"{out}: {key} did not read back as written")
+    damaged = sorted(k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
+    if damaged:  # refused before anything is written
+        raise ValueError(f"the imported weights hold NaN or infinite values in {damaged}; nothing was written")
+    created = not out.exists()
+    try:
+        final = step_dir(out, step)
+        meta = {"format": FORMAT, "version": VERSION, "step": step, **spec.to_dict(), **fixed_seed_entry(spec),
+                "metrics": metrics or {}, "provenance": origin}
+        with replace_folder(final) as tmp:  # the checkpoint folder appears whole or not at all
+            save_file(state, tmp / MODEL_FILE, metadata=weights_metadata(spec.model_config))  # a new folder: no link
+            write_json(tmp / META_FILE, meta)
+        write_json(out / CARD_FILE, {"task": spec.task_name, "task_config": spec.task_config, "provenance": origin})
+        loaded = load_checkpoint(out).model()
+        for key, value in model.state_dict().items():
+            if not torch.equal(loaded.state_dict()[key], value.detach().cpu()):
+                raise RuntimeError(f"{out}: {key} did not read back as written")
+    except BaseException:  # a failed import (full disk, a bad read-back) leaves no folder to refuse a retry
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     return final
 
 

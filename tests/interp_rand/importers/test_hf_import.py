@@ -59,3 +59,34 @@ def test_import_hf_writes_a_run_folder_and_refuses_what_is_not_gpt2(gpt2_folder,
     (other / "config.json").write_text(json.dumps({"model_type": "llama", "n_embd": 8}))
     assert main(["import", "hf", str(other), "--out", str(tmp_path / "y"), "--task", "sort"]) == 2
     assert "only GPT-2-style checkpoints are read; model_type='llama'" in capsys.readouterr().err
+
+
+def test_an_import_that_fails_leaves_no_folder_and_nan_weights_are_refused(gpt2_folder, tmp_path, monkeypatch):
+    """NaN weights are refused before anything is written; a failure while writing removes the
+    folder it created, so the retry is not refused as 'not empty'."""
+    import interp_rand.importers.run as run_module
+    from interp_rand.importers import import_model
+    from interp_rand.model import HookedTransformer
+
+    folder, _ = gpt2_folder
+    real = read_gpt2(folder)
+    broken = HookedTransformer(real.cfg)
+    broken.load_state_dict(real.state_dict())
+    with torch.no_grad():
+        broken.unembed.W_U[0, 0] = float("nan")
+    monkeypatch.setattr("interp_rand.importers.hf_gpt2.read_gpt2", lambda source: broken)
+    with pytest.raises(ValueError, match="NaN or infinite values in \\['unembed.W_U'\\]; nothing was written"):
+        import_model("hf", str(folder), tmp_path / "nan", task="sort", task_config='{"length": 5, "vocab": 10}')
+    assert not (tmp_path / "nan").exists()
+    monkeypatch.setattr("interp_rand.importers.hf_gpt2.read_gpt2", lambda source: real)
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(run_module, "write_json", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        import_model("hf", str(folder), tmp_path / "full", task="sort", task_config='{"length": 5, "vocab": 10}')
+    assert not (tmp_path / "full").exists()
+    monkeypatch.undo()
+    import_model("hf", str(folder), tmp_path / "full", task="sort", task_config='{"length": 5, "vocab": 10}')
+    assert (tmp_path / "full" / "checkpoints").is_dir()  # the retry is not refused
