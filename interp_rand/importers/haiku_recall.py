@@ -73,8 +73,11 @@ def read_port_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, di
             data = _ArraysOnly(handle).load()
     except FileNotFoundError:
         raise ValueError(f"{path} does not exist") from None
-    except (ValueError, pickle.UnpicklingError, EOFError) as err:
-        raise ValueError(f"{path} is not a port checkpoint (a .npy holding (config, params)): {err}") from None
+    except MemoryError:  # an array declaring more elements than memory holds (numpy refuses it)
+        raise ValueError(f"{path} declares an array too large to hold in memory: not a port checkpoint") from None
+    except Exception as err:  # a damaged header or pickle, in whatever way numpy or pickle reports it
+        raise ValueError(f"{path} is not a port checkpoint (a .npy holding (config, params)): "
+                         f"{type(err).__name__}: {err}") from None
     if not (isinstance(data, np.ndarray) and data.shape == (2,) and isinstance(data[0], dict)
             and isinstance(data[1], dict)):
         raise ValueError(f"{path} is not a port checkpoint: expected a (config, params) pair")
@@ -83,8 +86,18 @@ def read_port_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, di
     return config, params
 
 
+# the port config's integer fields the import reads, with the largest value it accepts
+_INTEGERS = {"num_token": 64, "target_size": 32, "seed_size": 32, "seed": 2**63 - 1, "num_steps": 10**9,
+             "batch_size": 10**7, "num_seed": 10**6}
+
+
 def check_config(config: dict[str, Any]) -> None:
-    """Refuse a port config the mapping does not cover (the offending key named)."""
+    """Refuse a port config the mapping does not cover or whose fields are not what the port
+    writes (the offending key named)."""
+    for key, largest in _INTEGERS.items():
+        value = config.get(key, 0)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value <= largest:
+            raise ValueError(f"haiku-recall: port config {key}={value!r} must be an integer in 0..{largest}")
     for key, value in _REQUIRED:
         if key in config and config[key] != value:
             raise ValueError(f"haiku-recall: port config {key}={config[key]!r} is not supported (needs {value!r})")

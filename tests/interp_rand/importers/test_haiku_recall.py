@@ -149,6 +149,35 @@ def test_unpickler_refuses_anything_but_arrays(tmp_path):
     assert "haiku-recall" in IMPORTERS and "bridge" in IMPORTERS
 
 
+def test_damaged_headers_huge_arrays_and_wrong_config_types_are_one_line(tmp_path):
+    """A header dict that does not parse, an array declaring 10^12 elements and a config whose
+    seed is a list: each a ValueError naming the file or the key, never a traceback from numpy,
+    tokenize or the allocator."""
+    good = tmp_path / "good.npy"
+    write_port_checkpoint(good, _port_config(), _port_params())
+    data = good.read_bytes()
+    broken = tmp_path / "header.npy"
+    broken.write_bytes(data[:10] + b"{'descr': '|O', 'fortran_order': False, 'shape': (2," + data[60:])
+    with pytest.raises(ValueError, match="is not a port checkpoint"):
+        port.read_port_checkpoint(broken)
+    huge = tmp_path / "huge.npy"
+    state = list(np.zeros(3, np.float32).__reduce__()[2])
+    state[1] = (10 ** 12,)  # the pickled array declares 10^12 elements
+
+    class Huge:
+        def __reduce__(self):
+            return np.zeros(3, np.float32).__reduce__()[:2] + (tuple(state),)
+
+    np.save(huge, np.array([{"a": 1}, {"m": {"w": Huge()}}], dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError, match="huge.npy"):
+        port.read_port_checkpoint(huge)
+    for key, value in (("seed", [1, 2]), ("seed_size", 10 ** 9), ("num_token", True)):
+        config = _port_config()
+        config[key] = value
+        with pytest.raises(ValueError, match=f"port config {key}="):
+            port.check_config(config)
+
+
 def test_jax_prng_known_answers():
     # the Threefry-2x32 known-answer vector (Salmon et al. 2011, 20 rounds)
     out = threefry2x32(np.array([0x13198A2E, 0x03707344], np.uint32), np.array([0x243F6A88], np.uint32),
