@@ -18,6 +18,7 @@ import shlex
 import signal
 import sys
 import time
+from pathlib import Path
 from collections.abc import Iterator
 
 from interp_rand import output, progress
@@ -94,6 +95,7 @@ def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> arg
     parser = parser or build_parser()
     args = parser.parse_args(argv)
     memory.check(parser, args)
+    _runs_exist(parser, args)
     if clamp(args.threads) < args.threads:
         print(f"interp-rand: --threads {args.threads} is more than the {cores()} cores this process may use; "
               f"using {clamp(args.threads)}", file=sys.stderr)
@@ -101,6 +103,23 @@ def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> arg
     args.argv = argv  # for messages that repeat the command (how to resume)
     args.main = main  # for a command that runs commands (the demo's tour), which never imports this module
     return args
+
+
+def _runs_exist(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``parser.error`` (one line, exit 2, before torch is imported) for a run argument (an
+    argument whose metavar names a run: ``RUN_DIR``, ``RUN_A`` ...) that is neither ``zoo:NAME``
+    nor an existing path, in the parser and the sub-command parsers ``args`` chose."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None) or "")
+            if chosen is not None:
+                _runs_exist(chosen, args)
+            continue
+        value = getattr(args, action.dest, None)
+        if not str(action.metavar or "").startswith("RUN") or value is None or isinstance(value, list):
+            continue
+        if not str(value).startswith("zoo:") and not Path(value).exists():
+            parser.error(f"{action.metavar} {value} does not exist (a run folder, or zoo:NAME)")
 
 
 class Stopped(KeyboardInterrupt):

@@ -54,3 +54,18 @@ def test_explain_refuses_bad_input_before_work(tmp_path, capsys):
     assert main(["explain", "--model", str(tmp_path / "missing.py") + ":build", "--out", str(tmp_path / "c")]) == 2
     assert "no file" in capsys.readouterr().err
     assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
+
+
+def test_a_run_that_does_not_exist_is_refused_before_the_heavy_imports(tmp_path):
+    """Every command's run argument is checked while parsing: one line, exit 2, in a fraction
+    of a second (torch is never imported)."""
+    import subprocess
+    import sys
+    import time
+
+    code = ("import sys; from interp_rand.cli.main import main\ntry:\n    main(['eval', '/no/such/run'])\n"
+            "except SystemExit as exit:\n    assert 'torch' not in sys.modules; sys.exit(exit.code)")
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 2 and time.perf_counter() - start < 5
+    assert "RUN_DIR /no/such/run does not exist (a run folder, or zoo:NAME)" in done.stderr
