@@ -94,3 +94,18 @@ def test_compare_refuses_two_models_of_different_tasks(tmp_path, capsys, monkeyp
     assert main(["--threads", "1", "compare", "--model-a", "two:a", "--model-b", "two:b", "--out", str(tmp_path / "c")]) == 2
     err = capsys.readouterr().err
     assert "--model-a solves 'sort'" in err and "compare needs two models of one task" in err
+
+
+def test_import_bridge_refuses_a_non_bridge_and_a_task_config_that_is_not_an_object(tmp_path, capsys, monkeypatch):
+    module = types.ModuleType("byom_not_bridges")
+    module.build = _bridge
+    module.plain = lambda: torch.nn.Linear(2, 2)
+    monkeypatch.setitem(sys.modules, "byom_not_bridges", module)
+    argv = ["--threads", "1", "import", "bridge", "--task", "sort"]
+    assert main(argv + ["byom_not_bridges:plain", "--out", str(tmp_path / "a")]) == 2
+    assert "must return a TransformerBridge, got Linear" in capsys.readouterr().err
+    assert main(argv + ["byom_not_bridges:build", "--out", str(tmp_path / "b"), "--task-config", "[1, 2]"]) == 2
+    assert "--task-config must be a JSON object" in capsys.readouterr().err
+    assert main(argv + ["os:system", "--out", str(tmp_path / "c")]) == 2
+    assert "os:system raised TypeError" in capsys.readouterr().err
+    assert not any((tmp_path / x).exists() for x in "abc")
