@@ -11,7 +11,7 @@ level, inside a function (a lazy import that goes upward is still an upward arro
      ``defaults``, ``progress``, ``distances``, ``output``, ``run_history``, ``run_names``
      (a run's folder or ``zoo:NAME``), ``variant_names``, ``batch`` (a task's data),
      ``job_runner`` (in process or on Ray), ``verdicts`` (the one verdict rule module, which
-     ``circuits`` and ``probes`` both use);
+     ``circuits`` and ``probes`` both use), ``display`` (how a result shows itself in a notebook);
   2. ``model`` and ``losses`` (loss kinds, decodings, the one bit order);
   3. ``tasks`` (each task names, and may register, its loss kind);
   4. ``evaluation``; 5. ``seeded_evaluation``; 6. ``training`` (the trainer evaluates; the
@@ -48,7 +48,7 @@ CIRCUIT_LAYERS = ("graph", "interventions", "methods", "analyses", "mechanisms",
 DRAWING = ("circuits.draw", "interp_rand.figures", "probes.report_html") + TOP
 # The core's own order, lowest first (see the module doc); "" is the package's own __init__.
 CORE_LAYERS = (
-    ("threads", "validation", "registry", "defaults", "progress", "distances", "output", "run_history",
+    ("threads", "validation", "registry", "defaults", "progress", "distances", "output", "run_history", "display",
      "run_names", "variant_names", "batch", "job_runner", "verdicts"),
     ("model", "losses"),
     ("tasks",),

@@ -38,6 +38,7 @@ Every number is a share or an AUC in [0, 1]; nothing divides by a quantity that 
 
 from __future__ import annotations
 
+from interp_rand.display import Displayed
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -141,8 +142,8 @@ def _share(mask: Tensor, of: Tensor | None = None) -> float:
     return float(mask.float().mean()) if mask.numel() else float("nan")
 
 
-@dataclass
-class CodeStudy:
+@dataclass(repr=False)
+class CodeStudy(Displayed):
     """What :func:`code_study` measured (module docstring), on ``n_inputs`` x ``n_seeds``."""
 
     n_inputs: int

@@ -23,6 +23,7 @@ The rule, stated before any number:
 
 from __future__ import annotations
 
+from interp_rand.display import Displayed
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,8 +36,8 @@ from circuits.mechanisms import Comparison, MechanismCard, check_mechanism, comp
 from probes.controls import random_init_like
 
 
-@dataclass
-class Explanation:
+@dataclass(repr=False)
+class Explanation(Displayed):
     """What :func:`explain` found."""
 
     task: str

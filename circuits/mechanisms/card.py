@@ -36,6 +36,7 @@ log-probabilities), and no control divides by a quantity that can vanish.
 
 from __future__ import annotations
 
+from interp_rand.display import Displayed
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,8 +109,8 @@ def prediction_claim(p: PredictionCheck) -> Claim:
                  too_few=f"only {p.n_where} inputs where it applies" if p.n_where < MIN_WHERE else "")
 
 
-@dataclass
-class MechanismCard:
+@dataclass(repr=False)
+class MechanismCard(Displayed):
     """Everything :func:`check_mechanism` measured, and the claims with their verdicts."""
 
     mechanism: str

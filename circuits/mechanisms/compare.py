@@ -24,6 +24,7 @@ inputs is right, or wrong, just as often) is marked as not discriminating.
 
 from __future__ import annotations
 
+from interp_rand.display import Displayed
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -74,8 +75,8 @@ def decide(a: str, b: str, experiments: list[Experiment]) -> PairResult:
     return PairResult(a, b, experiments, "neither", None)
 
 
-@dataclass
-class Comparison:
+@dataclass(repr=False)
+class Comparison(Displayed):
     """What :func:`compare_mechanisms` found."""
 
     mechanisms: list[str]

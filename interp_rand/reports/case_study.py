@@ -10,6 +10,7 @@ card, and the details behind them.
 
 from __future__ import annotations
 
+from interp_rand.display import Displayed
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,8 +70,8 @@ def studies() -> Registry[Study]:
     return table
 
 
-@dataclass
-class CaseStudyReport:
+@dataclass(repr=False)
+class CaseStudyReport(Displayed):
     """Attributes:
     study: the study's name; run: the checkpoint folder read.
     mechanism: the study's :class:`~interp_rand.reports.mechanism.MechanismReport` (the

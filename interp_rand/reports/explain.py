@@ -9,6 +9,7 @@ the checks).
 
 from __future__ import annotations
 
+from interp_rand.display import Displayed
 import html
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +21,8 @@ from interp_rand.reports.mechanism import MechanismReport, claims_html
 FILES = ("explain.json", "explain.html")
 
 
-@dataclass
-class ExplainReport:
+@dataclass(repr=False)
+class ExplainReport(Displayed):
     """``explanation`` (what :func:`~circuits.explain.explain` found) on ``run`` (a label)."""
 
     explanation: Explanation
@@ -32,6 +33,9 @@ class ExplainReport:
     @property
     def title(self) -> str:
         return f"explain: {self.run}"
+
+    def headline(self) -> str:
+        return self.explanation.headline()
 
     def text(self) -> str:
         return "\n".join([f"explain {self.run} ({self.explanation.task})"] + self.explanation.lines())

@@ -8,6 +8,7 @@ case studies print and write): the algorithm, its card (a verdict per check) and
 
 from __future__ import annotations
 
+from interp_rand.display import Displayed
 import html
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +26,8 @@ def claims_html(claims: list[Any]) -> str:
         f"{html.escape(c.line().removeprefix('claim: '))}</li>" for c in claims) + "</ul>"
 
 
-@dataclass
-class MechanismReport:
+@dataclass(repr=False)
+class MechanismReport(Displayed):
     """Attributes: ``mechanism`` (the hypothesis), ``card`` (its checks), ``run`` (what was
     read, or ``"(model given)"``), ``title``."""
 

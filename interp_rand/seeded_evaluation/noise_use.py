@@ -18,6 +18,7 @@ set).
 
 from __future__ import annotations
 
+from interp_rand.display import Displayed
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,8 +26,8 @@ import torch
 from torch import Tensor
 
 
-@dataclass
-class NoiseUse:
+@dataclass(repr=False)
+class NoiseUse(Displayed):
     """What :func:`noise_use` measured (module docstring)."""
 
     n_cycles: int

@@ -98,6 +98,10 @@ def test_explain_rediscovers_the_rank_readout_and_rejects_next_larger(sort_found
     from interp_rand.reports.explain import ExplainReport
 
     report = ExplainReport(found, "zoo:sort")
+    # in a notebook: a short repr and an HTML view that leads with the verdict
+    assert repr(found).startswith("<Explanation: HOLDS: order_statistic") and len(repr(found)) < 300
+    assert "HOLDS: order_statistic" in report._repr_html_() and "<pre" in found._repr_html_()
+    assert len(repr(found.cards["order_statistic"])) < 300
     report.write(tmp_path)
     assert "HOLDS: order_statistic" in (tmp_path / "explain.html").read_text()
     assert '"chosen": "order_statistic"' in (tmp_path / "explain.json").read_text()
