@@ -95,7 +95,7 @@ def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> arg
     parser = parser or build_parser()
     args = parser.parse_args(argv)
     memory.check(parser, args)
-    _runs_exist(parser, args)
+    args.missing_run = _missing_run(parser, args)  # reported by main before any work (parse alone does not refuse)
     if clamp(args.threads) < args.threads:
         print(f"interp-rand: --threads {args.threads} is more than the {cores()} cores this process may use; "
               f"using {clamp(args.threads)}", file=sys.stderr)
@@ -105,21 +105,24 @@ def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> arg
     return args
 
 
-def _runs_exist(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """``parser.error`` (one line, exit 2, before torch is imported) for a run argument (an
-    argument whose metavar names a run: ``RUN_DIR``, ``RUN_A`` ...) that is neither ``zoo:NAME``
-    nor an existing path, in the parser and the sub-command parsers ``args`` chose."""
+def _missing_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | None:
+    """The message for a run argument (an argument whose metavar names a run: ``RUN_DIR``,
+    ``RUN_A`` ...) that is neither ``zoo:NAME`` nor an existing path, in the parser and the
+    sub-command parsers ``args`` chose; ``None`` when there is none. :func:`main` refuses it
+    before the command's heavy imports."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             chosen = action.choices.get(getattr(args, action.dest, None) or "")
-            if chosen is not None:
-                _runs_exist(chosen, args)
+            found = None if chosen is None else _missing_run(chosen, args)
+            if found:
+                return found
             continue
         value = getattr(args, action.dest, None)
         if not str(action.metavar or "").startswith("RUN") or value is None or isinstance(value, list):
             continue
         if not str(value).startswith("zoo:") and not Path(value).exists():
-            parser.error(f"{action.metavar} {value} does not exist (a run folder, or zoo:NAME)")
+            return f"{action.metavar} {value} does not exist (a run folder, or zoo:NAME)"
+    return None
 
 
 class Stopped(KeyboardInterrupt):
@@ -166,6 +169,9 @@ def interrupt_line(command: str, argv: list[str], err: KeyboardInterrupt, second
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse(argv)
+    if args.missing_run:  # one line, before torch is imported
+        print(f"interp-rand {args.command}: error: {args.missing_run}", file=sys.stderr)
+        return 2
     threads = use_threads(args.threads) if getattr(args, "uses_torch", True) else contextlib.nullcontext()
     began = time.perf_counter()
     # the session: every output folder a command claims is locked until it returns

@@ -180,8 +180,8 @@ def test_eval_wrong_task(sort_run, capsys):
 
 def test_eval_missing_dir(tmp_path, capsys):
     missing = tmp_path / "nonexistent"
-    err = parse_error(["eval", str(missing)], capsys)  # refused while parsing, before any import
-    assert str(missing) in err and "interp-rand eval: error:" in err
+    code, _, err = run_cli(["eval", str(missing)], capsys)  # refused before any import
+    assert code == 2 and str(missing) in err and "interp-rand eval: error:" in err
 
 
 def test_eval_bad_n(sort_run, capsys):
