@@ -211,7 +211,7 @@ def _table(rows: list[dict], columns: list[str]) -> str:
 
 
 _PROBE_COLUMNS = ["variable", "instance", "hook", "position", "accuracy", "control", "selectivity", "majority",
-                  "random_accuracy", "random_selectivity", "random_best_selectivity", "causal_hook",
+                  "random_accuracy", "learned", "random_selectivity", "random_best_selectivity", "causal_hook",
                   "causal_changed", "causal_placebo", "causal_counterfactual"]
 
 

@@ -135,12 +135,25 @@ class ProbeResult:
                 row["random_accuracy"] = float(self.random_accuracy[h, p, k])
                 row["random_selectivity"] = float(rsel[h, p])
                 row["random_best_selectivity"] = float(rsel.max())
+                row["learned"] = learned(row["accuracy"], row["random_accuracy"])
             if k in causal:
                 c = causal[k]
                 row.update(causal_hook=c.hook, causal_position=c.position, causal_changed=c.changed,
                            causal_placebo=c.placebo_changed, causal_counterfactual=c.counterfactual)
             out.append(row)
         return out
+
+
+LEARNED_MARGIN = 0.05  # how far a probe must beat a random-init model at the same place to say it was learned
+
+
+def learned(accuracy: float, random_accuracy: float) -> str:
+    """``"yes"`` when the trained model's probe beats the random-init model's at the same hook
+    and position by :data:`LEARNED_MARGIN`, else ``"no: a random-init model reads it as well"``
+    (a variable that is already the token at that position, say, is read by any network)."""
+    if accuracy >= random_accuracy + LEARNED_MARGIN:
+        return "yes"
+    return f"no: a random-init model reads it as well ({random_accuracy:.2f} vs {accuracy:.2f})"
 
 
 def _fit_all(model, batch, hooks, positions, label_sets, train, alpha):

@@ -96,6 +96,8 @@ def test_report_holds_patterns_roles_probes_and_seed_share():
     for row in rows:
         assert row["selectivity"] == pytest.approx(row["accuracy"] - row["control"], abs=1e-6)
         assert row["random_best_selectivity"] >= row["random_selectivity"] - 1e-6
+        # a probe the random-init model matches at the same place is flagged as not learned
+        assert (row["learned"] == "yes") == (row["accuracy"] >= row["random_accuracy"] + 0.05)
         assert 0 <= row["accuracy"] <= 1 and row["causal_hook"] == row["hook"]
     # the seed share: a fraction, and its mean is the mean of the two answer bits' shares
     share = data.seed_share
@@ -284,3 +286,12 @@ def test_report_first_look_headline_on_top_heads_named_a0_3_and_no_json_on_top(t
     assert text.index("<details>") > text.index('id="probe-layers"')  # the run's JSON last, folded
     assert result["figures"]["probe-layers"]["outside"] == []  # the legend is not cut off
     assert "dotted: the same probe on a random-init model" in text
+
+
+def test_a_probe_a_random_network_passes_too_is_not_learned():
+    """The issue's case: the answer is already the token where the probe reads (0.98 trained,
+    0.99 random-init): flagged, with both numbers; a probe well above its random-init twin is learned."""
+    from probes.suite import learned
+
+    assert learned(0.98, 0.99) == "no: a random-init model reads it as well (0.99 vs 0.98)"
+    assert learned(0.95, 0.60) == "yes"
