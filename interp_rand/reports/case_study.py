@@ -99,6 +99,10 @@ class CaseStudyReport(Displayed):
     def to_json(self) -> str:
         return json_text(self.data, indent=1)
 
+    def figure(self) -> Any:
+        """The study's mechanism graph as a plotly figure (the page's first figure), for a notebook."""
+        return self.mechanism.figure()
+
     def text(self) -> str:
         from interp_rand.reports.circuit import card_lines
 

@@ -195,6 +195,13 @@ class CircuitReport:
             f" · <a href='card.html'>card {self.card.verdict.upper()}</a>")
         return f"{self.title} — recovers {self.summary['recovered']:.2f}{card}"
 
+    def figure(self) -> Any:
+        """The circuit's drawing as a plotly figure (what circuit.html shows), for a notebook."""
+        from circuits.draw.circuit_figure import circuit_figure
+
+        return circuit_figure(self.circuit, self.figure_title(), attention=self.attention,
+                              position_names=self.position_names, qk=self.qk)
+
     def write(self, out: str | Path) -> Path:
         """circuit.json, circuit.graphml, circuit.dot, faithfulness.json and circuit.html (the
         headline, then the drawing) in ``out``."""

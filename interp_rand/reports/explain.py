@@ -76,6 +76,16 @@ class ExplainReport(Displayed):
         out.append(f"<pre>{html.escape(chr(10).join(e.lines()[-1:]))}</pre>")
         return out
 
+    def figure(self) -> Any:
+        """The chosen mechanism's graph as a plotly figure (``ValueError`` when the experiments
+        chose none), for a notebook."""
+        from circuits.draw.mechanism_figure import mechanism_figure
+
+        e = self.explanation
+        if e.chosen is None:
+            raise ValueError(f"explain chose no mechanism ({e.headline()}): nothing to draw")
+        return mechanism_figure(e.located[e.chosen].mechanism, e.cards[e.chosen], title=f"{e.chosen}: {self.run}")
+
     def write(self, out: str | Path) -> Path:
         """explain.json and explain.html in ``out``, replaced together."""
         from interp_rand.figures.html_page import write_page

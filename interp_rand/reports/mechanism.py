@@ -115,6 +115,12 @@ class MechanismReport(Displayed):
         return [mechanism_figure(self.mechanism, self.card, title=self.title), pseudo] + rivals + [
             "<h2>Checks</h2>", claims, "<pre>" + html.escape("\n".join(self.lines[-3:])) + "</pre>"]
 
+    def figure(self) -> Any:
+        """The mechanism's graph as a plotly figure (what mechanism.html shows first), for a notebook."""
+        from circuits.draw.mechanism_figure import mechanism_figure
+
+        return mechanism_figure(self.mechanism, self.card, title=self.title)
+
     def write(self, out: str | Path) -> Path:
         """mechanism.json and mechanism.html in ``out``, replaced together."""
         from interp_rand.figures.html_page import write_page

@@ -351,6 +351,13 @@ class RandomnessReport:
         claims = self.claims
         return "\n".join(lines + [c.line() for c in claims] + [summary_line(claims)])
 
+    def figure(self) -> Any:
+        """The seed usage of every run beside the random-init control as a plotly figure (the
+        page's first figure), for a notebook."""
+        from circuits.draw.randomness_figure import usage_figure
+
+        return usage_figure(self.runs)
+
     def write(self, out: str | Path) -> tuple[Path, Path]:
         """randomness.json and randomness.html in ``out``; returns their paths."""
         from circuits.draw.randomness_figure import write_randomness_html

@@ -102,6 +102,7 @@ def test_explain_rediscovers_the_rank_readout_and_rejects_next_larger(sort_found
     assert repr(found).startswith("<Explanation: HOLDS: order_statistic") and len(repr(found)) < 300
     assert "HOLDS: order_statistic" in report._repr_html_() and "<pre" in found._repr_html_()
     assert len(repr(found.cards["order_statistic"])) < 300
+    assert report.figure().layout.title.text.startswith("order_statistic") and len(report.figure().data) > 0
     report.write(tmp_path)
     assert "HOLDS: order_statistic" in (tmp_path / "explain.html").read_text()
     assert '"chosen": "order_statistic"' in (tmp_path / "explain.json").read_text()

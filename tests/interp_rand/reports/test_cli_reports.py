@@ -137,6 +137,7 @@ def test_randomness_report_is_what_the_command_writes_and_prints(runs, tmp_path,
     assert look["headline"]["verdict"] == step_verdict(claims)
     assert f"{first['random_init']['decides']['decides']:.3f}" in look["headline"]["text"]
     bars = usage_figure(report.runs).data
+    assert [t.name for t in report.figure().data] == [t.name for t in bars]  # the report's figure, in a notebook
     assert [t.name.split(" (")[0] for t in bars] == ["recall", "recall-r0", "random init"]
     assert all(t.texttemplate for t in bars) and list(bars[-1].y)[-1] == first["random_init"]["reference"]
 
@@ -173,6 +174,7 @@ def test_circuit_report_is_what_the_command_writes_and_prints(runs, tmp_path, ca
     assert drop(json.loads(stdout.split("\nwrote ")[0])) == drop(report.key_numbers())
     report.write(tmp_path / "py")
     assert (tmp_path / "py" / "circuit.json").read_text() == (out / "circuit.json").read_text()
+    assert report.figure().layout.title.text  # the drawing circuit.html shows, as a figure for a notebook
     with pytest.raises(ValueError, match="give --top-k or --threshold, not both"):
         circuit_report(runs["sort"], top_k=3, threshold=0.1)
 
