@@ -18,8 +18,7 @@ class Displayed:
 
     def _headline_text(self) -> str:
         if hasattr(self, "headline"):
-            line = self.headline()
-            return getattr(line, "measured", None) and f"{line.measured}: {line.number}" or str(line)
+            return str(self.headline())
         text = self._lines()
         return text[0] if text else ""
 
