@@ -38,13 +38,14 @@ Every number is a share or an AUC in [0, 1]; nothing divides by a quantity that 
 
 from __future__ import annotations
 
-from interp_rand.display import Displayed
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
+
+from interp_rand.model.hook_names import hook_name
+from interp_rand.display import Displayed
 
 
 @dataclass
@@ -94,18 +95,19 @@ def decompose(model: Any, batch: Any) -> Decomposition:
     check_architecture(model)
     N = int(batch.answer_positions[0])
     L = model.cfg.n_layers
-    names = [f"blocks.{l}.attn.hook_{h}" for l in range(L) for h in ("pattern", "v")] + ["blocks.0.hook_resid_pre"]
+    names = [hook_name(l, h) for l in range(L) for h in ("attn.hook_pattern", "attn.hook_v")]
+    names.append(hook_name(0, "hook_resid_pre"))
     logits, cache = model.run_with_cache(batch.inputs, **batch.model_kwargs(), names_filter=lambda name: name in names)
     W_U = model.unembed.W_U  # [d, V]
     sign = 2 * batch.targets[:, N] - 1  # [n, V]
+    patterns = [cache[hook_name(l, "attn.hook_pattern")][:, :, N, :] for l in range(L)]  # [n, h, pos] each
     terms = []
-    for l in range(L):
-        pattern = cache[f"blocks.{l}.attn.hook_pattern"][:, :, N, :]  # [n, h, pos]
-        v = cache[f"blocks.{l}.attn.hook_v"]  # [n, pos, h, e]
+    for l, pattern in enumerate(patterns):
+        v = cache[hook_name(l, "attn.hook_v")]  # [n, pos, h, e]
         out = torch.einsum("nhp,nphe,hed->npd", pattern, v, model.blocks[l].attn.W_O)  # [n, pos, d]
         terms.append(out @ W_U)  # [n, pos, V]
     per_position = torch.stack(terms, 1)  # [n, L, pos, V]
-    base = cache["blocks.0.hook_resid_pre"][:, N] @ W_U + model.unembed.b_U
+    base = cache[hook_name(0, "hook_resid_pre")][:, N] @ W_U + model.unembed.b_U
     total = base + per_position.sum((1, 2))
     if (total - logits[:, N]).abs().max() > 1e-3 * max(1.0, float(logits[:, N].abs().max())):
         raise ValueError("the per-position terms do not add up to the logits: the model is not the linear, "
@@ -117,7 +119,7 @@ def decompose(model: Any, batch: Any) -> Decomposition:
     crosstalk = pairs.clone()
     crosstalk[rows, queried] = 0
     rest = (base + per_position[:, :, N].sum(1)) * sign
-    overlaps = torch.stack([cache[f"blocks.{l}.attn.hook_pattern"][:, :, N, :N].sum(1) for l in range(L)], 1)
+    overlaps = torch.stack([pattern[..., :N].sum(1) for pattern in patterns], 1)
     return Decomposition(signal, crosstalk, rest, logits[:, N] * sign, overlaps, queried)
 
 

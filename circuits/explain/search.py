@@ -23,7 +23,6 @@ The rule, stated before any number:
 
 from __future__ import annotations
 
-from interp_rand.display import Displayed
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +33,7 @@ from circuits.explain.candidates import MATCH_MIN, Scored, enumerate_candidates,
 from circuits.explain.localise import Located, locate
 from circuits.mechanisms import Comparison, MechanismCard, check_mechanism, compare_mechanisms
 from probes.controls import random_init_like
+from interp_rand.display import Displayed
 
 
 @dataclass(repr=False)

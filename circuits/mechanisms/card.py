@@ -36,7 +36,6 @@ log-probabilities), and no control divides by a quantity that can vanish.
 
 from __future__ import annotations
 
-from interp_rand.display import Displayed
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +51,7 @@ from circuits.mechanisms.predictions import PredictionCheck, check_prediction, c
 from circuits.mechanisms.scrubbing import Scrubbing, scrub
 from probes.controls import random_init_like
 from probes.interchange import BASE_ACCURACY_MIN, CONTROL_MAX, IIA_HOLDS, DASConfig, interchange_claim
+from interp_rand.display import Displayed
 
 AGREEMENT_MIN = 0.9
 SCRUB_MIN = 0.9

@@ -24,7 +24,6 @@ inputs is right, or wrong, just as often) is marked as not discriminating.
 
 from __future__ import annotations
 
-from interp_rand.display import Displayed
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -34,6 +33,7 @@ import torch
 from circuits.mechanisms.card import MechanismCard, check_mechanism
 from circuits.mechanisms.decisive import Experiment, edit_experiments, patch_experiments
 from circuits.mechanisms.hypothesis import Mechanism
+from interp_rand.display import Displayed
 
 OUTCOMES = ("decided", "split", "neither", "indistinguishable")
 

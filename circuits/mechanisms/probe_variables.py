@@ -26,10 +26,6 @@ from probes.interchange import variable_outputs
 from probes.variables import VariableLabels, variable_labels
 
 
-def _labels(task: Any, name: str, batch: Any) -> VariableLabels:
-    return variable_labels(task, batch, name)
-
-
 def _instance(labels: VariableLabels, instance: int | str) -> int:
     if isinstance(instance, str):
         if instance not in labels.instance_names:
@@ -47,7 +43,7 @@ def _probe_of(task: Any, name: str) -> VariableLabels:
     counterfactual rule; a variable defined by a model's outputs is refused (a mechanism's
     variables are functions of the input)."""
     try:
-        return _labels(task, name, task.sample(1, torch.Generator().manual_seed(0)))
+        return variable_labels(task, task.sample(1, torch.Generator().manual_seed(0)), name)
     except ValueError as err:
         if "pass model=" in str(err):
             raise ValueError(f"probe variable {task.name}.{name} is defined by a model's outputs; a mechanism "
@@ -63,7 +59,7 @@ def probe_variables(task: Any, name: str, *, site: Site | Callable[[int], Site |
     probe = _probe_of(task, name)
     chosen = [_instance(probe, i) for i in (instances if instances is not None else range(len(probe.instance_names)))]
     return Variable.each(
-        name, chosen, lambda batch, k: _labels(task, name, batch).labels[:, k], site=site,
+        name, chosen, lambda batch, k: variable_labels(task, batch, name).labels[:, k], site=site,
         description=lambda k: f"probe variable {probe.name}, {probe.instance_names[k]}")
 
 
@@ -78,7 +74,7 @@ def probe_mechanism(task: Any, name: str, instance: int | str, *, site: Site | N
     (variable,) = probe_variables(task, name, site=site, instances=[k])
 
     def answer(batch: Any, **values: Tensor) -> Tensor:
-        return _labels(task, name, batch).counterfactual(batch, k, values[variable.name])
+        return variable_labels(task, batch, name).counterfactual(batch, k, values[variable.name])
 
     return Mechanism(f"{name}[{probe.instance_names[k]}]", task.name, (variable,), answer=answer,
                      answer_parents=(variable.name,), outputs=(output,), readout=readout,

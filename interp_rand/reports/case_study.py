@@ -10,7 +10,6 @@ card, and the details behind them.
 
 from __future__ import annotations
 
-from interp_rand.display import Displayed
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 from interp_rand.output.files import json_text
 from interp_rand.registry import Registry
+from interp_rand.display import Displayed
 
 
 # the case studies and the task of the runs each reads (light: the command line's choices);

@@ -9,7 +9,6 @@ the checks).
 
 from __future__ import annotations
 
-from interp_rand.display import Displayed
 import html
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 from circuits.explain import Explanation, explain
 from interp_rand.reports.mechanism import MechanismReport, claims_html
+from interp_rand.display import Displayed
 
 FILES = ("explain.json", "explain.html")
 
@@ -103,19 +103,9 @@ def explain_report(run: str | Path | None = None, *, model: Any = None, task: An
                    progress: Any = None) -> ExplainReport:
     """:func:`circuits.explain.explain` on ``run`` (a run folder or ``zoo:NAME``) or on a given
     ``model`` and ``task``."""
-    from interp_rand.run_names import run_label
+    from interp_rand.reports.inputs import model_and_task
 
-    if model is None:
-        if run is None:
-            raise ValueError("explain needs a run (a run folder or zoo:NAME) or a model and a task")
-        from interp_rand.training.checkpoint import load_checkpoint
-
-        ckpt = load_checkpoint(run)
-        model, task, label = ckpt.model().eval(), ckpt.spec.make_task(), run_label(run)
-    elif task is None:
-        raise ValueError("explain(model=...) needs task=... too (the batches and answer positions)")
-    else:
-        label = "(model given)" if run is None else str(run)
+    model, task, label = model_and_task(run, model, task, "explain")
     found = explain(model, task, n=n, seed=seed, families=families, max_candidates=max_candidates, progress=progress)
     return ExplainReport(found, label)
 

@@ -75,6 +75,24 @@ def load_run_inputs(run: str | Path, n: int, seed: int, pairs: str | None = "tas
     return inputs
 
 
+def model_and_task(run: str | Path | None, model: Any, task: Any, what: str,
+                   expected_task: str | None = None) -> tuple[Any, Any, str]:
+    """``(model in eval mode, task, label)`` of ``run`` (a run folder or ``zoo:NAME``, of
+    ``expected_task`` when given) or of the given ``model`` and its ``task``; what ``what``
+    needs is said in one line when neither is given, or a model comes without its task."""
+    from interp_rand.run_names import run_label
+    from interp_rand.training.checkpoint import load_checkpoint
+
+    if model is None:
+        if run is None:
+            raise ValueError(f"{what} needs a run (a run folder or zoo:NAME) or a model and a task")
+        ckpt = load_checkpoint(run, task=expected_task)
+        return ckpt.model().eval(), ckpt.spec.make_task(), run_label(run)
+    if task is None:
+        raise ValueError(f"{what}(model=...) needs task=... too (the batches and answer positions)")
+    return model.eval(), task, "(model given)" if run is None else str(run)
+
+
 def analysis_inputs(run: str | Path | None, n: int, seed: int, pairs: str | None = "task", *, model: Any = None,
                     task: Any = None, seed_source: str = "fresh", what: str = "this report",
                     check_architecture: bool = False, expected_task: str | None = None) -> RunInputs:
@@ -113,4 +131,4 @@ def _sampled(model: Any, made: Any, n: int, seed: int, pairs: str | None, seed_s
     return RunInputs(None, model, made, batch, drawn, generator, label)
 
 
-__all__ = ["PAIRS", "RunInputs", "analysis_inputs", "load_run_inputs", "make_pairs"]
+__all__ = ["PAIRS", "RunInputs", "analysis_inputs", "load_run_inputs", "make_pairs", "model_and_task"]

@@ -8,13 +8,13 @@ case studies print and write): the algorithm, its card (a verdict per check) and
 
 from __future__ import annotations
 
-from interp_rand.display import Displayed
 import html
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from circuits.mechanisms import Mechanism, MechanismCard, check_mechanism
+from interp_rand.display import Displayed
 
 
 def claims_html(claims: list[Any]) -> str:
@@ -142,8 +142,7 @@ def mechanism_report(mechanism: str | Mechanism, run: str | Path | None = None, 
     decisive experiments against its registered rivals (``rivals``; the module's
     ``rivals(task)``, on ``n_rivals`` inputs), and the report says which mechanism wins and by
     which experiment."""
-    from interp_rand.training.checkpoint import load_checkpoint
-    from interp_rand.run_names import run_label
+    from interp_rand.reports.inputs import model_and_task
 
     module = None
     if isinstance(mechanism, str):
@@ -154,16 +153,7 @@ def mechanism_report(mechanism: str | Mechanism, run: str | Path | None = None, 
         wanted_task = FLAGSHIPS.get(mechanism).task
     else:
         wanted_task = mechanism.task
-    if model is None:
-        if run is None:
-            raise ValueError("mechanism_report needs a run (a run folder or zoo:NAME) or a model and a task")
-        ckpt = load_checkpoint(run, task=wanted_task)
-        model, task = ckpt.model().eval(), ckpt.spec.make_task()
-        label = run_label(run)
-    elif task is None:
-        raise ValueError("mechanism_report(model=...) needs task=... too (the batches and answer positions)")
-    else:
-        label = "(model given)"
+    model, task, label = model_and_task(run, model, task, "mechanism_report", wanted_task)
     mech = module.mechanism(task) if module is not None else mechanism
     sizes = {} if das is None else {"das": das}  # das: the DAS training of subspace sites (DASConfig)
     card = check_mechanism(model, task, mech, n=n, seed=seed, n_pairs=n_pairs, n_random=n_random, **sizes)

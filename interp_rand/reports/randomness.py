@@ -50,6 +50,18 @@ def register_randomness_analysis(task_name: str) -> Callable[[TaskAnalysis], Tas
     return RANDOMNESS_ANALYSES.add(task_name, description=f"the randomness report's analysis of {task_name} runs")
 
 
+# keyed by task name: fn(first model, second model, task, first run's dict, *, seed, progress),
+# run when the report compares two runs of that task (e.g. a randomized model and its ERM twin)
+RANDOMNESS_PAIR_ANALYSES: Registry[TaskAnalysis] = Registry("randomness pair analysis",
+                                                            plural="randomness pair analyses")
+
+
+def register_randomness_pair_analysis(task_name: str) -> Callable[[TaskAnalysis], TaskAnalysis]:
+    """Decorator: run ``fn`` on the two models of every two-run randomness report of task
+    ``task_name`` (:data:`RANDOMNESS_PAIR_ANALYSES`)."""
+    return RANDOMNESS_PAIR_ANALYSES.add(task_name, description=f"the randomness report's analysis of two {task_name} runs")
+
+
 # where the noise decides (interp_rand.seeded_evaluation.noise_use): cycles, and noise draws on each
 NOISE_USE_CYCLES, NOISE_USE_DRAWS = 4000, 16
 # the key-code study's size (circuits.analyses.recall_codes): the same inputs under every one of the seeds
@@ -421,17 +433,14 @@ def randomness_report(run: str | Path | None = None, compare: str | Path | None 
                                                  progress=progress)})
     if len(runs) == 2:
         compare_capacity(runs)  # the first run's per-seed sets against the second's capacity
-        if first_task == "coloring":  # where the first run's noise decides vs where the second fails
-            runs[0]["noise_use"] = _noise_use(entries, task, seed, progress)
+        if first_task in RANDOMNESS_PAIR_ANALYSES:  # the task's own analysis of the two models together
+            first, second, made = _pair_models(entries, task)
+            RANDOMNESS_PAIR_ANALYSES.get(first_task)(first, second, made, runs[0], seed=seed, progress=progress)
     return RandomnessReport(runs, [key_numbers(r) for r in runs])
 
 
-def _noise_use(entries: list, task: Any, seed: int, progress: bool) -> dict[str, Any]:
-    """:func:`~interp_rand.seeded_evaluation.noise_use.noise_use` of the first entry's model
-    against the second's (its ERM twin), classes the colouring rule's four id classes."""
-    from interp_rand.reports.mechanisms.coloring_seed import CLASS_NAMES, ID_CLASS
-    from interp_rand.seeded_evaluation.noise_use import noise_use
-
+def _pair_models(entries: list, task: Any) -> tuple[Any, Any, Any]:
+    """The two entries' models (a run's loaded, a given one as is) and their task."""
     models = []
     for _, path, given, _ in entries[:2]:
         if path is not None:
@@ -440,10 +449,21 @@ def _noise_use(entries: list, task: Any, seed: int, progress: bool) -> dict[str,
             task = ckpt.spec.make_task()
         else:
             models.append(given.eval())
+    return models[0], models[1], task
+
+
+@register_randomness_pair_analysis("coloring")
+def _noise_use(first: Any, second: Any, task: Any, out: dict[str, Any], *, seed: int, progress: bool) -> None:
+    """Where the first model's noise decides against where the second (its ERM twin) is in
+    conflict (:func:`~interp_rand.seeded_evaluation.noise_use.noise_use`), per id class of the
+    colouring rule, into the first run's ``noise_use``."""
+    from interp_rand.reports.mechanisms.coloring_seed import CLASS_NAMES, ID_CLASS
+    from interp_rand.seeded_evaluation.noise_use import noise_use
+
     _progress.note(f"where the noise decides ({NOISE_USE_CYCLES} cycles x {NOISE_USE_DRAWS} noise draws)", progress)
     classes = ID_CLASS if task.n_vertices == len(ID_CLASS) else None
-    return noise_use(models[0], models[1], task, n_cycles=NOISE_USE_CYCLES, n_noise=NOISE_USE_DRAWS, seed=seed,
-                     classes=classes, class_names=CLASS_NAMES if classes is not None else ()).to_dict()
+    out["noise_use"] = noise_use(first, second, task, n_cycles=NOISE_USE_CYCLES, n_noise=NOISE_USE_DRAWS, seed=seed,
+                                 classes=classes, class_names=CLASS_NAMES if classes is not None else ()).to_dict()
 
 
 def _check_seeded(model: Any, task: Any, what: str) -> None:
@@ -452,4 +472,5 @@ def _check_seeded(model: Any, task: Any, what: str) -> None:
 
 
 __all__ = ["DEFAULT_SEED", "RandomnessReport", "analyse_model", "analyse_run", "key_numbers", "load_seeded",
-           "randomness_claims", "randomness_report", "register_randomness_analysis", "RANDOMNESS_ANALYSES"]
+           "randomness_claims", "randomness_report", "register_randomness_analysis", "register_randomness_pair_analysis",
+           "RANDOMNESS_ANALYSES", "RANDOMNESS_PAIR_ANALYSES"]

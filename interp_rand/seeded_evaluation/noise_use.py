@@ -18,12 +18,12 @@ set).
 
 from __future__ import annotations
 
-from interp_rand.display import Displayed
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
+from interp_rand.display import Displayed
 
 
 @dataclass(repr=False)
@@ -66,16 +66,15 @@ def noise_use(randomized: Any, noise_free: Any, task: Any, *, n_cycles: int = 40
     ``n_cycles`` random cycles (``classes``: ``[N]`` the id class of each vertex id, named by
     ``class_names``)."""
     from interp_rand.seeded_evaluation.forward import logits_of
-    from interp_rand.tasks.coloring import neighbours
+    from interp_rand.tasks.coloring import coloring_correct
 
     generator = torch.Generator().manual_seed(seed)
     cycles = task.sample(n_cycles, generator)
     colours = torch.stack([logits_of(randomized, task.with_seeds(cycles, task.sample_seeds(n_cycles, generator)))
                            .argmax(-1) for _ in range(n_noise)])  # [K, n, N]
     decided = (colours != colours[:1]).any(0)  # [n, N]
-    plain = logits_of(noise_free, task.with_seeds(cycles, task.sample_seeds(n_cycles, generator))).argmax(-1)
-    nbrs = neighbours(cycles)  # [n, N, 2]
-    conflict = (plain[..., None] == plain.gather(1, nbrs.flatten(1)).view_as(nbrs)).any(-1)
+    plain = logits_of(noise_free, task.with_seeds(cycles, task.sample_seeds(n_cycles, generator)))
+    conflict = ~coloring_correct(plain, cycles)  # the task's own judge: a neighbour has the same colour
     every = torch.ones_like(decided)
     per_class: dict[str, dict[str, float]] = {}
     if classes is not None:
