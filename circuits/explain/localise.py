@@ -32,9 +32,11 @@ import torch
 
 from circuits.explain.candidates import Candidate
 from circuits.explain.primitives import Frame
+from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Node
 from circuits.mechanisms import Mechanism, Site, Variable
 from circuits.mechanisms.leads import SiteSweep, site_sweep
+from interp_rand.model.hook_names import seed_offset
 
 SINGLE_SITE_IIA = 0.9
 MAX_COMPONENTS = 4
@@ -57,14 +59,14 @@ class Located:
         return out
 
 
-def _offset(model: Any) -> int:
-    return int(getattr(model.cfg, "seed_offset", 0) or 0)
+def _blocks(model: Any, batch: Any) -> list[Node]:
+    """The model's heads, then its MLPs (the model graph's writers, no position)."""
+    writers = ModelGraph.of(model, batch.inputs.shape[1]).writers
+    return sorted((n for n in writers if n.kind in ("head", "mlp")), key=lambda n: (n.kind != "head", n.layer, n.head or 0))
 
 
-def _components(model: Any, position: int) -> list[Node]:
-    heads = [Node("head", l, h, position=position) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
-    has_mlp = not getattr(model.cfg, "attn_only", False)
-    return heads + ([Node("mlp", l, position=position) for l in range(model.cfg.n_layers)] if has_mlp else [])
+def _at(blocks: list[Node], position: int) -> list[Node]:
+    return [n.at(position) for n in blocks]
 
 
 def _before(node: Node, other: Node) -> bool:
@@ -77,7 +79,8 @@ def _mechanism(candidate: Candidate, model: Any, task: Any, batch: Any,
                sites: dict[int, tuple[Node, ...]]) -> Mechanism:
     """The candidate's mechanism with ``y_k`` at ``sites[k]`` (unmapped where absent)."""
     frame = Frame(batch, task)
-    K, offset, reads = frame.n_outputs, _offset(model), candidate.primitive.reads
+    K, offset, reads = frame.n_outputs, seed_offset(model), candidate.primitive.reads
+    blocks = _blocks(model, batch)
     variables: list[Variable] = []
     readout: list[Node] = []
     for k in range(K):
@@ -93,7 +96,7 @@ def _mechanism(candidate: Candidate, model: Any, task: Any, batch: Any,
             if chosen:
                 last = max(chosen, key=lambda n: (n.layer, n.kind != "head"))
                 feeders = (Node("embed", position=at + offset),) + tuple(
-                    n for n in _components(model, r) if n.kind == "head" and _before(n, last) and n not in chosen)
+                    n for n in _at(blocks, r) if n.kind == "head" and _before(n, last) and n not in chosen)
             variables.append(Variable(f"read_{k}", lambda b, at=at: b.inputs[:, at],
                                       site=Site.of(*feeders) if feeders else None,
                                       description=f"the token at {at + offset}, moved to {r} for output {k}",
@@ -103,7 +106,7 @@ def _mechanism(candidate: Candidate, model: Any, task: Any, batch: Any,
             feeders: tuple[Node, ...] = ()
             if chosen:
                 last = max(chosen, key=lambda n: (n.layer, n.kind != "head"))
-                heads = [n for n in _components(model, r) if n.kind == "head" and n not in chosen]
+                heads = [n for n in _at(blocks, r) if n.kind == "head" and n not in chosen]
                 feeders = tuple(n for n in heads if _before(n, last))
                 if not feeders or any(n.kind == "head" and n.layer == 0 for n in chosen):
                     # a layer-0 head of the site reads the embeddings of what it gathers itself
@@ -120,7 +123,7 @@ def _mechanism(candidate: Candidate, model: Any, task: Any, batch: Any,
                                   family="y", instance=k))
         if chosen:
             last = max(chosen, key=lambda n: (n.layer, n.kind != "head"))
-            readout += [n for n in _components(model, r) if _before(last, n) and n not in chosen]
+            readout += [n for n in _at(blocks, r) if _before(last, n) and n not in chosen]
     return Mechanism(candidate.name, getattr(task, "name", "task"), tuple(variables),
                      answer=lambda b, **v: torch.stack([v[f"y_{k}"] for k in range(K)], 1),
                      answer_parents=tuple(v.name for v in variables), outputs=tuple(range(K)),
@@ -148,7 +151,7 @@ def choose_site(sweep: SiteSweep) -> tuple[Node, ...]:
 def locate(model: Any, task: Any, candidate: Candidate, batch: Any, *, n_pairs: int = 200, seed: int = 0,
            random_model: Any = None) -> Located:
     """Sweep each output's components at its position and build the located mechanism."""
-    offset = _offset(model)
+    offset = seed_offset(model)
     frame = Frame(batch, task)
     unlocated = _mechanism(candidate, model, task, batch, {})
     sweeps, sites = [], {}
