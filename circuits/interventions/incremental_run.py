@@ -240,7 +240,8 @@ class IncrementalRun:
         if self.allowed is not None:
             allowed = self.allowed[queries] if self.allowed.dim() == 2 else self.allowed[:, None, queries]
         # the mixer's own "these heads at these queries" form: [E, b, nq, nh, e]
-        z = attn.mix_at(q, k, v, allowed, queries, per_example=self.allowed is not None and self.allowed.dim() == 3)
+        z = attn.mix_at(q, k, v, allowed, queries, per_example=self.allowed is not None and self.allowed.dim() == 3,
+                        heads=heads)
         writers = self.stages[s][3].start + heads
         dz = z - self.z[layer][_ix(queries, heads)]
         # each head's write changes by dz @ W_O; their sum in one matmul, each one only if needed

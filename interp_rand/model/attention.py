@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from interp_rand.model.alibi import alibi_bias
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.hook_dispatch import fire, listening
 from interp_rand.model.mixer import ATTENTION_CAPABILITIES, Mixer, Plan
@@ -53,7 +54,7 @@ class Attention(Mixer):
             )
 
     def mix(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None) -> Tensor:
-        if self.cfg.attention == "softmax" and not (listening(self.hook_attn_scores) or listening(self.hook_pattern)):
+        if self.cfg.attention == "softmax" and self.cfg.positional != "alibi" and not (listening(self.hook_attn_scores) or listening(self.hook_pattern)):
             return self._sdpa(q, k, v, allowed)
         return self._explicit(q, k, v, allowed)
 
@@ -93,13 +94,17 @@ class Attention(Mixer):
         point (``[batch, pos, head, d_head]`` each -> ``z``, the same shape)."""
         # [pos, pos] or [batch, pos, pos] -> broadcast over heads
         keep = None if allowed is None else (allowed if allowed.dim() == 2 else allowed[:, None])
-        scores = fire(self.hook_attn_scores, self.mask_scores(scores_of(q, k, self.scale), keep))
+        scores = scores_of(q, k, self.scale)
+        bias = alibi_bias(self.cfg, q.shape[-3], k.shape[-3], device=q.device)  # None: no ALiBi
+        scores = fire(self.hook_attn_scores, self.mask_scores(scores if bias is None else scores + bias, keep))
         pattern = self.pattern_of(scores, keep, per_example=allowed is not None and allowed.dim() == 3)
         return weighted_values(fire(self.hook_pattern, pattern), v)
 
     def mix_at(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None, queries: Tensor,
-               per_example: bool) -> Tensor:
-        pattern = self.pattern_of(self.mask_scores(scores_of(q, k, self.scale), allowed), allowed,
+               per_example: bool, heads: Tensor | None = None) -> Tensor:
+        scores = scores_of(q, k, self.scale)
+        bias = alibi_bias(self.cfg, len(queries), k.shape[-3], queries=queries, heads=heads, device=q.device)
+        pattern = self.pattern_of(self.mask_scores(scores if bias is None else scores + bias, allowed), allowed,
                                   per_example=per_example)
         return weighted_values(pattern, v)
 
@@ -126,6 +131,11 @@ class Attention(Mixer):
             bias = torch.zeros(keep.shape, device=allowed.device).masked_fill_(~keep, float("-inf"))
             if allowed.dim() == 3 and not bool(allowed.any(-1).all()):
                 empty = ~keep  # a query with no allowed key gives NaN; it reads nothing (the hooked rule)
+        if cfg.positional == "alibi":  # the distance penalty, for the shapes of each call (a decoding cache's)
+            def alibi_attend(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
+                penalty = alibi_bias(cfg, q.shape[1], k.shape[1], device=q.device)
+                return _softmax_attention(q, k, v, penalty if bias is None else penalty + bias, empty, scale)
+            return alibi_attend
         return lambda q, k, v, scale: _softmax_attention(q, k, v, bias, empty, scale)
 
     @classmethod
@@ -136,7 +146,7 @@ class Attention(Mixer):
         for linear attention or a dense mask. The scores of every (query, key) pair of a table
         row are computed once on the table (``S * pos * pos * h`` products: a dense attention's
         over ``S`` rows), so each batch row only gathers its queries' few scores and values."""
-        if cfg.attention != "softmax" or index is None:
+        if cfg.attention != "softmax" or index is None or cfg.positional == "alibi":
             return None
         batch, _, d = index.shape
         # [batch, pos]: the table row of every batch row's position (query)
@@ -155,6 +165,9 @@ class Attention(Mixer):
         head, d_head]``. Scores, softmax (or, linear, the scores themselves) and the weighted sum
         in the hooked attention's order, each reduction over an outer axis."""
         scores = (keys * q[:, 0].permute(2, 0, 1)).sum(1) / scale  # [t, batch, head]
+        bias = alibi_bias(cfg, 1, len(keys), device=q.device)  # [head, 1, t]
+        if bias is not None:
+            scores = scores + bias[:, 0].T[:, None]
         pattern = scores if cfg.attention == "linear" else torch.softmax(scores, dim=0)
         return (pattern[:, None] * values).sum(0).permute(1, 2, 0)[:, None]
 

@@ -37,8 +37,8 @@ def bridge_incompatibilities(cfg: ModelConfig) -> list[str]:
         for field, needed in _BRIDGEABLE.items()
         if getattr(cfg, field) != needed
     ]
-    if cfg.positional == "none":
-        problems.append("positional='none' (needs 'learned' or 'sinusoidal')")
+    if not cfg.has_pos_table:
+        problems.append(f"positional={cfg.positional!r} (needs 'learned' or 'sinusoidal')")
     return problems
 
 

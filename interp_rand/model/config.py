@@ -21,7 +21,10 @@ MIXERS: Registry = Registry("attention kind")
 MASK_KINDS = ("causal", "full", "custom")
 INPUT_KINDS = ("tokens", "vectors")
 SEED_MODES = ("append", "add", "token")
-POSITIONAL_KINDS = ("learned", "sinusoidal", "none")
+POSITIONAL_KINDS = ("learned", "sinusoidal", "none", "alibi")
+#: the positional kinds that are a table added to the residual stream (``W_pos``, hook
+#: ``hook_pos_embed``); the others add nothing there (ALiBi moves the attention scores)
+TABLE_POSITIONALS = ("learned", "sinusoidal")
 NORMALIZATION_TYPES = ("LN", None)
 ACT_FNS = ("gelu", "gelu_new", "relu")
 INIT_KINDS = ("normal", "fan_in")
@@ -36,8 +39,9 @@ class ModelConfig:
         n_layers: number of transformer blocks.
         n_heads: attention heads per block.
         d_head: width of each head's queries, keys and values (``None``: ``d_model // n_heads``).
-        n_ctx: the most positions the model sees, including a seed token
-            (``seed_mode="token"``); the size of the positional table.
+        n_ctx: the positions the model is built for, including a seed token
+            (``seed_mode="token"``): the size of the positional table, the most positions a
+            learned table (and a decoding cache) allows.
         d_vocab: number of input tokens (``input_kind="tokens"``).
         d_input: width of input vectors (``input_kind="vectors"``).
         d_vocab_out: number of output logits per position (classes, or bits for BCE tasks).
@@ -65,7 +69,11 @@ class ModelConfig:
         d_mlp: MLP width (``None``: ``4 * d_model``).
         act_fn: the MLPs' activation: ``"gelu"``, ``"gelu_new"`` (tanh approximation) or ``"relu"``.
         normalization_type: ``"LN"`` (pre-LayerNorm) or ``None``.
-        positional: ``"learned"``, ``"sinusoidal"`` (fixed table) or ``"none"``.
+        positional: ``"learned"`` (a trained table: the model runs up to ``n_ctx`` positions),
+            ``"sinusoidal"`` (a fixed table, extended to any length), ``"none"`` or ``"alibi"``
+            (a per-head linear penalty on attention scores by distance,
+            :mod:`interp_rand.model.alibi`; softmax attention only). All but ``"learned"`` run
+            at lengths beyond ``n_ctx``: the length-generalisation study's schemes.
         eps: the LayerNorms' epsilon, added to the variance before the square root.
         use_attn_result: compute the per-head output ``hook_result`` ``[batch, pos, head,
             d_model]`` (costs memory; circuits turn it on when they need it).
@@ -158,6 +166,12 @@ class ModelConfig:
         else:
             positive("d_input")
         MIXERS.get(self.attention).check_config(self)  # the mixer's own rules (a mask it needs)
+        if self.positional == "alibi" and self.attention != "softmax":
+            raise ValueError(
+                f"ModelConfig.positional='alibi' penalises softmax attention scores by distance; "
+                f"attention={self.attention!r} has no softmax. Use positional 'learned', "
+                "'sinusoidal' or 'none' with it"
+            )
         if self.seed_mode == "append" and self.d_seed > 0 and self.d_input_mlp == 0:
             raise ValueError(
                 "ModelConfig.seed_mode='append' joins the seed to the input features before the "
@@ -175,6 +189,17 @@ class ModelConfig:
     @property
     def has_seed(self) -> bool:
         return self.d_seed > 0
+
+    @property
+    def has_pos_table(self) -> bool:
+        """Is the positional scheme a table added to the residual stream (``W_pos``)?"""
+        return self.positional in TABLE_POSITIONALS
+
+    @property
+    def max_positions(self) -> int | None:
+        """The most positions (seed token included) the model can run: ``n_ctx`` for a learned
+        table, ``None`` (any) for a fixed table, ALiBi or no positions."""
+        return self.n_ctx if self.positional == "learned" else None
 
     @property
     def seed_offset(self) -> int:

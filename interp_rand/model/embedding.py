@@ -39,7 +39,8 @@ def sinusoidal_table(n_ctx: int, d_model: int) -> Tensor:
 
 
 class PosEmbed(nn.Module):
-    """``W_pos: [n_ctx, d_model]``, a parameter (learned) or a saved buffer (sinusoidal)."""
+    """``W_pos: [n_ctx, d_model]``, a parameter (learned) or a saved buffer (sinusoidal, computed
+    afresh for a longer input: the same function at every position)."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -50,6 +51,8 @@ class PosEmbed(nn.Module):
 
     def forward(self, n_pos: int) -> Tensor:
         """``[1, n_pos, d_model]`` (broadcast over the batch)."""
+        if n_pos > len(self.W_pos) and not isinstance(self.W_pos, nn.Parameter):
+            return sinusoidal_table(n_pos, self.W_pos.shape[1]).to(self.W_pos)[None]
         return self.W_pos[:n_pos][None]
 
 

@@ -120,7 +120,8 @@ class FastForward:
         sliced along with the mask and passed to each call (``key_index=``), which then skips
         finding it: evaluation repeats every input's mask for each of its seeds."""
         cfg = self.cfg
-        if attention_mask is None or cfg.mask != "custom" or cfg.attention != "softmax" or cfg.seed_offset:
+        if (attention_mask is None or cfg.mask != "custom" or cfg.attention != "softmax" or cfg.seed_offset
+                or cfg.positional == "alibi"):  # (ALiBi's penalty is over the dense score matrix)
             return None
         if self.sparse_keys is False or attention_mask.dim() != 3:
             return None
@@ -202,7 +203,7 @@ class FastForward:
         # one input broadcast over the batch (the colouring's one-hot vertex ids, a stride-0
         # view): embedded once, with the positions added to that one copy
         broadcast = cache is None and not embed.tokens and batch > 1 and inputs.stride(0) == 0
-        pos_added = broadcast and cfg.positional != "none" and not cfg.d_input_mlp and not cfg.seed_offset
+        pos_added = broadcast and cfg.has_pos_table and not cfg.d_input_mlp and not cfg.seed_offset
         if embed.tokens:
             x = embed.W_E[inputs]
         elif broadcast:
@@ -273,7 +274,7 @@ class FastForward:
         n_rows, n_pos, d_model = x.shape
         batch = n_rows if table is None else len(table[1])
         start = 0 if cache is None else cache.length
-        if cfg.positional != "none" and not pos_added:
+        if cfg.has_pos_table and not pos_added:
             # broadcast over the batch (no copy: no hook to see it)
             x = x + model.pos_embed(start + n_pos)[:, start:]
         mixer = type(model.blocks[0].attn)

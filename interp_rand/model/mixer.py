@@ -155,12 +155,13 @@ class Mixer(nn.Module):
         raise NotImplementedError
 
     def mix_at(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None, queries: Tensor,
-               per_example: bool) -> Tensor:
+               per_example: bool, heads: Tensor | None = None) -> Tensor:
         """*These heads at these positions*: ``z`` at the query positions ``queries [nq]`` only,
         hook-free. ``q [..., nq, nh, e]`` (those queries' projections), ``k, v [..., P, nh, e]``
         (every position's), ``allowed`` the mask's rows of ``queries`` broadcastable to ``[...,
-        nh, nq, P]`` (or ``None``); ``per_example``: the mask is per example. -> ``[..., nq, nh,
-        e]``, the same numbers as :meth:`mix` there."""
+        nh, nq, P]`` (or ``None``); ``per_example``: the mask is per example; ``heads [nh]``:
+        which heads they are (``None``: all, in order). -> ``[..., nq, nh, e]``, the same
+        numbers as :meth:`mix` there."""
         raise NotImplementedError
 
     @classmethod

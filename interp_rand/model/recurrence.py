@@ -119,7 +119,7 @@ class GatedRecurrence(Mixer):
         return q * scan(fire(self.hook_decay, decay(k)), v)
 
     def mix_at(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None, queries: Tensor,
-               per_example: bool) -> Tensor:
+               per_example: bool, heads: Tensor | None = None) -> Tensor:
         return q * scan(decay(k), v).index_select(-3, queries)
 
     @classmethod

@@ -76,7 +76,7 @@ class HookedTransformer(HookedRootModule):
             self.seed_embed = SeedEmbed(cfg)
             self.hook_seed = HookPoint()  # [batch, pos, d_seed]
             self.hook_seed_embed = HookPoint()  # [batch, pos, d_model]
-        if cfg.positional != "none":
+        if cfg.has_pos_table:
             self.pos_embed = PosEmbed(cfg)
             self.hook_pos_embed = HookPoint()  # [batch, pos, d_model], as in TransformerLens
         self.blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
@@ -128,7 +128,7 @@ class HookedTransformer(HookedRootModule):
         """Positions, the blocks and the unembedding: ``x [batch, pos, d_model]`` (the input
         stage's output, seed token included) to the task positions' logits."""
         cfg = self.cfg
-        if cfg.positional != "none":
+        if cfg.has_pos_table:
             if listening(self.hook_pos_embed):
                 # Repeated over the batch (a copy, not an expand view), as TransformerLens does:
                 # decompose_resid stacks it with hook_embed, and patch hooks write into it.
@@ -228,10 +228,11 @@ class HookedTransformer(HookedRootModule):
                 f"vector inputs must be [batch, pos, d_input={cfg.d_input}]; got {tuple(inputs.shape)}"
             )
         batch, n_pos = inputs.shape[:2]
-        if n_pos + cfg.seed_offset > cfg.n_ctx:
+        if cfg.max_positions is not None and n_pos + cfg.seed_offset > cfg.max_positions:
             raise ValueError(
                 f"input length {n_pos}{' + 1 seed token' if cfg.seed_offset else ''} exceeds "
-                f"n_ctx={cfg.n_ctx}"
+                f"n_ctx={cfg.n_ctx}, the rows of this model's learned positional table (a model "
+                "with positional 'sinusoidal', 'alibi' or 'none' runs at any length)"
             )
         return batch, n_pos
 

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from interp_rand.model.alibi import alibi_bias
 from interp_rand.model.attention import scores_of
 from interp_rand.model.hook_names import hook_name
 from interp_rand.tasks.base import Batch
@@ -24,8 +25,8 @@ class QKAttribution:
         layer, head, query: the head and the query's residual-stream position (a seed token,
             if any, is position 0).
         nodes: the nodes of both sides (the same list on each) as :class:`Part` s (their
-            names, carrying their kind, layer and head), ``bias`` last when the head has a bias
-            term.
+            names, carrying their kind, layer and head), ``bias`` when the head has a bias
+            term, and ``alibi`` last for an ALiBi model's distance penalty.
         per_example: ``[batch, P, n_nodes, n_nodes]`` ``C[b, k, i, j]``: query node ``i`` with
             key node ``j`` at key position ``k`` (zero where the key is masked).
         allowed: ``[batch, P]`` bool, the keys the query may attend.
@@ -158,6 +159,12 @@ def qk_attribution(model: nn.Module, batch: Batch | Tensor, layer: int, head: in
         q_parts = torch.cat([q_parts, q_bias.expand(n_batch, 1, 1, -1)], dim=2)
         k_parts = torch.cat([k_parts, k_bias.expand(n_batch, n_stream, 1, -1)], dim=2)
     contrib = torch.einsum("bie,bkje->bkij", q_parts[:, 0], k_parts) / _attn_scale(model, layer)
+    penalty = alibi_bias(model.cfg, n_stream, n_stream, heads=torch.tensor([head])) if isinstance(
+        model, HookedTransformer) else None
+    if penalty is not None:  # the distance penalty: a node of its own, on the diagonal
+        names = names + [Part("alibi")]
+        contrib = torch.nn.functional.pad(contrib, (0, 1, 0, 1))
+        contrib[:, :, -1, -1] = penalty[0, query].double()
     allowed = _allowed(model, batch, n_stream, n_batch)[:, query]
     contrib = contrib * allowed[:, :, None, None]
     if isinstance(model, HookedTransformer):

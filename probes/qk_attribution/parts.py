@@ -15,7 +15,9 @@ from probes.activations import model_args
 
 
 TOLERANCE = 1e-4  # the decomposition's sum against the model's scores
-PART_KINDS = ("embed", "pos", "seed", "input_mlp", "head", "mlp", "b_O", "bias")
+#: ``alibi``: an ALiBi model's distance penalty (:mod:`interp_rand.model.alibi`), a score term
+#: of its own that reads no upstream node (on the diagonal ``C[b, k, alibi, alibi]``)
+PART_KINDS = ("embed", "pos", "seed", "input_mlp", "head", "mlp", "b_O", "bias", "alibi")
 
 
 def _forward_args(model: nn.Module, batch: Batch | Tensor) -> tuple[tuple, dict]:

@@ -82,6 +82,7 @@ def _cases():
         "LayerNorm + MLPs + biases": (ln_mlp, _tokens(10, 6, 5)),
         "seed added, LayerNorm": _seeded("add"),
         "seed token, LayerNorm": _seeded("token"),
+        "seed token, ALiBi": _seeded("token", positional="alibi"),
         "seed appended + input MLP, LayerNorm": _seeded("append", d_input_mlp=12),
         "recall: input MLP, linear attention": (recall, recall_task.sample(12, gen)),
         "coloring: cycle mask": (coloring, coloring_task.sample(12, gen)),
@@ -115,6 +116,8 @@ def test_the_terms_sum_to_the_models_scores(case):
                 # masked keys carry nothing, and the pattern row is the model's
                 assert bool((attr.per_example[~attr.allowed] == 0).all())
                 assert attr.pattern.shape == total.shape
+                # an ALiBi model's distance penalty is its own node, the last
+                assert (attr.nodes[-1] == "alibi") == (model.cfg.positional == "alibi")
 
 
 def test_nodes_name_every_part_of_the_residual_stream():

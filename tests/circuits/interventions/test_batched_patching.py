@@ -63,6 +63,7 @@ CASES = {
     "plain": lambda n_pos: (make_model(n_ctx=n_pos), *_pairs(n_pos)),
     "linear-full": lambda n_pos: (make_model(attention="linear", mask="full", n_ctx=n_pos), *_pairs(n_pos)),
     "softmax-custom-mask": _masked,
+    "alibi": lambda n_pos: (make_model(positional="alibi", n_ctx=n_pos), *_pairs(n_pos)),
     "full-attn-only-no-ln": lambda n_pos: (make_model(mask="full", attn_only=True, normalization_type=None, n_layers=3,
                                                       n_ctx=n_pos), *_pairs(n_pos)),
     "seed-token": lambda n_pos: _seeded("token", n_pos),

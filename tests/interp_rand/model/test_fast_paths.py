@@ -33,6 +33,8 @@ CONFIGS = {
     "seed_append_input_mlp": dict(input_kind="vectors", d_vocab=0, d_input=5, d_seed=3, seed_mode="append",
                                   d_input_mlp=16, attention="linear", positional="none"),
     "seed_token_sinusoidal": dict(d_seed=4, seed_mode="token", positional="sinusoidal"),
+    "alibi_causal": dict(positional="alibi"),
+    "alibi_custom_seed_token": dict(positional="alibi", mask="custom", d_seed=2, seed_mode="token"),
 }
 
 

@@ -63,7 +63,7 @@ def expected_hook_names(cfg: ModelConfig) -> set[str]:
     switched at run time); it only fires with the flag on."""
     ln = LN_HOOKS if cfg.normalization_type == "LN" else ()
     names = {"hook_embed"}
-    if cfg.positional != "none":
+    if cfg.has_pos_table:
         names.add("hook_pos_embed")
     if cfg.d_seed > 0:
         names |= {"hook_seed", "hook_seed_embed"}
@@ -90,6 +90,7 @@ HOOK_CONFIGS = {
     "seed_append": dict(d_seed=3, seed_mode="append", d_input_mlp=12),
     "seed_token": dict(d_seed=3, seed_mode="token"),
     "no_pos": dict(positional="none"),
+    "alibi": dict(positional="alibi"),
     "three_layers": dict(n_layers=3),
 }
 
@@ -640,7 +641,7 @@ def test_d_model_not_divisible_by_n_heads():
         ("mask", ("causal", "full", "custom")),
         ("input_kind", ("tokens", "vectors")),
         ("seed_mode", ("append", "add", "token")),
-        ("positional", ("learned", "sinusoidal", "none")),
+        ("positional", ("learned", "sinusoidal", "none", "alibi")),
         ("normalization_type", ("LN",)),
         ("act_fn", ("gelu", "gelu_new", "relu")),
     ],
@@ -777,3 +778,43 @@ def test_transformer_lens_patching_runs_unchanged():
     pattern = patching.get_act_patch_attn_head_pattern_by_pos(model, corrupted, clean_cache, metric)
     assert tuple(pattern.shape) == (N_LAYERS, N_HEADS, n)
     assert torch.isfinite(heads).all() and torch.isfinite(values).all() and torch.isfinite(pattern).all()
+
+
+# ------------------------------------------------------------------------------ ALiBi, lengths
+def test_alibi_penalises_each_head_by_distance_and_adds_no_table():
+    """With the query/key maps zeroed, a head's scores are exactly ``-m_h |i - j|`` (masked
+    causally) and its pattern their softmax: the penalty is the only positional signal."""
+    from interp_rand.model.alibi import alibi_slopes
+    cfg = make_cfg(positional="alibi")
+    model = HookedTransformer(cfg, seed=0)
+    assert not hasattr(model, "pos_embed") and "hook_pos_embed" not in model.hook_dict
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.W_Q.zero_(); block.attn.b_Q.zero_()
+    _, cache = model.run_with_cache(make_tokens(2, N_CTX))
+    i = torch.arange(N_CTX)
+    distance = (i[:, None] - i[None]).float()
+    for h, slope in enumerate(alibi_slopes(cfg.n_heads)):
+        expected = (-slope * distance).masked_fill(distance < 0, float("-inf"))
+        torch.testing.assert_close(cache["blocks.0.attn.hook_attn_scores"][0, h], expected)
+        torch.testing.assert_close(cache["blocks.0.attn.hook_pattern"][1, h], torch.softmax(expected, -1))
+    assert len(set(alibi_slopes(cfg.n_heads).tolist())) == cfg.n_heads  # each head its own scale
+
+
+def test_only_a_learned_table_limits_the_length():
+    """ALiBi, no positions and a sinusoidal table run past n_ctx (the sinusoidal table computed
+    afresh: the same function, so its first n_ctx rows are the stored ones); a learned table
+    refuses, naming n_ctx."""
+    tokens = make_tokens(2, 3 * N_CTX)
+    for positional in ("alibi", "none", "sinusoidal"):
+        model = HookedTransformer(make_cfg(positional=positional), seed=0)
+        assert model(tokens).shape[:2] == (2, 3 * N_CTX)
+    sinusoidal = HookedTransformer(make_cfg(positional="sinusoidal"), seed=0)
+    torch.testing.assert_close(sinusoidal.pos_embed(3 * N_CTX)[0, :N_CTX], sinusoidal.pos_embed.W_pos)
+    with pytest.raises(ValueError, match=f"n_ctx={N_CTX}.*learned positional table"):
+        HookedTransformer(make_cfg(), seed=0)(tokens)
+
+
+def test_alibi_needs_softmax_attention():
+    with pytest.raises(ValueError, match="alibi.*softmax"):
+        make_cfg(positional="alibi", attention="linear")

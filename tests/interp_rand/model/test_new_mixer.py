@@ -39,7 +39,7 @@ class RunningMean(Mixer):
     def mix(self, q, k, v, allowed):
         return running_mean(q, k, v)
 
-    def mix_at(self, q, k, v, allowed, queries, per_example):
+    def mix_at(self, q, k, v, allowed, queries, per_example, heads=None):
         n = torch.arange(1, k.shape[-3] + 1, dtype=k.dtype)[:, None, None]
         return q * ((k * v).cumsum(-3) / n).index_select(-3, queries)
 
