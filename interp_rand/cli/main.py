@@ -44,6 +44,7 @@ COMMANDS = (
     "randomness",
     "case_study",
     "explain",
+    "generalization",
     "compare",
     "ground_truth",
     "zoo",

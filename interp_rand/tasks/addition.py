@@ -131,6 +131,8 @@ class AdditionTask:
     loss_kind: ClassVar[str] = "ce"
     capabilities: ClassVar[frozenset[str]] = frozenset({CARRIES})
     # the primitive families `explain` builds candidate algorithms from (circuits.explain)
+    # the field that is its length (interp_rand.tasks.lengths: training on a range, generalisation)
+    length_field: ClassVar[str] = "n_digits"
     families: ClassVar[tuple[str, ...]] = ("digits", "copy")
 
     n_digits: int = 5

@@ -43,6 +43,8 @@ class SortTask:
     loss_kind: ClassVar[str] = "ce"
     capabilities: ClassVar[frozenset[str]] = frozenset({SORTED_OUTPUT})
     # the primitive families `explain` builds candidate algorithms from (circuits.explain)
+    # the field that is its length (interp_rand.tasks.lengths: training on a range, generalisation)
+    length_field: ClassVar[str] = "length"
     families: ClassVar[tuple[str, ...]] = ("order", "search", "copy", "count", "position")
 
     length: int = 10

@@ -6,6 +6,11 @@ attention report, the probes and circuits (and evaluation):
     ...                 corrupt_fn=change_one_token, variables={"max_so_far": max_so_far})
     >>> circuit_report(model=model, task=spec); build_report(model, spec); probe_task(model, spec, batch)
 
+A spec trained elsewhere on a range of lengths declares it (``lengths=(1, 50)``): its
+``sample_fn(n, generator, length=L)`` then samples at any of them and ``positions`` may be
+``fn(L) -> names``; ``spec.at_length(L)`` (or :func:`interp_rand.tasks.lengths.at_length`) is the
+spec at one length, so every analysis, and the length-generalisation study, runs at each.
+
 ``sample_fn(n, generator) -> Batch`` makes examples (its ``answer_positions`` and ``loss_mask`` say
 where the answers are); ``corrupt_fn(batch, generator) -> PairBatch`` the clean/corrupted pairs
 circuits patch between; ``variables``: probe variables, ``name -> fn(task, batch, model) ->
@@ -16,6 +21,7 @@ task for every report.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,17 +44,22 @@ class TaskSpec:
     variables: probe variables, ``name -> fn(task, batch, model) -> VariableLabels``.
     description: one line for the reports.
     families: the primitive families ``explain`` builds candidates from (``()``: all of them).
+    lengths: ``(shortest, longest)`` the spec can sample at (``sample_fn`` takes ``length=``);
+        ``None``: one length.
+    length: the length it samples at (default: the longest of ``lengths``).
     """
 
     name: str
     sample_fn: Callable[[int, torch.Generator], Batch]
-    positions: tuple[str, ...]
+    positions: tuple[str, ...] | Callable[[int], Any]
     corrupt_fn: Callable[[Batch, torch.Generator], PairBatch] | None = None
     loss_kind: str = "ce"
     metric: str = "logprob"
     variables: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     description: str = ""
     families: tuple[str, ...] = ()
+    lengths: tuple[int, int] | None = None
+    length: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -59,12 +70,47 @@ class TaskSpec:
             raise ValueError("TaskSpec.corrupt_fn must be fn(batch, generator) -> PairBatch or None")
         if self.loss_kind not in LOSS_KINDS:
             raise ValueError(f"TaskSpec.loss_kind={self.loss_kind!r} is not allowed; choose from {LOSS_KINDS}")
+        if self.lengths is not None:
+            if (not isinstance(self.lengths, (tuple, list)) or len(self.lengths) != 2
+                    or not all(isinstance(v, int) and v >= 1 for v in self.lengths) or self.lengths[0] > self.lengths[1]):
+                raise ValueError(f"TaskSpec.lengths={self.lengths!r} must be (shortest, longest), 1 <= shortest <= longest")
+            object.__setattr__(self, "lengths", tuple(self.lengths))
+            if self.length is None:
+                object.__setattr__(self, "length", self.lengths[1])
+            if not isinstance(self.length, int) or self.length < 1:
+                raise ValueError(f"TaskSpec.length={self.length!r} must be a positive integer")
+        elif self.length is not None:
+            raise ValueError("TaskSpec.length needs lengths=(shortest, longest): the range the spec samples at")
+        if callable(self.positions):
+            if self.lengths is None:
+                raise ValueError("TaskSpec.positions as fn(length) -> names needs lengths=(shortest, longest)")
+            object.__setattr__(self, "_positions_fn", self.positions)
+            object.__setattr__(self, "positions", tuple(self.positions(self.length)))
         object.__setattr__(self, "positions", tuple(self.positions))
         object.__setattr__(self, "families", tuple(self.families))
         object.__setattr__(self, "variables", dict(self.variables))
 
+    @property
+    def length_field(self) -> str | None:
+        """``"length"`` for a spec with ``lengths`` (:mod:`interp_rand.tasks.lengths`), else ``None``."""
+        return None if self.lengths is None else "length"
+
+    def at_length(self, length: int) -> "TaskSpec":
+        """This spec sampling at ``length`` (any positive length: a study may go beyond the
+        trained range; ``sample_fn`` refuses what it cannot make)."""
+        if self.lengths is None:
+            raise ValueError(f"TaskSpec {self.name!r} has one length; declare lengths=(shortest, longest) and a "
+                             "sample_fn(n, generator, length=L) to run it at others")
+        if not isinstance(length, int) or length < 1:
+            raise ValueError(f"length={length!r} must be a positive integer")
+        positions = getattr(self, "_positions_fn", None)
+        if positions is None and length != self.length:
+            raise ValueError(f"TaskSpec {self.name!r} names its positions for one length; give positions as "
+                             "fn(length) -> names to run it at others")
+        return dataclasses.replace(self, length=length, positions=positions or self.positions)
+
     def sample(self, n: int, generator: torch.Generator) -> Batch:
-        batch = self.sample_fn(n, generator)
+        batch = self.sample_fn(n, generator) if self.lengths is None else self.sample_fn(n, generator, length=self.length)
         if not isinstance(batch, Batch):
             raise ValueError(f"TaskSpec {self.name!r}: sample returned {type(batch).__name__}, not a Batch")
         if batch.inputs.shape[1] != len(self.positions):
@@ -86,7 +132,8 @@ class TaskSpec:
         return [f"{name}: {t.tolist() if tokens.dim() > 1 else int(t)}" for name, t in zip(self.positions, tokens)]
 
     def config_dict(self) -> dict[str, Any]:
-        return {"spec": self.name, "positions": list(self.positions), "loss_kind": self.loss_kind}
+        out = {"spec": self.name, "positions": list(self.positions), "loss_kind": self.loss_kind}
+        return out if self.lengths is None else {**out, "lengths": list(self.lengths), "length": self.length}
 
 
 def require_task(task: Any, what: str) -> Any:

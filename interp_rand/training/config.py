@@ -58,6 +58,12 @@ class TrainConfig:
             r0: a deterministic model); only for tasks with a seed channel.
         stop_at_exact_match: stop early once evaluation exact-match reaches this (``None``:
             train all ``steps``).
+        min_length: train on every length from ``min_length`` to the task's own, one length per
+            batch drawn uniformly (a task with a length: ``interp_rand.tasks.lengths``; the model
+            must fit the longest); ``None``: the task's length only. Evaluation during training
+            stays at the task's own length.
+        length_curriculum: steps over which the longest length drawn grows linearly from
+            ``min_length`` to the task's own (0: the whole range from the first step).
         init_from: a run directory or checkpoint folder whose model weights start this run
             (fine-tuning; its model config must equal this run's); ``None``: a fresh
             initialisation from ``seed``. A resumed run continues from its own checkpoint.
@@ -86,6 +92,8 @@ class TrainConfig:
     m_seeds: int = bounded(1, minimum=1, counts="examples")
     seed_source: str = "fresh"
     stop_at_exact_match: float | None = bounded(None, above=0, maximum=1)
+    min_length: int | None = bounded(None, minimum=1)
+    length_curriculum: int = bounded(0, minimum=0)
     init_from: str | None = None
 
     def __post_init__(self) -> None:
@@ -93,6 +101,9 @@ class TrainConfig:
         parse_schedule(self.checkpoint_schedule)
         if self.seed_source not in SEED_SOURCES:
             raise ValueError(f"TrainConfig.seed_source={self.seed_source!r} is not allowed; choose from {SEED_SOURCES}")
+        if self.length_curriculum and self.min_length is None:
+            raise ValueError("TrainConfig.length_curriculum needs min_length: the curriculum grows the lengths "
+                             "from min_length to the task's own")
         if self.init_from is not None and (not isinstance(self.init_from, str) or not self.init_from):
             raise ValueError(f"TrainConfig.init_from={self.init_from!r} must be a non-empty path string or None")
 

@@ -34,6 +34,7 @@ from interp_rand.evaluation import EvalResult, check_model_fits_task, evaluate
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Task
+from interp_rand.tasks.lengths import check_training_lengths, training_task
 from interp_rand.run_history import METRICS_FILE, read_metrics
 from interp_rand.training.checkpoint_schedule import is_checkpoint_step
 from interp_rand.training.config import TrainConfig
@@ -135,6 +136,7 @@ def train(
     objective = make_objective(cfg)
     if hasattr(objective, "check"):  # before the lock and the progress bar: a refusal costs nothing
         objective.check(task)
+    check_training_lengths(task, cfg.min_length)
     model = HookedTransformer(model_config, seed=cfg.seed)
     check_model_fits_task(model, task)
     model.train()
@@ -198,7 +200,8 @@ def train(
                                        floor_ratio=cfg.min_lr_ratio)
                     for group in optimizer.param_groups:
                         group["lr"] = lr
-                    batch = task.sample(cfg.batch_size, generator)
+                    step_task = training_task(task, cfg.min_length, cfg.length_curriculum, step, generator)
+                    batch = step_task.sample(cfg.batch_size, generator)
                     try:
                         loss = training_step(model, optimizer, objective, task, batch, generator, step, cfg.grad_clip)
                     except NonFiniteStep as err:
