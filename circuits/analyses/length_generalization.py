@@ -173,8 +173,11 @@ class Generalization(Displayed):
                 moved.append((max(h.drift / DRIFTS, spread / SPREADS), h, ref, spread))
         if not moved:
             worst = max(heads, key=lambda h: h.drift)
-            return (f"{start}: no head's attention drifts (largest drift {worst.head}, {worst.drift:.2f}): the "
-                    "attention holds and the readout after it fails")
+            rise = max(heads, key=lambda h: h.entropy - reference.get(h.head, h).entropy)
+            return (f"{start}: no head's attention drifts (largest drift {worst.head}, {worst.drift:.2f}) or "
+                    f"spreads (largest entropy rise {rise.head}, "
+                    f"{rise.entropy - reference.get(rise.head, rise).entropy:+.2f}): the attention holds by these "
+                    "measures and the readout after it fails")
         _, h, ref, spread = max(moved, key=lambda m: m[0])
         role, mass = ref.top_role()
         what = []
