@@ -18,15 +18,15 @@ and reports:
   - *spread*: the normalised entropy of its pattern (0: one key, 1: uniform over the keys it may
     read) rising.
 
-  The line names the first head that drifts or spreads (:data:`DRIFTS`, :data:`SPREADS`); where
-  none does, the attention holds and the readout after it fails, and the line says so.
+  The line names the head that moves most past the bars (:data:`DRIFTS`, :data:`SPREADS`); where
+  none does, the attention holds by these measures, and the line says so.
 
 Lengths a model cannot run (a learned positional table has ``n_ctx`` rows) are reported as not
 run, with the reason, never extrapolated over.
 
-What is not measured here: the interchange accuracy of each mechanism variable at each length
-(which variable fails first) needs a mechanism stated for every length; the attention roles are
-the length-free part of that question.
+With a mechanism carried to each length (:mod:`circuits.explain.by_length`, filled in by the
+report: ``mechanism``), the line also names the first variable whose interchange accuracy falls,
+and where none falls and no head moves, says that the mechanism holds and the readout fails.
 """
 
 from __future__ import annotations
@@ -106,6 +106,9 @@ class Generalization(Displayed):
     attention: dict[int, list[HeadAttention]] = field(default_factory=dict)
     reference: int | None = None
     threshold: float = THRESHOLD
+    #: the mechanism checked at each length (:class:`circuits.explain.by_length.MechanismByLength`:
+    #: ``iia[length][family]``, ``first_fall()``), filled by the layer that explains; ``None``: not measured
+    mechanism: Any = None
 
     # ------------------------------------------------------------------ the numbers
     def score_at(self, length: int) -> LengthScore | None:
@@ -161,8 +164,17 @@ class Generalization(Displayed):
         where = f" (first failing output: position {output[0]}, accuracy {output[1]:.2f})" if output else ""
         s = self.score_at(at)
         start = f"breaks at length {at} (exact match {s.exact_match:.2f}){where}"
+        fall = self.mechanism.first_fall() if self.mechanism is not None else None
+        variable = ""
+        if fall is not None:
+            length, family, before, after = fall
+            variable = (f"; variable {family}_k of {self.mechanism.name} falls first (IIA {before:.2f} at length "
+                        f"{self.mechanism.reference} -> {after:.2f} at length {length})")
+        elif self.mechanism is not None:
+            variable = (f"; every variable of {self.mechanism.name} keeps its IIA (within 0.1 of length "
+                        f"{self.mechanism.reference}'s up to length {max(self.mechanism.iia)})")
         if not heads or not reference:
-            return start + "; attention not measured"
+            return start + variable + "; attention not measured"
         moved = []
         for h in heads:
             ref = reference.get(h.head)
@@ -174,10 +186,13 @@ class Generalization(Displayed):
         if not moved:
             worst = max(heads, key=lambda h: h.drift)
             rise = max(heads, key=lambda h: h.entropy - reference.get(h.head, h).entropy)
-            return (f"{start}: no head's attention drifts (largest drift {worst.head}, {worst.drift:.2f}) or "
-                    f"spreads (largest entropy rise {rise.head}, "
-                    f"{rise.entropy - reference.get(rise.head, rise).entropy:+.2f}): the attention holds by these "
-                    "measures and the readout after it fails")
+            held = (f"no head's attention drifts (largest drift {worst.head}, {worst.drift:.2f}) or spreads (largest "
+                    f"entropy rise {rise.head}, {rise.entropy - reference.get(rise.head, rise).entropy:+.2f})")
+            if fall is None and self.mechanism is not None:
+                return f"{start}{variable}; {held}: the mechanism holds and the readout fails"
+            if fall is None:
+                return f"{start}: {held}: the attention holds by these measures and the readout after it fails"
+            return f"{start}{variable}; {held}"
         _, h, ref, spread = max(moved, key=lambda m: m[0])
         role, mass = ref.top_role()
         what = []
@@ -186,7 +201,7 @@ class Generalization(Displayed):
                         f"drift {h.drift:.2f})")
         if spread >= SPREADS:
             what.append(f"spreads (entropy {ref.entropy:.2f} -> {h.entropy:.2f})")
-        return f"{start}: head {h.head}'s attention " + " and ".join(what)
+        return f"{start}{variable}; head {h.head}'s attention " + " and ".join(what)
 
     # ------------------------------------------------------------------ display
     def headline(self) -> str:
@@ -211,6 +226,13 @@ class Generalization(Displayed):
             per = " ".join(f"{a:.2f}" for a in s.per_position[:24]) + (" ..." if len(s.per_position) > 24 else "")
             out.append(f"{s.length:>5}{mark} {s.exact_match:6.3f}  {per}")
         out.append("(* trained lengths)")
+        if self.mechanism is not None and self.mechanism.iia:
+            families = sorted({f for v in self.mechanism.iia.values() for f in v})
+            out.append(f"interchange accuracy of {self.mechanism.name}'s variables by length (mean over outputs):")
+            out.append("length  " + "  ".join(f"{f:>6}" for f in families))
+            for length in sorted(self.mechanism.iia):
+                row = self.mechanism.iia[length]
+                out.append(f"{length:>6}  " + "  ".join(f"{row[f]:6.2f}" if f in row else "     -" for f in families))
         at = self.breaks_at()
         if at is not None and self.attention.get(at):
             out.append(f"attention at the answers, length {self.reference} -> {at} (role masses, entropy, drift):")
@@ -230,14 +252,8 @@ class Generalization(Displayed):
                 "extrapolation_factor": self.extrapolation_factor(), "longest_solved": self.longest_solved(),
                 "breaks_at": self.breaks_at(), "breaking_step": self.breaking_step(), "reference": self.reference,
                 "scores": [s.to_dict() for s in self.scores],
-                "attention": {str(k): [h.to_dict() for h in v] for k, v in self.attention.items()}}
-
-    def figure(self) -> Any:
-        """The plotly figure: exact match by length (trained range shaded, the threshold drawn),
-        accuracy per output position by length, and each head's drift by length."""
-        from circuits.draw.length_figure import generalization_figure
-
-        return generalization_figure(self)
+                "attention": {str(k): [h.to_dict() for h in v] for k, v in self.attention.items()},
+                "mechanism": None if self.mechanism is None else self.mechanism.to_dict()}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -164,6 +164,25 @@ def locate(model: Any, task: Any, candidate: Candidate, batch: Any, *, n_pairs: 
     return Located(candidate, dataclasses.replace(mech, pseudocode=pseudocode(mech, candidate)), sweeps)
 
 
+def relocate(located: Located, model: Any, task: Any, batch: Any) -> Mechanism:
+    """``located``'s mechanism restated for ``task`` at another length (``batch`` its inputs):
+    output ``k``'s answer at the components found for output ``min(k, K - 1)`` (``K`` the
+    outputs it was located on), each at output ``k``'s own position; the gathering, cue and
+    readout steps rebuilt around them as :func:`locate` builds them. What the length study
+    checks at every length (:mod:`circuits.analyses.length_generalization`)."""
+    trained = {v.instance: v.site.nodes for v in located.mechanism.family("y") if v.site is not None}
+    if not trained:
+        raise ValueError(f"{located.mechanism.name}: no output was localised, so there is nothing to carry to another length")
+    frame, offset, last = Frame(batch, task), seed_offset(model), max(trained)
+    sites = {}
+    for k in range(frame.n_outputs):
+        nodes = trained.get(min(k, last))
+        if nodes:
+            sites[k] = tuple(n.at(frame.q(k) + offset) for n in nodes)
+    mech = _mechanism(located.candidate, model, task, batch, sites)
+    return dataclasses.replace(mech, pseudocode=pseudocode(mech, located.candidate))
+
+
 def where(mech: Mechanism, family: str) -> str:
     """The components of a variable family, once when every output uses the same ones at its own
     position (``a0.0 + a0.1 @ r_k``), else per output."""
@@ -191,4 +210,4 @@ def pseudocode(mech: Mechanism, candidate: Candidate) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Located", "MAX_COMPONENTS", "SINGLE_SITE_IIA", "choose_site", "locate", "pseudocode", "where"]
+__all__ = ["Located", "MAX_COMPONENTS", "SINGLE_SITE_IIA", "choose_site", "locate", "pseudocode", "relocate", "where"]

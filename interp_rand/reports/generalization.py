@@ -44,7 +44,11 @@ class GeneralizationReport(Displayed):
         return {"run": self.run, **self.found.to_dict()}
 
     def figure(self) -> Any:
-        return self.found.figure()
+        """The plotly figure (:func:`circuits.draw.length_figure.generalization_figure`): exact
+        match by length, accuracy per output position, each head's attention drift."""
+        from circuits.draw.length_figure import generalization_figure
+
+        return generalization_figure(self.found)
 
     def page_headline(self) -> Any:
         from interp_rand.figures.headline import Headline
@@ -88,18 +92,48 @@ def trained_lengths(run: str | Path) -> tuple[int, int]:
     return (top if low is None else int(low), top)
 
 
+#: the most lengths past the trained maximum the mechanism is checked at (each costs a card)
+MECHANISM_LENGTHS = 6
+
+
+def mechanism_lengths(found: Generalization) -> list[int]:
+    """The lengths past the trained maximum to check the mechanism at: those run up to two past
+    the breaking length (all run when it does not break), at most :data:`MECHANISM_LENGTHS`,
+    evenly spread, the last always kept."""
+    past = sorted(s.length for s in found.scores if s.exact_match is not None and s.length > found.trained[1])
+    at = found.breaks_at()
+    if at is not None:
+        past = [L for L in past if L <= at + 2]
+    if len(past) > MECHANISM_LENGTHS:
+        step = (len(past) - 1) / (MECHANISM_LENGTHS - 1)
+        past = sorted({past[round(i * step)] for i in range(MECHANISM_LENGTHS)})
+    return past
+
+
 def generalization_report(run: str | Path | None = None, *, model: Any = None, task: Any = None,
                           lengths: range | list[int] | None = None, trained: tuple[int, int] | None = None,
-                          n: int = 512, seed: int = 0, progress: bool = False) -> GeneralizationReport:
+                          n: int = 512, seed: int = 0, mechanism: bool = True,
+                          progress: bool = False) -> GeneralizationReport:
     """:func:`generalization` on ``run`` (a run folder or ``zoo:NAME``; its trained range from
-    its config) or on a given ``model`` and ``task`` (``trained``: default the task's length)."""
+    its config) or on a given ``model`` and ``task`` (``trained``: default the task's length).
+    ``mechanism``: also the mechanism :func:`circuits.explain.explain` finds at the trained
+    maximum, checked at the lengths of :func:`mechanism_lengths`
+    (:func:`circuits.explain.by_length.mechanism_by_length`): which variable falls first."""
+    from interp_rand import progress as bars
     from interp_rand.reports.inputs import model_and_task
+    from interp_rand.tasks.lengths import at_length
 
     model, task, label = model_and_task(run, model, task, "generalization")
     if trained is None and run is not None:
         trained = trained_lengths(run)
     found = generalization(model, task, lengths, trained=trained, n=n, seed=seed, progress=progress)
+    top = found.score_at(found.trained[1])
+    if mechanism and top is not None and top.exact_match is not None:
+        from circuits.explain.by_length import mechanism_by_length
+
+        found.mechanism = mechanism_by_length(model, at_length(task, found.trained[1]), mechanism_lengths(found),
+                                              seed=seed, progress=bars.note if progress else None)
     return GeneralizationReport(found, label)
 
 
-__all__ = ["GeneralizationReport", "generalization_report", "trained_lengths"]
+__all__ = ["MECHANISM_LENGTHS", "GeneralizationReport", "generalization_report", "mechanism_lengths", "trained_lengths"]

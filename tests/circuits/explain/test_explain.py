@@ -115,3 +115,28 @@ def test_on_a_random_model_nothing_fits_and_the_answer_says_so(sort_run):
     assert not found.fits and found.verdict == "fails"
     assert found.headline().startswith("no candidate reaches match 0.9")
     assert found.shortfall()
+
+
+def test_an_explanation_carried_to_another_length_keeps_its_components_and_detects_the_break(sort_run, sort_found):
+    """relocate at the trained length is the located mechanism itself; at length 4 each answer
+    sits at the same components at its own position. The zoo sort model (learned positions,
+    trained at length 5 only) answers no list of length 4 right, and the answer variable's
+    interchange accuracy falls there: the first fall is named at length 4."""
+    from circuits.explain.by_length import mechanism_by_length
+    from circuits.explain.localise import relocate
+    from interp_rand.tasks.lengths import at_length
+
+    model, task = sort_run
+    located = sort_found.located[sort_found.chosen]
+    same = relocate(located, model, task, task.sample(50, torch.Generator().manual_seed(1)))
+    assert [v.site for v in same.family("y")] == [v.site for v in located.mechanism.family("y")]
+    short = at_length(task, 4)
+    shorter = relocate(located, model, short, short.sample(50, torch.Generator().manual_seed(1)))
+    assert len(shorter.family("y")) == 4
+    for k, v in enumerate(shorter.family("y")):
+        trained = located.mechanism.family("y")[k].site.nodes
+        assert [(n.kind, n.layer, n.head) for n in v.site.nodes] == [(n.kind, n.layer, n.head) for n in trained]
+        assert {n.position for n in v.site.nodes} == {4 + k}  # output k of length 4 is predicted at 4 + k
+    found = mechanism_by_length(model, task, [4], located=located, n=200, n_pairs=60)
+    assert found.iia[5]["y"] > 0.5 and found.iia[4]["y"] < found.iia[5]["y"] - 0.1
+    assert found.first_fall()[:2] == (4, "y")

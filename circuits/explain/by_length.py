@@ -1,0 +1,97 @@
+"""An explanation carried to other lengths: which step of the mechanism fails first as the
+input grows.
+
+:func:`explain` finds the mechanism at the trained length; :func:`mechanism_by_length` restates
+it at each other length (:func:`~circuits.explain.localise.relocate`: output ``k``'s answer at the
+components found for it, at its own position; outputs past the trained ones at the last
+output's components) and measures each variable's interchange accuracy there
+(:func:`~circuits.mechanisms.check_mechanism`, on fresh inputs of that length). A variable
+*falls* at the first length where its family's mean IIA drops :data:`FALLS` or more below the
+trained length's. The length study (:mod:`circuits.analyses.length_generalization`) names the
+first to fall; where none does, the mechanism holds and the readout fails.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from circuits.explain.localise import Located, relocate
+from circuits.explain.search import explain
+from circuits.mechanisms import check_mechanism
+from interp_rand.tasks.lengths import at_length, length_of
+from probes.controls import random_init_like
+
+#: A variable family falls when its mean IIA is this much below the trained length's.
+FALLS = 0.1
+
+
+@dataclass
+class MechanismByLength:
+    """The mechanism ``name`` (found at ``reference``) at each length: ``iia[length][family]``,
+    the mean interchange accuracy of the family's instances (``y``: the answer variables,
+    ``read``: what they gather), and ``per_variable[length][variable]``."""
+
+    name: str
+    reference: int
+    iia: dict[int, dict[str, float]] = field(default_factory=dict)
+    per_variable: dict[int, dict[str, float]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def first_fall(self) -> tuple[int, str, float, float] | None:
+        """``(length, family, IIA at the reference, IIA there)`` of the first family to fall,
+        by length then by the size of its drop; ``None`` when none does."""
+        ref = self.iia.get(self.reference, {})
+        for length in sorted(L for L in self.iia if L != self.reference):
+            drops = [(ref[f] - v, f) for f, v in self.iia[length].items() if f in ref and ref[f] - v >= FALLS]
+            if drops:
+                _, family = max(drops)
+                return length, family, ref[family], self.iia[length][family]
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "reference": self.reference, "falls": FALLS,
+                "iia": {str(k): v for k, v in self.iia.items()},
+                "per_variable": {str(k): v for k, v in self.per_variable.items()}, "seconds": self.seconds}
+
+
+def _family_means(card: Any, families: dict[str, str]) -> tuple[dict[str, float], dict[str, float]]:
+    per = {c.variable: float(c.iia) for c in card.interchange if c.n_pairs and c.iia == c.iia}
+    out: dict[str, list[float]] = {}
+    for name, value in per.items():
+        out.setdefault(families.get(name, name), []).append(value)
+    return {f: sum(v) / len(v) for f, v in out.items()}, per
+
+
+def mechanism_by_length(model: Any, task: Any, lengths: list[int], *, located: Located | None = None,
+                        n: int = 400, n_pairs: int = 100, seed: int = 0, progress: Any = None) -> MechanismByLength:
+    """``located`` (default: what :func:`explain` finds at ``task``'s own length, its chosen
+    mechanism or the best ranked) checked at the task's own length and at each of ``lengths``."""
+    import time
+
+    start = time.perf_counter()
+    note = progress or (lambda text: None)
+    reference = length_of(task)
+    if located is None:
+        note(f"explain at the trained length {reference}")
+        found = explain(model, task, n=n, seed=seed, max_candidates=2, n_pairs=n_pairs, n_random=2)
+        name = found.chosen or found.ranked[0]
+        located = found.located[name]
+    result = MechanismByLength(located.mechanism.name, reference)
+    random_model = random_init_like(model, seed=seed + 1)
+    for length in [reference] + [L for L in lengths if L != reference]:
+        here = at_length(task, length)
+        batch = here.sample(n, torch.Generator().manual_seed(seed + length))
+        note(f"{located.mechanism.name} at length {length}: interchange per variable")
+        mech = relocate(located, model, here, batch)
+        families = {v.name: v.family or v.name for v in mech.variables}
+        card = check_mechanism(model, here, mech, n=n, seed=seed + length, n_pairs=n_pairs, n_random=1,
+                               random_model=random_model, batch=batch, recursive=False)
+        result.iia[length], result.per_variable[length] = _family_means(card, families)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+__all__ = ["FALLS", "MechanismByLength", "mechanism_by_length"]
