@@ -37,7 +37,7 @@ def bridge_incompatibilities(cfg: ModelConfig) -> list[str]:
         for field, needed in _BRIDGEABLE.items()
         if getattr(cfg, field) != needed
     ]
-    if not cfg.has_pos_table:
+    if cfg.positional not in ("learned", "sinusoidal"):  # a table indexed by position, TransformerLens's W_pos
         problems.append(f"positional={cfg.positional!r} (needs 'learned' or 'sinusoidal')")
     return problems
 

@@ -21,10 +21,10 @@ MIXERS: Registry = Registry("attention kind")
 MASK_KINDS = ("causal", "full", "custom")
 INPUT_KINDS = ("tokens", "vectors")
 SEED_MODES = ("append", "add", "token")
-POSITIONAL_KINDS = ("learned", "sinusoidal", "none", "alibi")
+POSITIONAL_KINDS = ("learned", "sinusoidal", "none", "alibi", "digit_index")
 #: the positional kinds that are a table added to the residual stream (``W_pos``, hook
 #: ``hook_pos_embed``); the others add nothing there (ALiBi moves the attention scores)
-TABLE_POSITIONALS = ("learned", "sinusoidal")
+TABLE_POSITIONALS = ("learned", "sinusoidal", "digit_index")
 NORMALIZATION_TYPES = ("LN", None)
 ACT_FNS = ("gelu", "gelu_new", "relu")
 INIT_KINDS = ("normal", "fan_in")
@@ -72,8 +72,13 @@ class ModelConfig:
         positional: ``"learned"`` (a trained table: the model runs up to ``n_ctx`` positions),
             ``"sinusoidal"`` (a fixed table, extended to any length), ``"none"`` or ``"alibi"``
             (a per-head linear penalty on attention scores by distance,
-            :mod:`interp_rand.model.alibi`; softmax attention only). All but ``"learned"`` run
-            at lengths beyond ``n_ctx``: the length-generalisation study's schemes.
+            :mod:`interp_rand.model.alibi`; softmax attention only) or ``"digit_index"`` (each
+            token's index within its run of digit tokens, through the fixed sinusoidal table:
+            Abacus-style positions for numbers written units first, :mod:`interp_rand.model.digit_index`;
+            needs ``digit_tokens``). All but ``"learned"`` run at lengths beyond ``n_ctx``: the
+            length-generalisation study's schemes.
+        digit_tokens: with ``positional="digit_index"``, the token ids ``0 .. digit_tokens - 1``
+            that are digits (every other token ends a number); 0 otherwise.
         eps: the LayerNorms' epsilon, added to the variance before the square root.
         use_attn_result: compute the per-head output ``hook_result`` ``[batch, pos, head,
             d_model]`` (costs memory; circuits turn it on when they need it).
@@ -111,6 +116,7 @@ class ModelConfig:
     act_fn: str = "gelu"
     normalization_type: str | None = "LN"
     positional: str = "learned"
+    digit_tokens: int = bounded(0, minimum=0, counts="width")
     eps: float = bounded(1e-5, above=0)
     use_attn_result: bool = False
     use_attn_scale: bool = True
@@ -166,6 +172,18 @@ class ModelConfig:
         else:
             positive("d_input")
         MIXERS.get(self.attention).check_config(self)  # the mixer's own rules (a mask it needs)
+        if (self.positional == "digit_index") != (self.digit_tokens > 0):
+            raise ValueError(
+                f"ModelConfig.positional='digit_index' needs digit_tokens >= 1 (the token ids that are digits), "
+                f"and digit_tokens only means something with it; got positional={self.positional!r}, "
+                f"digit_tokens={self.digit_tokens}"
+            )
+        if self.positional == "digit_index" and (self.input_kind != "tokens" or self.digit_tokens > self.d_vocab):
+            raise ValueError(
+                f"ModelConfig.positional='digit_index' reads token ids: it needs input_kind='tokens' and "
+                f"digit_tokens <= d_vocab={self.d_vocab}; got input_kind={self.input_kind!r}, "
+                f"digit_tokens={self.digit_tokens}"
+            )
         if self.positional == "alibi" and self.attention != "softmax":
             raise ValueError(
                 f"ModelConfig.positional='alibi' penalises softmax attention scores by distance; "

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from interp_rand.model.config import ModelConfig
+from interp_rand.model.digit_index import digit_indices
 from interp_rand.model.linear import linear
 
 
@@ -39,21 +40,36 @@ def sinusoidal_table(n_ctx: int, d_model: int) -> Tensor:
 
 
 class PosEmbed(nn.Module):
-    """``W_pos: [n_ctx, d_model]``, a parameter (learned) or a saved buffer (sinusoidal, computed
-    afresh for a longer input: the same function at every position)."""
+    """``W_pos: [n_ctx, d_model]``, a parameter (learned) or a saved buffer (sinusoidal and
+    digit-index, computed afresh for a longer input: the same function at every row). Learned
+    and sinusoidal rows are indexed by position; digit-index rows by each token's index within
+    its number (:mod:`interp_rand.model.digit_index`), so they need the tokens."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
+        self.digit_tokens = cfg.digit_tokens if cfg.positional == "digit_index" else 0
         if cfg.positional == "learned":
             self.W_pos = nn.Parameter(torch.empty(cfg.n_ctx, cfg.d_model))
         else:
             self.register_buffer("W_pos", sinusoidal_table(cfg.n_ctx, cfg.d_model))
 
-    def forward(self, n_pos: int) -> Tensor:
-        """``[1, n_pos, d_model]`` (broadcast over the batch)."""
-        if n_pos > len(self.W_pos) and not isinstance(self.W_pos, nn.Parameter):
-            return sinusoidal_table(n_pos, self.W_pos.shape[1]).to(self.W_pos)[None]
-        return self.W_pos[:n_pos][None]
+    def forward(self, n_pos: int, tokens: Tensor | None = None) -> Tensor:
+        """``[1, n_pos, d_model]`` (broadcast over the batch); digit-index positions ``[batch,
+        n_pos, d_model]`` from ``tokens [batch, pos]`` (positions before them, a seed token,
+        have index 0)."""
+        if self.digit_tokens:
+            if tokens is None:
+                raise ValueError("digit-index positions are read from the tokens; pass them")
+            index = digit_indices(tokens, self.digit_tokens)
+            index = torch.nn.functional.pad(index, (n_pos - tokens.shape[1], 0))
+            return self._rows(int(index.max()) + 1 if index.numel() else 1)[index]
+        return self._rows(n_pos)[None]
+
+    def _rows(self, n: int) -> Tensor:
+        """The table's first ``n`` rows (a fixed table computed afresh past its stored rows)."""
+        if n > len(self.W_pos) and not isinstance(self.W_pos, nn.Parameter):
+            return sinusoidal_table(n, self.W_pos.shape[1]).to(self.W_pos)
+        return self.W_pos[:n]
 
 
 class SeedEmbed(nn.Module):

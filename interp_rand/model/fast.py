@@ -223,6 +223,8 @@ class FastForward:
             seed_embed = self._seed_embed(seeds, batch, n_pos)  # raises where seeds are wrong
         if cfg.seed_offset and not start:
             x = torch.cat([seed_embed.expand(batch, -1, -1), x], dim=1)
+        if cfg.positional == "digit_index":  # positions read from the tokens, so added here
+            x, pos_added = x + model.pos_embed(x.shape[1], inputs), True
         return x.expand(batch, -1, -1), pos_added  # (a no-op unless nothing above was per row)
 
     def _plus_seed(self, x: Tensor, seeds: Tensor | None, batch: int, n_pos: int) -> Tensor:
@@ -360,6 +362,9 @@ class DecodeCache:
         cfg = fast.cfg
         if cfg.mask != "causal":
             raise ValueError(f"decoding with a DecodeCache needs a causal model; this model has mask={cfg.mask!r}")
+        if cfg.positional == "digit_index":
+            raise ValueError("decoding with a DecodeCache cannot read digit-index positions (a token's index depends "
+                             "on the tokens before it, which the cache does not keep); run the whole prefix")
         if attention_mask is not None or key_index is not None:
             raise ValueError("decoding with a DecodeCache takes no attention_mask or key_index (the mask is causal)")
         shape = (cfg.n_ctx, cfg.d_head, batch, cfg.n_heads)

@@ -122,20 +122,22 @@ class HookedTransformer(HookedRootModule):
             x = x + seed_embed
         if cfg.seed_offset:
             x = torch.cat([seed_embed, x], dim=1)  # the seed token sits at position 0
-        return self._residual_stream(x, self.allowed_keys(attention_mask, batch, n_pos))
+        return self._residual_stream(x, self.allowed_keys(attention_mask, batch, n_pos), inputs)
 
-    def _residual_stream(self, x: Tensor, allowed: Tensor | None) -> Tensor:
+    def _residual_stream(self, x: Tensor, allowed: Tensor | None, inputs: Tensor) -> Tensor:
         """Positions, the blocks and the unembedding: ``x [batch, pos, d_model]`` (the input
-        stage's output, seed token included) to the task positions' logits."""
+        stage's output, seed token included) to the task positions' logits; ``inputs`` the
+        rows' tokens (digit-index positions read them)."""
         cfg = self.cfg
         if cfg.has_pos_table:
+            pos = self.pos_embed(x.shape[1], inputs if self.pos_embed.digit_tokens else None)
             if listening(self.hook_pos_embed):
                 # Repeated over the batch (a copy, not an expand view), as TransformerLens does:
                 # decompose_resid stacks it with hook_embed, and patch hooks write into it.
-                pos = self.pos_embed(x.shape[1]).repeat(x.shape[0], 1, 1)
+                pos = pos.expand(x.shape[0], -1, -1).clone()
                 x = x + self.hook_pos_embed(pos)
             else:  # nobody reads it: broadcast over the batch, no copy (the same sum)
-                x = x + self.pos_embed(x.shape[1])
+                x = x + pos
         return self._from_block(x, 0, allowed)
 
     def run_from_block(self, x: Tensor, layer: int, attention_mask: Tensor | None = None) -> Tensor:
@@ -204,7 +206,7 @@ class HookedTransformer(HookedRootModule):
         x = x.reshape(n * m, n_pos, -1)
         mask = None if attention_mask is None else attention_mask.repeat_interleave(m, 0)
         allowed = self.allowed_keys(mask, n * m, n_pos)
-        return self._residual_stream(x, allowed).unflatten(0, (n, m))
+        return self._residual_stream(x, allowed, inputs.repeat_interleave(m, 0)).unflatten(0, (n, m))
 
     def _hooks_attached(self) -> bool:
         """Is any hook point listened to right now (:func:`~interp_rand.model.hook_dispatch.listening`)?"""

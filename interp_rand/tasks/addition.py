@@ -4,7 +4,8 @@ Sequence layout (``n`` = ``n_digits``; tokens: digits ``0..9``, ``PLUS`` = 10, `
 
     a_{n-1} .. a_0  PLUS  b_{n-1} .. b_0  EQUALS  s ...    (3n + 3 tokens)
 
-Operands are written most-significant digit first; the ``n + 1`` answer digits (leading zero
+Operands are written most-significant digit first (``operand_order="lsb"``: units first, every
+number then read from its units up, the layout digit-index positions need); the ``n + 1`` answer digits (leading zero
 kept) are written most-significant first (``answer_order="msb"``) or least-significant first
 (``"lsb"``). The model reads ``sequence[:, :-1]`` (``n_ctx = 3n + 2``) and only its predictions
 of the answer digits are scored.
@@ -124,6 +125,11 @@ class AdditionTask:
         n_digits: digits per operand (>= 1); the answer has ``n_digits + 1``.
         cascade_fraction: fraction of sampled rows with a planted carry cascade, in [0, 1].
         answer_order: ``"msb"`` or ``"lsb"``, the order the answer digits are written in.
+        operand_order: ``"msb"`` or ``"lsb"``, the order the operands' digits are written in
+            (``"lsb"`` with ``answer_order="lsb"``: every number units first, so a digit's index
+            in its number is its place value, the layout of Abacus embeddings and of the
+            ``digit_index`` positions, :mod:`interp_rand.model.digit_index`). Left out of
+            ``config_dict`` at its default, so runs written before it existed read as before.
     """
 
     name: ClassVar[str] = "addition"
@@ -138,6 +144,7 @@ class AdditionTask:
     n_digits: int = 5
     cascade_fraction: float = 0.5
     answer_order: str = "msb"
+    operand_order: str = "msb"
 
     def __post_init__(self) -> None:
         # Fail at construction, not at the first sample deep inside a training run.
@@ -154,9 +161,14 @@ class AdditionTask:
     def n_ctx(self) -> int:
         return 3 * self.n_digits + 2
 
-    def position_names(self) -> list[str]:
+    def _operand_places(self) -> list[int]:
+        """The place of each operand digit in written order."""
         n = self.n_digits
-        operands = [f"a{n - 1 - i}" for i in range(n)] + ["+"] + [f"b{n - 1 - i}" for i in range(n)] + ["="]
+        return [n - 1 - i for i in range(n)] if self.operand_order == "msb" else list(range(n))
+
+    def position_names(self) -> list[str]:
+        places = self._operand_places()
+        operands = [f"a{p}" for p in places] + ["+"] + [f"b{p}" for p in places] + ["="]
         return operands + [f"s{int(p)}" for p in self.answer_places()][:-1]  # the last digit is not read
 
     def token_labels(self, batch: Batch, row: int) -> list[str]:
@@ -170,14 +182,17 @@ class AdditionTask:
         is_number = isinstance(fraction, (int, float)) and not isinstance(fraction, bool)
         if not is_number or not 0 <= fraction <= 1:
             raise ValueError(f"AdditionTask.cascade_fraction={fraction!r} must be in [0, 1]")
-        if self.answer_order not in ANSWER_ORDERS:
-            raise ValueError(
-                f"AdditionTask.answer_order={self.answer_order!r} is not allowed; "
-                f"choose from {ANSWER_ORDERS}"
-            )
+        for name in ("answer_order", "operand_order"):
+            if getattr(self, name) not in ANSWER_ORDERS:
+                raise ValueError(
+                    f"AdditionTask.{name}={getattr(self, name)!r} is not allowed; choose from {ANSWER_ORDERS}"
+                )
 
     def config_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if self.operand_order == "msb":  # the default, left out: runs written before it read as before
+            del out["operand_order"]
+        return out
 
     def model_config(self, **overrides: Any) -> "ModelConfig":
         """Default: :func:`~interp_rand.tasks.base.token_model_config` sized for this task."""
@@ -198,7 +213,8 @@ class AdditionTask:
     def operand_digits(self, batch: Batch) -> tuple[Tensor, Tensor]:
         """``a_digits``, ``b_digits`` ``[batch, n]`` (place-ordered) read from the tokens."""
         n = self.n_digits
-        return batch.inputs[:, :n].flip(1), batch.inputs[:, n + 1 : 2 * n + 1].flip(1)
+        a, b = batch.inputs[:, :n], batch.inputs[:, n + 1 : 2 * n + 1]
+        return (a.flip(1), b.flip(1)) if self.operand_order == "msb" else (a, b)
 
     # ------------------------------------------------------------------ batches
 
@@ -242,7 +258,8 @@ class AdditionTask:
         plus = torch.full((batch, 1), PLUS, dtype=torch.long, device=device)
         equals = torch.full((batch, 1), EQUALS, dtype=torch.long, device=device)
         answer = sum_digits[:, places]  # written order
-        sequence = torch.cat([a_digits.flip(1), plus, b_digits.flip(1), equals, answer], 1)
+        written = (lambda d: d.flip(1)) if self.operand_order == "msb" else (lambda d: d)
+        sequence = torch.cat([written(a_digits), plus, written(b_digits), equals, answer], 1)
         inputs = sequence[:, :-1]
         answer_positions = self.answer_positions(device)
         loss_mask = torch.zeros(batch, self.n_ctx, dtype=torch.bool, device=device)

@@ -64,6 +64,7 @@ CASES = {
     "linear-full": lambda n_pos: (make_model(attention="linear", mask="full", n_ctx=n_pos), *_pairs(n_pos)),
     "softmax-custom-mask": _masked,
     "alibi": lambda n_pos: (make_model(positional="alibi", n_ctx=n_pos), *_pairs(n_pos)),
+    "digit-index": lambda n_pos: (make_model(positional="digit_index", digit_tokens=3, n_ctx=n_pos), *_pairs(n_pos)),
     "full-attn-only-no-ln": lambda n_pos: (make_model(mask="full", attn_only=True, normalization_type=None, n_layers=3,
                                                       n_ctx=n_pos), *_pairs(n_pos)),
     "seed-token": lambda n_pos: _seeded("token", n_pos),

@@ -86,6 +86,8 @@ OPTION_CONFIGS = {
     "alibi": dict(d_vocab=7, positional="alibi"),
     "alibi_full_mask": dict(d_vocab=7, positional="alibi", mask="full"),
     "alibi_seed_token_custom": dict(d_vocab=7, positional="alibi", d_seed=3, seed_mode="token", mask="custom"),
+    "digit_index": dict(d_vocab=7, positional="digit_index", digit_tokens=4),
+    "digit_index_seed_token": dict(d_vocab=7, positional="digit_index", digit_tokens=4, d_seed=3, seed_mode="token"),
     "seed_add": dict(d_vocab=7, d_seed=3, seed_mode="add"),
     "seed_append_mlp": dict(d_vocab=7, d_seed=3, seed_mode="append", d_input_mlp=24),
     "seed_append_no_w_in": dict(d_vocab=7, d_seed=3, seed_mode="append", d_input_mlp=32, input_mlp_w_in=False),
@@ -301,7 +303,15 @@ def _model_with_biases(cfg: ModelConfig, seed: int = 1) -> HookedTransformer:
     return model
 
 
-CAUSAL_OPTIONS = [name for name, changes in OPTION_CONFIGS.items() if changes.get("mask", "causal") == "causal"]
+# (digit-index positions depend on the tokens before each one, which a cache does not keep: refused)
+CAUSAL_OPTIONS = [name for name, changes in OPTION_CONFIGS.items()
+                  if changes.get("mask", "causal") == "causal" and changes.get("positional") != "digit_index"]
+
+
+def test_decoding_digit_index_positions_with_a_cache_is_refused():
+    cfg = ModelConfig(d_model=32, n_layers=2, n_heads=4, n_ctx=9, **OPTION_CONFIGS["digit_index"])
+    with pytest.raises(ValueError, match="cannot read digit-index positions"):
+        FastForward(HookedTransformer(cfg)).__call__(torch.zeros(2, 3, dtype=torch.long), cache=DecodeCache.empty(cfg, 2))
 
 
 @pytest.mark.parametrize("name", CAUSAL_OPTIONS)

@@ -34,6 +34,7 @@ CONFIGS = {
                                   d_input_mlp=16, attention="linear", positional="none"),
     "seed_token_sinusoidal": dict(d_seed=4, seed_mode="token", positional="sinusoidal"),
     "alibi_causal": dict(positional="alibi"),
+    "digit_index_seed_add": dict(positional="digit_index", digit_tokens=5, d_seed=2),
     "alibi_custom_seed_token": dict(positional="alibi", mask="custom", d_seed=2, seed_mode="token"),
 }
 

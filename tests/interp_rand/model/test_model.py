@@ -91,6 +91,7 @@ HOOK_CONFIGS = {
     "seed_token": dict(d_seed=3, seed_mode="token"),
     "no_pos": dict(positional="none"),
     "alibi": dict(positional="alibi"),
+    "digit_index": dict(positional="digit_index", digit_tokens=3),
     "three_layers": dict(n_layers=3),
 }
 
@@ -641,7 +642,7 @@ def test_d_model_not_divisible_by_n_heads():
         ("mask", ("causal", "full", "custom")),
         ("input_kind", ("tokens", "vectors")),
         ("seed_mode", ("append", "add", "token")),
-        ("positional", ("learned", "sinusoidal", "none", "alibi")),
+        ("positional", ("learned", "sinusoidal", "none", "alibi", "digit_index")),
         ("normalization_type", ("LN",)),
         ("act_fn", ("gelu", "gelu_new", "relu")),
     ],
@@ -818,3 +819,22 @@ def test_only_a_learned_table_limits_the_length():
 def test_alibi_needs_softmax_attention():
     with pytest.raises(ValueError, match="alibi.*softmax"):
         make_cfg(positional="alibi", attention="linear")
+
+
+def test_digit_index_positions_are_the_sinusoidal_rows_of_each_digit_s_index_in_its_number():
+    """Tokens below digit_tokens are digits; the position of each is its 1-based index in its run
+    of digits (0 for other tokens), through the fixed sinusoidal table: the same two numbers give
+    the same positions wherever they sit, and the model runs at any length."""
+    from interp_rand.model.digit_index import digit_indices
+    cfg = make_cfg(positional="digit_index", digit_tokens=3, d_vocab=5)
+    model = HookedTransformer(cfg, seed=0)
+    tokens = torch.tensor([[0, 2, 1, 4, 2, 2, 3, 1], [3, 1, 0, 4, 4, 2, 0, 0]])
+    assert digit_indices(tokens, 3).tolist() == [[1, 2, 3, 0, 1, 2, 0, 1], [0, 1, 2, 0, 0, 1, 2, 3]]
+    _, cache = model.run_with_cache(tokens)
+    table = sinusoidal_table(10, D_MODEL)
+    torch.testing.assert_close(cache["hook_pos_embed"], table[digit_indices(tokens, 3)])
+    assert model(torch.randint(0, 5, (2, 5 * N_CTX))).shape[1] == 5 * N_CTX
+    with pytest.raises(ValueError, match="digit_tokens >= 1"):
+        make_cfg(positional="digit_index")
+    with pytest.raises(ValueError, match="digit_tokens <= d_vocab"):
+        make_cfg(positional="digit_index", digit_tokens=D_VOCAB + 1)

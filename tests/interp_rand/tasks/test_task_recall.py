@@ -123,10 +123,13 @@ def test_model_config_is_the_papers():
         RecallTask().model_config(d_modle=8)
 
 
-def test_model_rejects_more_positions_than_n_ctx():
+def test_only_a_learned_table_rejects_more_positions_than_n_ctx():
+    """The recall model has no positional table, so n_ctx does not bound it; with a learned
+    table it does. A key alphabet of another size is refused by its width either way."""
     task = RecallTask(n_pairs=8)
     batch = task.sample(2, gen())
-    short = HookedTransformer(task.model_config(d_model=16, n_ctx=8))
+    assert HookedTransformer(task.model_config(d_model=16, n_ctx=8))(batch.inputs, **batch.model_kwargs()).shape[1] == 9
+    short = HookedTransformer(task.model_config(d_model=16, n_ctx=8, positional="learned"))
     with pytest.raises(ValueError, match="n_ctx=8"):
         short(batch.inputs, **batch.model_kwargs())
     bigger = RecallTask(n_pairs=10).sample(2, gen())
