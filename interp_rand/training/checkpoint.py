@@ -20,6 +20,8 @@ Nothing is unpickled on load: safetensors and JSON only.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import shutil
 from dataclasses import dataclass
@@ -292,6 +294,10 @@ def _check_weights_config(file: Path, model_config: ModelConfig) -> None:
     except ValueError:
         raise CheckpointError(f"{file}: its recorded model config is not JSON") from None
     ours = model_config.to_dict()
+    # a field added to ModelConfig after these weights were written is absent from their record:
+    # it holds its default there (what loading their checkpoint.json gives it)
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+    theirs = {**{k: defaults[k] for k in set(ours) - set(theirs) if k in defaults}, **theirs}
     differ = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
     if differ:
         detail = "; ".join(f"{k}: checkpoint.json {ours.get(k)!r}, the weights' {theirs.get(k)!r}" for k in differ)

@@ -361,3 +361,24 @@ def test_the_cli_reports_a_full_disk_in_one_line(tmp_path, monkeypatch, capsys):
     assert code == 2
     assert err == (f"interp-rand train: error: could not write checkpoint {step_dir(tmp_path, 2)}: "
                    "No space left on device (ENOSPC); the last good checkpoint (none yet) is untouched\n")
+
+
+def test_weights_recorded_before_a_config_field_existed_load_with_its_default(run_copy):
+    """A field added to ModelConfig after the weights were written is absent from their record:
+    it reads as its default (as the checkpoint.json does), not as an edit; a changed field is
+    still refused."""
+    from safetensors import safe_open
+
+    from interp_rand.training.checkpoint import MODEL_FILE, WEIGHTS_CONFIG_KEY
+
+    path = step_dir(run_copy, 20) / MODEL_FILE
+    with safe_open(str(path), "pt") as handle:
+        tensors = {k: handle.get_tensor(k) for k in handle.keys()}
+        record = json.loads(handle.metadata()[WEIGHTS_CONFIG_KEY])
+    del record["digit_tokens"]  # written before the field existed
+    save_file(tensors, path, metadata={WEIGHTS_CONFIG_KEY: json.dumps(record)})
+    load_checkpoint(run_copy).model()
+    record["attention"] = "linear"
+    save_file(tensors, path, metadata={WEIGHTS_CONFIG_KEY: json.dumps(record)})
+    with pytest.raises(CheckpointError, match="attention"):
+        load_checkpoint(run_copy).model()
