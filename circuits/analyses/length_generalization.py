@@ -151,6 +151,10 @@ class Generalization(Displayed):
         """One line: where the model breaks first and which head's attention moves there."""
         at = self.breaks_at()
         top = self.trained[1]
+        own = self.score_at(top)
+        if own is not None and own.exact_match is not None and own.exact_match < self.threshold:
+            return (f"below {self.threshold:g} at its own trained maximum, length {top} (exact match "
+                    f"{own.exact_match:.2f}): it has not learned its own lengths, so nothing past them is asked")
         past = sorted((s for s in self.scores if s.length > top), key=lambda s: s.length)
         stopped = next((s for s in past if s.exact_match is None), None)
         if stopped is not None and (at is None or stopped.length < at):

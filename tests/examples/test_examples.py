@@ -45,7 +45,7 @@ def test_every_example_is_tested():
     tested = {"train_and_probe_addition", "find_sorting_circuit", "deterministic_vs_randomized_recall",
               "coloring_symmetry_breaking", "gridworld_exploration_maps", "ground_truth_suite", "custom_mechanism",
               "interchange_carry",  # interchange_carry: tested in tests/probes/test_interchange.py
-              "progress_measures", "bring_your_own_model"}  # progress_measures: tests/examples/test_progress_measures_example.py
+              "progress_measures", "bring_your_own_model", "length_study"}  # progress_measures: tests/examples/test_progress_measures_example.py
     assert {p.stem for p in EXAMPLES.glob("*.py")} == tested
 
 
@@ -213,3 +213,24 @@ def test_bring_your_own_model(tmp_path):
     assert probe["accuracy"] > probe["control"] + 0.3 and probe["accuracy"] > probe["random_accuracy"]
     for name in ("circuit/circuit.html", "circuit/card.html", "report.html"):
         offline_html(tmp_path / name)
+
+
+def test_length_study_trains_runs_each_scheme_and_sweeps_recall(tmp_path):
+    """A few steps only (the study's own figures are in docs/generalization.md): every sort model
+    is trained on lengths 2-8 and run to 24; a model that has not learned its own lengths is said
+    to, not given a breaking step; recall's fraction and count agree (count = fraction x N) and
+    ERM keeps more keys than A^q_R at N = 12 (zoo figures: 0.944 vs 0.809)."""
+    summary = run_example("length_study", ["--out", str(tmp_path), "--only", "sort,recall", "--steps", "20",
+                                           "--n", "32", "--no-mechanism", "--recall-inputs", "64",
+                                           "--recall-seeds", "8"])
+    assert set(summary["models"]) == {"sort-learned", "sort-alibi"}
+    for name, model in summary["models"].items():
+        assert model["trained"] == [2, 8] and sorted(map(int, model["exact_match"])) == list(range(2, 25))
+        assert (tmp_path / f"gen-{name}" / "generalization.html").exists()
+        if model["exact_match"]["8"] < 0.9:
+            assert model["extrapolation_factor"] == 0 and "has not learned its own lengths" in model["breaking_step"]
+    n12 = summary["recall"]["12"]
+    for r in n12.values():
+        assert r["count"] == pytest.approx(12 * r["fraction"], abs=0.01)
+    assert n12["zoo:recall-AE_R"]["fraction"] > n12["zoo:recall-Aq_R"]["fraction"]
+    assert json.loads((tmp_path / "length_study.json").read_text()) == json.loads(json.dumps(summary))

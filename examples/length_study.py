@@ -1,0 +1,135 @@
+"""The length-generalisation study of docs/generalization.md: train sort and addition on a range of
+lengths under several position schemes, run each to 3x its longest trained length, and report the
+extrapolation factor and where each breaks; then recall across N on the zoo's models.
+
+    python examples/length_study.py --out out/length-study            # the study (~15 min, one core)
+    python examples/length_study.py --out out/ls --only sort --steps 50  # a quick look
+
+Models (``--out``/NAME, reused when already trained there: the trainer resumes a finished run
+with nothing left to do):
+
+- sort, lists of lengths 2..8 over 10 values, positions ``learned`` (a table of 48 rows, so
+  lengths up to 24 can be run: rows past 16 are never trained) and ``alibi``;
+- addition, operands of 1..5 digits, every number written units first (``operand_order`` and
+  ``answer_order`` ``lsb``), positions ``learned`` (48 rows), ``alibi`` and ``digit_index``.
+
+Every model: 2 blocks of width 64 with 4 heads, batch 128, lr 3e-3, at most ``--steps`` steps,
+stopping at exact match 0.999 on the longest trained length (the zoo's recipe). The summary (JSON
+and printed) gives per model the extrapolation factor, the breaking step, and the seconds its
+training and its study took; each model's report is written to ``--out``/gen-NAME.
+
+Recall cannot be run past its trained N (the key one-hot grows with N:
+:mod:`interp_rand.tasks.lengths`), so the study compares the zoo's models trained at N = 12, 14
+and 16: the fraction of queries recalled (average over inputs and seeds) and the count it
+means (fraction x N), ``A^q_R`` against ERM (``A^E_R``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+SORT = {"task": "sort", "config": {"length": 8, "vocab": 10}, "min_length": 2}
+ADDITION = {"task": "addition", "config": {"n_digits": 5, "operand_order": "lsb", "answer_order": "lsb"},
+            "min_length": 1}
+MODELS = {
+    "sort-learned": (SORT, {"positional": "learned", "n_ctx": 48}),
+    "sort-alibi": (SORT, {"positional": "alibi"}),
+    "addition-learned": (ADDITION, {"positional": "learned", "n_ctx": 48}),
+    "addition-alibi": (ADDITION, {"positional": "alibi"}),
+    "addition-digit_index": (ADDITION, {"positional": "digit_index", "digit_tokens": 10}),
+}
+RECALL = {12: ("zoo:recall-Aq_R", "zoo:recall-AE_R"), 14: ("zoo:recall-N14-Aq_R", "zoo:recall-N14-AE_R"),
+          16: ("zoo:recall-N16-Aq_R", "zoo:recall-N16-AE_R")}
+
+
+def train_one(name: str, out: Path, steps: int, seed: int) -> tuple[Path, float]:
+    from interp_rand import TrainConfig, make_task, train
+
+    setting, model_options = MODELS[name]
+    task = make_task(setting["task"], **setting["config"])
+    config = TrainConfig(steps=steps, batch_size=128, lr=3e-3, warmup_steps=min(100, steps // 10),
+                         eval_every=250, eval_size=2048, checkpoint_every=steps, stop_at_exact_match=0.999,
+                         min_length=setting["min_length"], seed=seed)
+    start = time.perf_counter()
+    train(task, task.model_config(d_model=64, n_layers=2, n_heads=4, **model_options), config, out / name,
+          progress=False)
+    return out / name, time.perf_counter() - start
+
+
+def study_one(run: Path, out: Path, n: int, mechanism: bool) -> tuple[dict, float]:
+    from interp_rand.reports.generalization import generalization_report
+
+    start = time.perf_counter()
+    report = generalization_report(run, n=n, mechanism=mechanism)
+    report.write(out / f"gen-{run.name}")
+    found = report.found
+    return ({"trained": list(found.trained), "extrapolation_factor": round(found.extrapolation_factor(), 3),
+             "longest_solved": found.longest_solved(), "breaks_at": found.breaks_at(),
+             "breaking_step": found.breaking_step(),
+             "exact_match": {str(s.length): s.exact_match for s in found.scores}}, time.perf_counter() - start)
+
+
+def recall_sweep(n_inputs: int, n_seeds: int) -> dict:
+    """Per N and variant: the fraction of queries recalled and the count it means."""
+    from interp_rand.seeded_evaluation.paper_metrics import evaluate_seeded
+    from interp_rand.training.checkpoint import load_checkpoint
+
+    out: dict = {}
+    for n_pairs, runs in RECALL.items():
+        for run in runs:
+            try:
+                ckpt = load_checkpoint(run)
+            except Exception as err:  # a zoo model not built in this checkout
+                out.setdefault(str(n_pairs), {})[run] = {"missing": str(err).splitlines()[0]}
+                continue
+            task = ckpt.spec.make_task()
+            g = torch.Generator().manual_seed(0)
+            metrics = evaluate_seeded(task, ckpt.model().eval(), task.sample(n_inputs, g), n_seeds, g)
+            average = float(metrics["average"])
+            out.setdefault(str(n_pairs), {})[run] = {"variant": run.split("-")[-1], "fraction": round(average, 4),
+                                                     "count": round(average * n_pairs, 2),
+                                                     "worst_5pct": round(float(metrics["worst_5pct"]), 4)}
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="folder for the runs, reports and summary")
+    parser.add_argument("--only", default="sort,addition,recall", help="parts to run (default: all three)")
+    parser.add_argument("--steps", type=int, default=4000, help="most training steps per model (default 4000)")
+    parser.add_argument("--n", type=int, default=512, help="examples per length (default 512)")
+    parser.add_argument("--no-mechanism", action="store_true", help="skip the mechanism by length")
+    parser.add_argument("--recall-inputs", type=int, default=256, help="recall: inputs per model (default 256)")
+    parser.add_argument("--recall-seeds", type=int, default=64, help="recall: seeds per input (default 64)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    parts = {p.strip() for p in args.only.split(",")}
+    args.out.mkdir(parents=True, exist_ok=True)
+    summary: dict = {"models": {}}
+    for name in MODELS:
+        if name.split("-")[0] not in parts:
+            continue
+        run, train_seconds = train_one(name, args.out, args.steps, args.seed)
+        result, study_seconds = study_one(run, args.out, args.n, not args.no_mechanism)
+        summary["models"][name] = {**result, "positional": MODELS[name][1]["positional"],
+                                   "train_seconds": round(train_seconds, 1), "study_seconds": round(study_seconds, 1)}
+        print(f"{name}: factor {result['extrapolation_factor']:.2f}; {result['breaking_step']} "
+              f"(train {train_seconds:.0f} s, study {study_seconds:.0f} s)", flush=True)
+    if "recall" in parts:
+        summary["recall"] = recall_sweep(args.recall_inputs, args.recall_seeds)
+        for n_pairs, runs in summary["recall"].items():
+            print(f"recall N={n_pairs}: " + "; ".join(
+                f"{run}: {r['fraction']:.3f} of keys = {r['count']:.1f}" if "fraction" in r else f"{run}: missing"
+                for run, r in runs.items()))
+    (args.out / "length_study.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+if __name__ == "__main__":
+    main()
