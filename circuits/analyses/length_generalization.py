@@ -171,9 +171,9 @@ class Generalization(Displayed):
         fall = self.mechanism.first_fall() if self.mechanism is not None else None
         variable = ""
         if fall is not None:
-            length, family, before, after = fall
-            variable = (f"; variable {family}_k of {self.mechanism.name} falls first (IIA {before:.2f} at length "
-                        f"{self.mechanism.reference} -> {after:.2f} at length {length})")
+            length, family, before, after, worst, lowest = fall
+            variable = (f"; variable {worst} of {self.mechanism.name} falls first (IIA {lowest:.2f} at length {length}; "
+                        f"its family {family}_k {before:.2f} at length {self.mechanism.reference} -> {after:.2f})")
         elif self.mechanism is not None:
             variable = (f"; every variable of {self.mechanism.name} keeps its IIA (within 0.1 of length "
                         f"{self.mechanism.reference}'s up to length {max(self.mechanism.iia)})")

@@ -5,7 +5,9 @@ input grows.
 it at each other length (:func:`~circuits.explain.localise.relocate`: output ``k``'s answer at the
 components found for it, at its own position; outputs past the trained ones at the last
 output's components) and measures each variable's interchange accuracy there
-(:func:`~circuits.mechanisms.check_mechanism`, on fresh inputs of that length). A variable
+(:func:`~circuits.mechanisms.check_mechanism`, on fresh inputs of that length, scored per
+output: a variable is judged on the outputs its swap is predicted to move, so that one failing
+output does not charge every variable). A variable
 *falls* at the first length where its family's mean IIA drops :data:`FALLS` or more below the
 trained length's. The length study (:mod:`circuits.analyses.length_generalization`) names the
 first to fall; where none does, the mechanism holds and the readout fails.
@@ -13,6 +15,7 @@ first to fall; where none does, the mechanism holds and the readout fails.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,15 +43,24 @@ class MechanismByLength:
     per_variable: dict[int, dict[str, float]] = field(default_factory=dict)
     seconds: float = 0.0
 
-    def first_fall(self) -> tuple[int, str, float, float] | None:
-        """``(length, family, IIA at the reference, IIA there)`` of the first family to fall,
-        by length then by the size of its drop; ``None`` when none does."""
-        ref = self.iia.get(self.reference, {})
+    def first_fall(self) -> tuple[int, str, float, float, str, float] | None:
+        """``(length, family, the family's mean IIA at the reference, its mean there, the
+        variable that fell, that variable's IIA there)`` at the first length where a variable's
+        IIA is :data:`FALLS` or more below its own at the reference (a variable the reference
+        length does not have, an output past the trained ones: below its family's mean there);
+        the variable that fell most; ``None`` when none does."""
+        ref_family, ref_variable = self.iia.get(self.reference, {}), self.per_variable.get(self.reference, {})
         for length in sorted(L for L in self.iia if L != self.reference):
-            drops = [(ref[f] - v, f) for f, v in self.iia[length].items() if f in ref and ref[f] - v >= FALLS]
+            drops = []
+            for name, value in self.per_variable.get(length, {}).items():
+                family = name.rsplit("_", 1)[0]
+                before = ref_variable.get(name, ref_family.get(family))
+                if before is not None and before - value >= FALLS:
+                    drops.append((before - value, name, family))
             if drops:
-                _, family = max(drops)
-                return length, family, ref[family], self.iia[length][family]
+                _, name, family = max(drops)
+                return (length, family, ref_family.get(family, float("nan")), self.iia[length].get(family, float("nan")),
+                        name, self.per_variable[length][name])
         return None
 
     def to_dict(self) -> dict[str, Any]:
@@ -85,7 +97,9 @@ def mechanism_by_length(model: Any, task: Any, lengths: list[int], *, located: L
         here = at_length(task, length)
         batch = here.sample(n, torch.Generator().manual_seed(seed + length))
         note(f"{located.mechanism.name} at length {length}: interchange per variable")
-        mech = relocate(located, model, here, batch)
+        # scored per output: each variable judged on the outputs its swap moves, so one output's
+        # failure at a longer length is not charged to every variable
+        mech = dataclasses.replace(relocate(located, model, here, batch), per_output=True)
         families = {v.name: v.family or v.name for v in mech.variables}
         card = check_mechanism(model, here, mech, n=n, seed=seed + length, n_pairs=n_pairs, n_random=1,
                                random_model=random_model, batch=batch, recursive=False)
