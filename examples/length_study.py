@@ -11,7 +11,9 @@ with nothing left to do):
 - sort, lists of lengths 2..8 over 10 values, positions ``learned`` (a table of 48 rows, so
   lengths up to 24 can be run: rows past 16 are never trained) and ``alibi``;
 - addition, operands of 1..5 digits, every number written units first (``operand_order`` and
-  ``answer_order`` ``lsb``), positions ``learned`` (48 rows), ``alibi`` and ``digit_index``.
+  ``answer_order`` ``lsb``), positions ``learned`` (48 rows), ``alibi``, ``digit_index`` and
+  ``digit_index`` with Abacus's training-time index offset (``digit_offset`` 10: indices up to 15
+  are trained).
 
 Every model: 2 blocks of width 64 with 4 heads, batch 128, lr 3e-3, at most ``--steps`` steps,
 stopping at exact match 0.999 on the longest trained length (the zoo's recipe). The summary (JSON
@@ -42,6 +44,7 @@ MODELS = {
     "addition-learned": (ADDITION, {"positional": "learned", "n_ctx": 48}),
     "addition-alibi": (ADDITION, {"positional": "alibi"}),
     "addition-digit_index": (ADDITION, {"positional": "digit_index", "digit_tokens": 10}),
+    "addition-digit_offset": (ADDITION, {"positional": "digit_index", "digit_tokens": 10, "digit_offset": 10}),
 }
 RECALL = {12: ("zoo:recall-Aq_R", "zoo:recall-AE_R"), 14: ("zoo:recall-N14-Aq_R", "zoo:recall-N14-AE_R"),
           16: ("zoo:recall-N16-Aq_R", "zoo:recall-N16-AE_R")}

@@ -79,6 +79,10 @@ class ModelConfig:
             length-generalisation study's schemes.
         digit_tokens: with ``positional="digit_index"``, the token ids ``0 .. digit_tokens - 1``
             that are digits (every other token ends a number); 0 otherwise.
+        digit_offset: with ``positional="digit_index"``, in training mode every row's digit
+            indices are shifted by an offset in ``0 .. digit_offset`` (Abacus's random offset:
+            index rows past the trained lengths get trained), drawn from a hash of the row's
+            tokens so that runs stay reproducible; 0 in evaluation mode.
         eps: the LayerNorms' epsilon, added to the variance before the square root.
         use_attn_result: compute the per-head output ``hook_result`` ``[batch, pos, head,
             d_model]`` (costs memory; circuits turn it on when they need it).
@@ -117,6 +121,7 @@ class ModelConfig:
     normalization_type: str | None = "LN"
     positional: str = "learned"
     digit_tokens: int = bounded(0, minimum=0, counts="width")
+    digit_offset: int = bounded(0, minimum=0, counts="width")
     eps: float = bounded(1e-5, above=0)
     use_attn_result: bool = False
     use_attn_scale: bool = True
@@ -178,6 +183,9 @@ class ModelConfig:
                 f"and digit_tokens only means something with it; got positional={self.positional!r}, "
                 f"digit_tokens={self.digit_tokens}"
             )
+        if self.digit_offset and self.positional != "digit_index":
+            raise ValueError(f"ModelConfig.digit_offset={self.digit_offset} shifts digit-index positions; it needs "
+                             f"positional='digit_index' (got {self.positional!r})")
         if self.positional == "digit_index" and (self.input_kind != "tokens" or self.digit_tokens > self.d_vocab):
             raise ValueError(
                 f"ModelConfig.positional='digit_index' reads token ids: it needs input_kind='tokens' and "

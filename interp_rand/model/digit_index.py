@@ -7,12 +7,16 @@ a digit's index is its place value plus one, whatever the numbers' length, so "t
 digits of my place" is the same relation at 5 digits and at 50. This is the idea of Abacus
 embeddings (McLeish et al. 2024, "Transformers can do arithmetic with the right embeddings").
 
-Departure from Abacus, named: Abacus learns its table and shifts the indices by a random offset
-during training so that the rows used at test lengths are trained; here the table is the fixed
-sinusoidal one (:func:`~interp_rand.model.embedding.sinusoidal_table`), whose rows exist at
-every index and whose dot products depend on index differences only, so no offset (and no
-training-time randomness inside the model) is needed. What the change costs is measured in
-docs/generalization.md against the learned table and ALiBi.
+As in Abacus, training can shift every row's digit indices by an offset in ``0 ..
+digit_offset`` (``ModelConfig.digit_offset``; none in evaluation mode), so that the index rows
+used at test lengths are trained: without it a model trained on 5 digits has never read index
+6, and the length study (docs/generalization.md) measures it failing exactly there.
+
+Departures from Abacus, named: the table is the fixed sinusoidal one
+(:func:`~interp_rand.model.embedding.sinusoidal_table`), not learned; and the offset is not drawn
+from a random generator inside the model but from a hash of the row's tokens
+(:func:`row_offsets`), so that a run stays bitwise reproducible and resumable (the trainer's
+generator, which draws the data, is the only source of randomness).
 """
 
 from __future__ import annotations
@@ -35,4 +39,14 @@ def digit_indices(tokens: Tensor, digit_tokens: int) -> Tensor:
     return (count - restart) * is_digit
 
 
-__all__ = ["digit_indices"]
+def row_offsets(tokens: Tensor, most: int) -> Tensor:
+    """``[batch]`` long in ``0 .. most``: each row's index offset, a hash of its tokens (a
+    different multiplier per position, so that reordered digits move it), uniform enough over
+    the rows of a batch and the same for the same row on every run."""
+    weights = torch.arange(tokens.shape[1], device=tokens.device, dtype=torch.long) * 2654435761 + 40503
+    mixed = (tokens.long() * weights).sum(1)
+    mixed = (mixed ^ (mixed >> 13)) * 1274126177
+    return (mixed ^ (mixed >> 16)).remainder(most + 1)
+
+
+__all__ = ["digit_indices", "row_offsets"]

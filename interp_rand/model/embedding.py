@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from interp_rand.model.config import ModelConfig
-from interp_rand.model.digit_index import digit_indices
+from interp_rand.model.digit_index import digit_indices, row_offsets
 from interp_rand.model.linear import linear
 
 
@@ -48,6 +48,7 @@ class PosEmbed(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.digit_tokens = cfg.digit_tokens if cfg.positional == "digit_index" else 0
+        self.digit_offset = cfg.digit_offset
         if cfg.positional == "learned":
             self.W_pos = nn.Parameter(torch.empty(cfg.n_ctx, cfg.d_model))
         else:
@@ -61,6 +62,8 @@ class PosEmbed(nn.Module):
             if tokens is None:
                 raise ValueError("digit-index positions are read from the tokens; pass them")
             index = digit_indices(tokens, self.digit_tokens)
+            if self.training and self.digit_offset:
+                index = index + row_offsets(tokens, self.digit_offset)[:, None] * (index > 0)
             index = torch.nn.functional.pad(index, (n_pos - tokens.shape[1], 0))
             return self._rows(int(index.max()) + 1 if index.numel() else 1)[index]
         return self._rows(n_pos)[None]

@@ -838,3 +838,30 @@ def test_digit_index_positions_are_the_sinusoidal_rows_of_each_digit_s_index_in_
         make_cfg(positional="digit_index")
     with pytest.raises(ValueError, match="digit_tokens <= d_vocab"):
         make_cfg(positional="digit_index", digit_tokens=D_VOCAB + 1)
+
+
+def test_digit_offset_shifts_each_row_s_digit_indices_in_training_only():
+    """In training mode every row's digit indices move by one offset in 0..digit_offset (a hash
+    of its tokens: the same row, the same offset), non-digits stay at 0; evaluation mode uses the
+    plain indices."""
+    from interp_rand.model.digit_index import digit_indices
+    cfg = make_cfg(positional="digit_index", digit_tokens=3, digit_offset=6, d_vocab=5)
+    model = HookedTransformer(cfg, seed=0)
+    tokens = torch.randint(0, 5, (64, N_CTX), generator=gen(3))
+    table = sinusoidal_table(40, D_MODEL)
+    plain = digit_indices(tokens, 3)
+    model.eval()
+    _, cache = model.run_with_cache(tokens)
+    torch.testing.assert_close(cache["hook_pos_embed"], table[plain])
+    model.train()
+    _, cache = model.run_with_cache(tokens)
+    _, again = model.run_with_cache(tokens)
+    torch.testing.assert_close(cache["hook_pos_embed"], again["hook_pos_embed"])  # reproducible
+    shifts = set()
+    for row in range(64):
+        fits = [o for o in range(7) if torch.allclose(cache["hook_pos_embed"][row], table[plain[row] + o * (plain[row] > 0)])]
+        assert fits, f"row {row} is not the plain indices shifted by one offset in 0..6"
+        shifts.add(fits[0])
+    assert len(shifts) >= 5  # the rows spread over the offsets
+    with pytest.raises(ValueError, match="digit_offset"):
+        make_cfg(digit_offset=2)
