@@ -127,8 +127,8 @@ def _all() -> dict[str, TrainedEntry | AgentEntry]:
         # shared machine), which changes nothing the model learns.
         *_randomized("recall", {"n_pairs": 14}, "N = 14 pairs, the port's recipe", "port", "N14-",
                      ("A^E_R", "A^q_R"), {"checkpoint_every": 1000}),
-        # N = 16, the same recipe: the randomized model (its ERM twin was still training)
-        *_randomized("recall", {"n_pairs": 16}, "N = 16 pairs, the port's recipe", "port", "N16-", ("A^q_R",),
+        # N = 16, the same recipe
+        *_randomized("recall", {"n_pairs": 16}, "N = 16 pairs, the port's recipe", "port", "N16-", ("A^E_R", "A^q_R"),
                      {"checkpoint_every": 1000}),
         *_randomized("coloring", {"n_vertices": scale_for("coloring", "cpu").n_vertices}, "10-cycles"),
         *_agents(),
