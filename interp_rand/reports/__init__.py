@@ -9,6 +9,7 @@ command                call                                                     
 ``compare``            ``compare_report(run_a, run_b, method=, top_k=, ...)``       :mod:`.compare`
 ``randomness``         ``randomness_report(run, compare, n=, stored_inputs=)``     :mod:`.randomness`
 ``case-study``         ``case_study_report(study, run, seed=, n_controls=, n=)``    :mod:`.case_study`
+``generalization``     ``generalization_report(run, lengths=, n=, mechanism=)``     :mod:`.generalization`
 =====================  ===========================================================  =====================
 
 Each returns a dataclass with the figures, ``to_json()`` (or ``to_dict()``) and ``write(out)``.
