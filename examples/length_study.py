@@ -6,7 +6,8 @@ extrapolation factor and where each breaks; then recall across N on the zoo's mo
     python examples/length_study.py --out out/ls --only sort --steps 50  # a quick look
 
 Models (``--out``/NAME, reused when already trained there: the trainer resumes a finished run
-with nothing left to do):
+with nothing left to do); their recipes are ``interp_rand.zoo.entries.LENGTH_STUDY`` (two of them,
+``sort-alibi`` and ``addition-digit_offset``, are in the zoo):
 
 - sort, lists of lengths 2..8 over 10 values, positions ``learned`` (a table of 48 rows, so
   lengths up to 24 can be run: rows past 16 are never trained) and ``alibi``;
@@ -15,9 +16,9 @@ with nothing left to do):
   ``digit_index`` with Abacus's training-time index offset (``digit_offset`` 10: indices up to 15
   are trained).
 
-Every model: 2 blocks of width 64 with 4 heads, batch 128, lr 3e-3, at most ``--steps`` steps
-(10,000 for the offset model: :data:`STEPS`), stopping at exact match 0.999 on the longest trained
-length (the zoo's recipe). The summary (JSON
+Every model: 2 blocks of width 64 with 4 heads, batch 128, lr 3e-3, at most 4,000 steps (10,000
+for the offset model), stopping at exact match 0.999 on the longest trained length (the zoo's
+algorithmic recipe). The summary (JSON
 and printed) gives per model the extrapolation factor, the breaking step, and the seconds its
 training and its study took; each model's report is written to ``--out``/gen-NAME.
 
@@ -36,35 +37,23 @@ from pathlib import Path
 
 import torch
 
-SORT = {"task": "sort", "config": {"length": 8, "vocab": 10}, "min_length": 2}
-ADDITION = {"task": "addition", "config": {"n_digits": 5, "operand_order": "lsb", "answer_order": "lsb"},
-            "min_length": 1}
-MODELS = {
-    "sort-learned": (SORT, {"positional": "learned", "n_ctx": 48}),
-    "sort-alibi": (SORT, {"positional": "alibi"}),
-    "addition-learned": (ADDITION, {"positional": "learned", "n_ctx": 48}),
-    "addition-alibi": (ADDITION, {"positional": "alibi"}),
-    "addition-digit_index": (ADDITION, {"positional": "digit_index", "digit_tokens": 10}),
-    "addition-digit_offset": (ADDITION, {"positional": "digit_index", "digit_tokens": 10, "digit_offset": 10}),
-}
-#: models that need a longer budget than --steps: the offset spreads the training over 3x the
-#: index rows (at 4,000 steps it reaches exact match 0.978, short of the 0.999 stop)
-STEPS = {"addition-digit_offset": 10_000}
 RECALL = {12: ("zoo:recall-Aq_R", "zoo:recall-AE_R"), 14: ("zoo:recall-N14-Aq_R", "zoo:recall-N14-AE_R"),
           16: ("zoo:recall-N16-Aq_R", "zoo:recall-N16-AE_R")}
 
 
-def train_one(name: str, out: Path, steps: int, seed: int) -> tuple[Path, float]:
-    from interp_rand import TrainConfig, make_task, train
+def train_one(name: str, out: Path, steps: int | None, seed: int) -> tuple[Path, float]:
+    """Train study model ``name`` by its recipe (``steps``: at most that many instead)."""
+    import dataclasses
 
-    setting, model_options = MODELS[name]
-    task = make_task(setting["task"], **setting["config"])
-    config = TrainConfig(steps=steps, batch_size=128, lr=3e-3, warmup_steps=min(100, steps // 10),
-                         eval_every=250, eval_size=2048, checkpoint_every=steps, stop_at_exact_match=0.999,
-                         min_length=setting["min_length"], seed=seed)
+    from interp_rand import make_task, train
+    from interp_rand.zoo.entries import LENGTH_STUDY
+
+    entry = LENGTH_STUDY[name]
+    task = make_task(entry.task_name, **entry.task_config)
+    config = entry.train if steps is None else dataclasses.replace(
+        entry.train, steps=steps, checkpoint_every=steps, warmup_steps=min(entry.train.warmup_steps, steps // 10))
     start = time.perf_counter()
-    train(task, task.model_config(d_model=64, n_layers=2, n_heads=4, **model_options), config, out / name,
-          progress=False)
+    train(task, task.model_config(**entry.model), dataclasses.replace(config, seed=seed), out / name, progress=False)
     return out / name, time.perf_counter() - start
 
 
@@ -108,7 +97,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for the runs, reports and summary")
     parser.add_argument("--only", default="sort,addition,recall", help="parts to run (default: all three)")
-    parser.add_argument("--steps", type=int, default=4000, help="most training steps per model (default 4000)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="most training steps per model (default: each recipe's, 4,000 or 10,000)")
     parser.add_argument("--n", type=int, default=512, help="examples per length (default 512)")
     parser.add_argument("--no-mechanism", action="store_true", help="skip the mechanism by length")
     parser.add_argument("--recall-inputs", type=int, default=256, help="recall: inputs per model (default 256)")
@@ -119,13 +109,14 @@ def main(argv: list[str] | None = None) -> dict:
     parts = {p.strip() for p in args.only.split(",")}
     args.out.mkdir(parents=True, exist_ok=True)
     summary: dict = {"models": {}}
-    for name in MODELS:
-        if name.split("-")[0] not in parts:
+    from interp_rand.zoo.entries import LENGTH_STUDY
+
+    for name, entry in LENGTH_STUDY.items():
+        if entry.task_name not in parts:
             continue
-        steps = max(args.steps, STEPS.get(name, 0)) if args.steps >= 1000 else args.steps  # (a quick look stays quick)
-        run, train_seconds = train_one(name, args.out, steps, args.seed)
+        run, train_seconds = train_one(name, args.out, args.steps, args.seed)
         result, study_seconds = study_one(run, args.out, args.n, not args.no_mechanism)
-        summary["models"][name] = {**result, "positional": MODELS[name][1]["positional"],
+        summary["models"][name] = {**result, "positional": entry.model["positional"],
                                    "train_seconds": round(train_seconds, 1), "study_seconds": round(study_seconds, 1)}
         print(f"{name}: factor {result['extrapolation_factor']:.2f}; {result['breaking_step']} "
               f"(train {train_seconds:.0f} s, study {study_seconds:.0f} s)", flush=True)

@@ -109,6 +109,8 @@ class Generalization(Displayed):
     #: the mechanism checked at each length (:class:`circuits.explain.by_length.MechanismByLength`:
     #: ``iia[length][family]``, ``first_fall()``), filled by the layer that explains; ``None``: not measured
     mechanism: Any = None
+    #: why the mechanism was not measured, when it was asked for and could not be
+    mechanism_skipped: str | None = None
 
     # ------------------------------------------------------------------ the numbers
     def score_at(self, length: int) -> LengthScore | None:
@@ -230,6 +232,8 @@ class Generalization(Displayed):
             per = " ".join(f"{a:.2f}" for a in s.per_position[:24]) + (" ..." if len(s.per_position) > 24 else "")
             out.append(f"{s.length:>5}{mark} {s.exact_match:6.3f}  {per}")
         out.append("(* trained lengths)")
+        if self.mechanism_skipped:
+            out.append(f"mechanism by length: not measured ({self.mechanism_skipped})")
         if self.mechanism is not None and self.mechanism.iia:
             families = sorted({f for v in self.mechanism.iia.values() for f in v})
             out.append(f"interchange accuracy of {self.mechanism.name}'s variables by length (mean over outputs):")
@@ -257,7 +261,8 @@ class Generalization(Displayed):
                 "breaks_at": self.breaks_at(), "breaking_step": self.breaking_step(), "reference": self.reference,
                 "scores": [s.to_dict() for s in self.scores],
                 "attention": {str(k): [h.to_dict() for h in v] for k, v in self.attention.items()},
-                "mechanism": None if self.mechanism is None else self.mechanism.to_dict()}
+                "mechanism": None if self.mechanism is None else self.mechanism.to_dict(),
+                "mechanism_skipped": self.mechanism_skipped}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -332,8 +337,8 @@ def generalization(model: nn.Module, task: Any, lengths: range | list[int] | Non
     scores = []
     try:
         for length in bars.bar(lengths, desc="accuracy by length", enabled=progress):
-            at = at_length(task, length)
             try:
+                at = at_length(task, length)  # (a length the task cannot take is refused: recall's keys)
                 check_model_fits_task(model, at)
             except ValueError as err:
                 scores.append(LengthScore(length, None, [], 0, skipped=str(err).split(": ", 1)[-1]))

@@ -139,6 +139,10 @@ def explain(model: Any, task: Any, *, n: int = 1000, seed: int = 0, families: li
     search, checked whole and separated by decisive experiments. ``progress(text)`` is told each
     step."""
     start = time.perf_counter()
+    if getattr(task, "loss_kind", "ce") != "ce":
+        raise ValueError(f"explain finds algorithms whose answers are tokens (loss_kind 'ce'); task "
+                         f"{getattr(task, 'name', task)!r} answers with bits (loss_kind {task.loss_kind!r}), which no "
+                         "primitive of the library computes")
     note = progress or (lambda text: None)
     generator = torch.Generator().manual_seed(seed)
     model.eval()

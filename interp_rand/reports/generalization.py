@@ -131,8 +131,11 @@ def generalization_report(run: str | Path | None = None, *, model: Any = None, t
     if mechanism and top is not None and top.exact_match is not None:
         from circuits.explain.by_length import mechanism_by_length
 
-        found.mechanism = mechanism_by_length(model, at_length(task, found.trained[1]), mechanism_lengths(found),
-                                              seed=seed, progress=bars.note if progress else None)
+        try:
+            found.mechanism = mechanism_by_length(model, at_length(task, found.trained[1]), mechanism_lengths(found),
+                                                  seed=seed, progress=bars.note if progress else None)
+        except ValueError as err:  # explain finds no candidate for this task (bit answers: recall)
+            found.mechanism_skipped = str(err)
     return GeneralizationReport(found, label)
 
 

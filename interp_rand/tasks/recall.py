@@ -50,7 +50,7 @@ KEY_ORDERS = ("permuted", "identity")
 # ``r0``: the toolkit's own fixed seed (:func:`first_seed`), the bits as a 0/1 string, or not known
 R0_TOOLKIT, R0_UNKNOWN = "toolkit", "unknown"
 # The convention fields and their defaults (left out of ``config_dict`` at these values).
-CONVENTION_DEFAULTS = {"key_order": "permuted", "r0": R0_TOOLKIT}
+CONVENTION_DEFAULTS = {"key_order": "permuted", "r0": R0_TOOLKIT, "n_keys": None}
 
 
 from interp_rand.validation import is_int as _is_int
@@ -60,10 +60,13 @@ def _is_integer(t: Tensor) -> bool:
     return not (t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool)
 
 
-def _rows_are_permutations(t: Tensor) -> bool:
-    """Is every row of ``t: [batch, N]`` a permutation of ``0 .. N-1``?"""
-    n, N = t.shape
-    return torch.equal(t.sort(1).values, torch.arange(N, dtype=t.dtype, device=t.device).expand(n, N))
+def _rows_are_distinct_keys(t: Tensor, n_keys: int) -> bool:
+    """Is every row of ``t: [batch, N]`` ``N`` distinct keys of ``0 .. n_keys-1`` (with
+    ``n_keys = N``: a permutation of ``0 .. N-1``)?"""
+    if not t.numel():
+        return True
+    ordered = t.sort(1).values
+    return bool(ordered.min() >= 0 and ordered.max() < n_keys and (ordered[:, 1:] != ordered[:, :-1]).all())
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,11 @@ class RecallTask:
         seed_bits: width of the seed shared by all positions (>= 1; the paper uses 10).
         key_order: ``"permuted"`` (a uniform order of the keys per example) or ``"identity"``
             (key i at position i, as the paper's public JAX port samples).
+        n_keys: the key alphabet, the width of a key's one-hot (``None``: ``n_pairs``, the
+            paper's task). With more keys than pairs each example draws ``n_pairs`` distinct keys,
+            and the same model reads any number of pairs up to ``n_keys``: the task's length is
+            ``n_pairs`` (:mod:`interp_rand.tasks.lengths`; at another length the key alphabet is
+            kept). Left out of ``config_dict`` at ``None``.
         r0: the fixed seed of a model trained on one seed: ``"toolkit"`` (the toolkit's own
             draw), ``seed_bits`` 0/1 characters (e.g. an imported model's seed), or
             ``"unknown"`` (evaluating such a model at its fixed seed is refused).
@@ -177,6 +185,7 @@ class RecallTask:
     value_bits: int = 5
     seed_bits: int = 10
     key_order: str = "permuted"
+    n_keys: int | None = None
     r0: str = R0_TOOLKIT
 
     def __post_init__(self) -> None:
@@ -185,10 +194,23 @@ class RecallTask:
 
     # ------------------------------------------------------------------ config
 
+    # the field that is its length (interp_rand.tasks.lengths): the number of pairs, over a kept key alphabet
+    length_field: ClassVar[str] = "n_pairs"
+
+    @property
+    def key_space(self) -> int:
+        """The number of distinct keys (``n_keys``, or ``N``)."""
+        return self.n_pairs if self.n_keys is None else self.n_keys
+
+    def at_length(self, n_pairs: int) -> "RecallTask":
+        """This task with ``n_pairs`` pairs over the same key alphabet (so the same model reads
+        it); more pairs than keys is refused."""
+        return dataclasses.replace(self, n_pairs=n_pairs, n_keys=None if n_pairs == self.key_space else self.key_space)
+
     @property
     def d_input(self) -> int:
-        """Token width: one-hot key (``N``) plus value bits."""
-        return self.n_pairs + self.value_bits
+        """Token width: one-hot key (the key alphabet) plus value bits."""
+        return self.key_space + self.value_bits
 
     @property
     def n_ctx(self) -> int:
@@ -221,6 +243,9 @@ class RecallTask:
             raise ValueError(f"RecallTask.value_bits={self.value_bits!r} must be an integer >= 1")
         if not _is_int(self.seed_bits) or self.seed_bits < 1:
             raise ValueError(f"RecallTask.seed_bits={self.seed_bits!r} must be an integer >= 1")
+        if self.n_keys is not None and (not _is_int(self.n_keys) or not self.n_pairs <= self.n_keys <= MAX_PAIRS):
+            raise ValueError(f"RecallTask.n_keys={self.n_keys!r} must be an integer in n_pairs={self.n_pairs}..{MAX_PAIRS} "
+                             "(each example draws n_pairs distinct keys), or None (n_keys = n_pairs)")
         if self.key_order not in KEY_ORDERS:
             raise ValueError(f"RecallTask.key_order={self.key_order!r} is not allowed; choose from {KEY_ORDERS}")
         bits = isinstance(self.r0, str) and len(self.r0) == self.seed_bits and set(self.r0) <= {"0", "1"}
@@ -318,7 +343,8 @@ class RecallTask:
         """``n`` examples: uniform key order, uniform value bits, a uniform queried pair and a
         fresh seed per example."""
         device = generator.device
-        key_order = torch.rand(n, self.n_pairs, generator=generator, device=device).argsort(1)
+        # (n_keys = N: a uniform permutation, the draws the task always made)
+        key_order = torch.rand(n, self.key_space, generator=generator, device=device).argsort(1)[:, : self.n_pairs]
         if self.key_order == "identity":  # the same draws as "permuted", then the port's order
             key_order = torch.arange(self.n_pairs, device=device).expand(n, -1).clone()
         shape = (n, self.n_pairs, self.value_bits)
@@ -332,15 +358,16 @@ class RecallTask:
         """The batch for given pairs and queries.
 
         Args:
-            key_order: ``[batch, N]`` integer, a permutation of ``0 .. N-1`` per row (the key
-                id of the pair at each position).
+            key_order: ``[batch, N]`` integer, ``N`` distinct keys of ``0 .. key_space-1`` per
+                row (a permutation of ``0 .. N-1`` without ``n_keys``): the key id of the pair at
+                each position.
             values: ``[batch, N, value_bits]`` 0/1, the value of the pair at each position.
             query_index: ``[batch]`` integer in ``0 .. N-1``, the queried pair's position.
             seeds: ``[batch, seed_bits]`` or ``None`` (all-zero seeds, to be replaced with
                 :meth:`with_seeds`).
 
         Returns:
-            A :class:`Batch`: ``inputs`` ``[batch, N+1, N+value_bits]`` float, ``targets``
+            A :class:`Batch`: ``inputs`` ``[batch, N+1, key_space+value_bits]`` float, ``targets``
             ``[batch, N+1, value_bits]`` float (the queried value at position ``N``, zeros
             elsewhere), ``loss_mask`` ``[batch, N+1]`` (true at ``N`` only), ``seeds``
             ``[batch, seed_bits]``, metadata ``query_index``, ``query_key`` ``[batch]``,
@@ -352,8 +379,8 @@ class RecallTask:
                 f"key_order must be integer [batch, n_pairs={N}], "
                 f"got {key_order.dtype} {tuple(key_order.shape)}"
             )
-        if not _rows_are_permutations(key_order):
-            raise ValueError(f"every row of key_order must be a permutation of 0..{N - 1}")
+        if not _rows_are_distinct_keys(key_order, self.key_space):
+            raise ValueError(f"every row of key_order must be {N} distinct keys of 0..{self.key_space - 1}")
         if values.shape != (n, N, self.value_bits) or not ((values == 0) | (values == 1)).all():
             raise ValueError(
                 f"values must be 0/1 [batch, n_pairs={N}, value_bits={self.value_bits}], "
@@ -379,7 +406,7 @@ class RecallTask:
         rows = torch.arange(n, device=device)
         query_key = key_order[rows, query_index]
 
-        eye = torch.eye(N, device=device)
+        eye = torch.eye(self.key_space, device=device)
         pairs = torch.cat([eye[key_order], values.float()], dim=-1)  # [batch, N, N + V]
         query = torch.cat([eye[query_key], torch.zeros(n, V, device=device)], dim=-1)
         inputs = torch.cat([pairs, query[:, None]], dim=1)  # [batch, N + 1, N + V]

@@ -7,6 +7,10 @@ build`` follows.
   (``A^E_r0``, ``A^q_r0``, ``A^E_R``, ``A^q_R``, ``A^q_R (m=1)``) at the task's CPU scale, with
   training seed 0: the same runs as ``interp-rand reproduce TASK`` (``reproduce.variant_runs``),
   so a zoo model is one point of the reproduction.
+- ``sort-alibi``, ``addition-digit_offset``: two models of the length study
+  (:data:`LENGTH_STUDY`, docs/generalization.md): sort on lists of lengths 2-8 with ALiBi
+  positions, addition of 1-5 digits written units first with digit-index positions and Abacus's
+  index offset; the models that extrapolate furthest, for ``interp-rand generalization``.
 - ``gridworld-*``: the grid-world agents of ``interp-rand gridworld compare --scale cpu``
   (``GRIDWORLD_CPU``: the 5x5 grid, 25 + 25 steps; ERM, the worst-cell objective with m = 10
   seeds, and with m = 1), training seed 0.
@@ -72,6 +76,43 @@ class AgentEntry:
 ALGORITHMIC_MODEL = {"d_model": 64, "n_layers": 2, "n_heads": 4}
 ALGORITHMIC_TRAIN = TrainConfig(steps=3000, batch_size=128, lr=3e-3, warmup_steps=100, eval_every=250,
                                 eval_size=2048, checkpoint_every=3000, stop_at_exact_match=0.999, seed=0)
+# The length study (examples/length_study.py, docs/generalization.md): one recipe per model, the
+# zoo's algorithmic one trained on a range of lengths (TrainConfig.min_length); sort of 2-8 values
+# from 0-9 run to 24, addition of 1-5 digits written units first run to 15. A learned table gets
+# 48 rows so that every length of the study can run (rows past the trained ones stay untrained).
+_SORT_RANGE = ("sort", {"length": 8, "vocab": 10}, dataclasses.replace(
+    ALGORITHMIC_TRAIN, steps=4000, checkpoint_every=4000, min_length=2))
+_ADDITION_RANGE = ("addition", {"n_digits": 5, "operand_order": "lsb", "answer_order": "lsb"}, dataclasses.replace(
+    ALGORITHMIC_TRAIN, steps=4000, checkpoint_every=4000, min_length=1))
+
+
+def _length_model(name: str, what: str, setting: tuple, positions: dict[str, Any],
+                  **train: Any) -> TrainedEntry:
+    task_name, task_config, config = setting
+    return TrainedEntry(name, what, task_name, task_config, {**ALGORITHMIC_MODEL, **positions},
+                        dataclasses.replace(config, **train))
+
+
+LENGTH_STUDY: dict[str, TrainedEntry] = {e.name: e for e in (
+    _length_model("sort-learned", "sort lists of 2-8 values from 0-9, a learned position table", _SORT_RANGE,
+                  {"positional": "learned", "n_ctx": 48}),
+    _length_model("sort-alibi", "sort lists of 2-8 values from 0-9, ALiBi positions (the length study)", _SORT_RANGE,
+                  {"positional": "alibi"}),
+    _length_model("addition-learned", "add numbers of 1-5 digits written units first, a learned position table",
+                  _ADDITION_RANGE, {"positional": "learned", "n_ctx": 48}),
+    _length_model("addition-alibi", "add numbers of 1-5 digits written units first, ALiBi positions",
+                  _ADDITION_RANGE, {"positional": "alibi"}),
+    _length_model("addition-digit_index", "add numbers of 1-5 digits written units first, digit-index positions",
+                  _ADDITION_RANGE, {"positional": "digit_index", "digit_tokens": 10}),
+    # the offset spreads training over 3x the index rows: at 4,000 steps it stops short of the bar
+    _length_model("addition-digit_offset", "add numbers of 1-5 digits written units first, digit-index positions "
+                  "with Abacus's index offset (the length study)", _ADDITION_RANGE,
+                  {"positional": "digit_index", "digit_tokens": 10, "digit_offset": 10},
+                  steps=10_000, checkpoint_every=10_000),
+)}
+#: the length-study models the zoo ships (each about 400 KB)
+LENGTH_STUDY_IN_ZOO = ("sort-alibi", "addition-digit_offset")
+
 VARIANT_HELP = {
     "A^E_r0": "ERM on one fixed seed r0 (deterministic)",
     "A^q_r0": "q-norm on one fixed seed r0",
@@ -131,6 +172,7 @@ def _all() -> dict[str, TrainedEntry | AgentEntry]:
         *_randomized("recall", {"n_pairs": 16}, "N = 16 pairs, the port's recipe", "port", "N16-", ("A^E_R", "A^q_R"),
                      {"checkpoint_every": 1000}),
         *_randomized("coloring", {"n_vertices": scale_for("coloring", "cpu").n_vertices}, "10-cycles"),
+        *(LENGTH_STUDY[name] for name in LENGTH_STUDY_IN_ZOO),
         *_agents(),
     ]
     return {e.name: e for e in entries}

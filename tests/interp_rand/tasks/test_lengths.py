@@ -20,12 +20,12 @@ def test_sort_and_addition_change_length_and_keep_their_tokens():
     assert longer.model_config().d_vocab == sort.model_config().d_vocab  # the same tokens
     addition = at_length(make_task("addition", n_digits=3), 7)
     assert length_of(addition) == 7 and addition.sample(4, torch.Generator()).inputs.shape[1] > 3 * 7
-    assert sorted(tasks_with_lengths()) == ["addition", "sort"]
+    assert sorted(tasks_with_lengths()) == ["addition", "recall", "sort"]
 
 
 def test_a_task_whose_tokens_grow_with_its_size_has_no_length():
-    with pytest.raises(ValueError, match="'recall' has no length.*addition, sort"):
-        at_length(make_task("recall"), 16)
+    with pytest.raises(ValueError, match="'coloring' has no length.*addition, recall, sort"):
+        at_length(make_task("coloring"), 16)
     with pytest.raises(ValueError, match="length=1"):
         at_length(make_task("sort", length=4, vocab=5), 1)  # sort needs >= 2
 
@@ -73,3 +73,23 @@ def test_a_task_spec_samples_at_any_length_of_its_range_and_beyond():
         fixed.at_length(7)
     with pytest.raises(ValueError, match="shortest <= longest"):
         _copy_spec(lengths=(5, 2))
+
+
+def test_recall_keeps_its_key_alphabet_at_another_number_of_pairs():
+    """Recall's length is its number of pairs over a kept key alphabet: the same model reads
+    fewer pairs, and more pairs up to n_keys; more pairs than keys is refused. n_keys = N is the
+    paper's task, draw for draw."""
+    plain = make_task("recall", n_pairs=6)
+    fewer = at_length(plain, 4)
+    assert (fewer.n_pairs, fewer.key_space, fewer.d_input) == (4, 6, plain.d_input)
+    with pytest.raises(ValueError, match="n_keys=6 must be an integer in n_pairs=8"):
+        at_length(plain, 8)
+    wide = make_task("recall", n_pairs=4, n_keys=10)
+    assert at_length(wide, 10).config_dict()["n_pairs"] == 10 and "n_keys" not in at_length(wide, 10).config_dict()
+    batch = wide.sample(64, torch.Generator().manual_seed(0))
+    keys = batch.metadata["key_order"]
+    assert batch.inputs.shape == (64, 5, 10 + wide.value_bits) and int(keys.max()) >= 4  # keys beyond N are drawn
+    assert all(len(set(row.tolist())) == 4 for row in keys)
+    same = make_task("recall", n_pairs=6, n_keys=6).sample(8, torch.Generator().manual_seed(1))
+    old = plain.sample(8, torch.Generator().manual_seed(1))
+    assert torch.equal(same.inputs, old.inputs)

@@ -221,7 +221,7 @@ def test_build_validates_its_inputs():
     task = RecallTask(n_pairs=3, value_bits=1)
     good = (torch.tensor([[0, 1, 2]]), torch.zeros(1, 3, 1), torch.tensor([0]))
     task.build(*good)
-    with pytest.raises(ValueError, match="permutation"):
+    with pytest.raises(ValueError, match="distinct keys of 0..2"):
         task.build(torch.tensor([[0, 0, 2]]), *good[1:])
     with pytest.raises(ValueError, match="values"):
         task.build(good[0], torch.full((1, 3, 1), 2), good[2])
