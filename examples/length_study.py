@@ -96,7 +96,9 @@ def recall_sweep(n_inputs: int, n_seeds: int) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for the runs, reports and summary")
-    parser.add_argument("--only", default="sort,addition,recall", help="parts to run (default: all three)")
+    parser.add_argument("--only", default="sort,addition,recall,recall-zoo",
+                        help="tasks (sort, addition, recall), study model names, and recall-zoo (the zoo's recall "
+                        "models across N) to run (default: all)")
     parser.add_argument("--steps", type=int, default=None,
                         help="most training steps per model (default: each recipe's, 4,000 or 10,000)")
     parser.add_argument("--n", type=int, default=512, help="examples per length (default 512)")
@@ -112,7 +114,7 @@ def main(argv: list[str] | None = None) -> dict:
     from interp_rand.zoo.entries import LENGTH_STUDY
 
     for name, entry in LENGTH_STUDY.items():
-        if entry.task_name not in parts:
+        if entry.task_name not in parts and name not in parts:
             continue
         run, train_seconds = train_one(name, args.out, args.steps, args.seed)
         result, study_seconds = study_one(run, args.out, args.n, not args.no_mechanism)
@@ -120,7 +122,7 @@ def main(argv: list[str] | None = None) -> dict:
                                    "train_seconds": round(train_seconds, 1), "study_seconds": round(study_seconds, 1)}
         print(f"{name}: factor {result['extrapolation_factor']:.2f}; {result['breaking_step']} "
               f"(train {train_seconds:.0f} s, study {study_seconds:.0f} s)", flush=True)
-    if "recall" in parts:
+    if "recall-zoo" in parts:
         summary["recall"] = recall_sweep(args.recall_inputs, args.recall_seeds)
         for n_pairs, runs in summary["recall"].items():
             print(f"recall N={n_pairs}: " + "; ".join(

@@ -110,6 +110,23 @@ LENGTH_STUDY: dict[str, TrainedEntry] = {e.name: e for e in (
                   {"positional": "digit_index", "digit_tokens": 10, "digit_offset": 10},
                   steps=10_000, checkpoint_every=10_000),
 )}
+
+
+def _recall_range() -> dict[str, TrainedEntry]:
+    """Recall on 4-8 pairs over 16 keys (``n_keys``: the one-hot stays 16 wide, so the model reads
+    up to 16 pairs), ERM and the randomized model, at the CPU scale's recipe: how many keys each
+    keeps past the pairs it was trained on."""
+    out = {}
+    for run in variant_runs("recall", scale_for("recall", "cpu"), train_seed=0):
+        if run.variant in ("A^E_R", "A^q_R"):
+            name = f"recall-keys16-{run.label}"
+            out[name] = TrainedEntry(name, f"recall of 4-8 pairs over 16 keys, {VARIANT_HELP[run.variant]}", "recall",
+                                     {"n_pairs": 8, "n_keys": 16}, scale_for("recall", "cpu").model_overrides(),
+                                     dataclasses.replace(run.config, min_length=4), variant=run.variant,
+                                     evaluation="seeded")
+    return out
+
+
 #: the length-study models the zoo ships (each about 400 KB)
 LENGTH_STUDY_IN_ZOO = ("sort-alibi", "addition-digit_offset")
 
@@ -120,6 +137,7 @@ VARIANT_HELP = {
     "A^q_R": "q-norm, m seeds per step: the randomized model of interest",
     "A^q_R (m=1)": "q-norm with one seed per step (no gain expected)",
 }
+LENGTH_STUDY.update(_recall_range())  # (after VARIANT_HELP, which names the variants)
 
 
 def _randomized(task_name: str, task_config: dict[str, Any], setting: str, scale_name: str = "cpu",
