@@ -38,7 +38,8 @@ def bridge_incompatibilities(cfg: ModelConfig) -> list[str]:
         if getattr(cfg, field) != needed
     ]
     if cfg.positional not in ("learned", "sinusoidal"):  # a table indexed by position, TransformerLens's W_pos
-        problems.append(f"positional={cfg.positional!r} (needs 'learned' or 'sinusoidal')")
+        problems.append(f"positional={cfg.positional!r} (needs 'learned' or 'sinusoidal': TransformerLens's native "
+                        "bridge has absolute and rotary positions, not ALiBi, digit indices or none)")
     return problems
 
 

@@ -129,6 +129,8 @@ NOT_BRIDGEABLE = {
     "input_mlp": (dict(d_input_mlp=8), ["d_input_mlp"]),
     "vectors": (dict(input_kind="vectors", d_input=5, d_vocab_out=3), ["input_kind"]),
     "no_pos": (dict(positional="none"), ["positional"]),
+    "alibi": (dict(positional="alibi"), ["positional"]),
+    "digit_index": (dict(positional="digit_index", digit_tokens=3), ["positional"]),
     "linear_full_seeded": (dict(attention="linear", mask="full", d_seed=2), ["attention", "mask", "d_seed"]),
 }
 
