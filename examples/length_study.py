@@ -22,10 +22,11 @@ algorithmic recipe). The summary (JSON
 and printed) gives per model the extrapolation factor, the breaking step, and the seconds its
 training and its study took; each model's report is written to ``--out``/gen-NAME.
 
-Recall cannot be run past its trained N (the key one-hot grows with N:
-:mod:`interp_rand.tasks.lengths`), so the study compares the zoo's models trained at N = 12, 14
-and 16: the fraction of queries recalled (average over inputs and seeds) and the count it
-means (fraction x N), ``A^q_R`` against ERM (``A^E_R``).
+Recall: ``recall-keys16-{AE_R,Aq_R}`` are trained on 4-8 pairs over 16 keys (``n_keys``: the key
+one-hot stays 16 wide, so the model reads up to 16 pairs), at the CPU recipe; each is run at every
+even N up to 16: the paper's metrics and the keys kept (average x N), ``A^q_R`` against ERM. And
+``recall-zoo``: the zoo's models trained at N = 12, 14 and 16 (their key one-hot is N wide, so
+each reads at most its own N), the fraction of queries recalled and the count it means.
 """
 
 from __future__ import annotations
@@ -70,6 +71,25 @@ def study_one(run: Path, out: Path, n: int, mechanism: bool) -> tuple[dict, floa
              "exact_match": {str(s.length): s.exact_match for s in found.scores}}, time.perf_counter() - start)
 
 
+def recall_by_n(run: Path, n_inputs: int, n_seeds: int) -> dict:
+    """A recall model of the study at every even N up to its key alphabet: the paper's metrics
+    (average, worst-5%, majority-30 worst over ``n_seeds`` seeds) and the keys kept (average x N)."""
+    from interp_rand.seeded_evaluation.paper_metrics import evaluate_seeded
+    from interp_rand.tasks.lengths import at_length
+    from interp_rand.training.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(run)
+    model, task = ckpt.model().eval(), ckpt.spec.make_task()
+    out = {}
+    for n_pairs in range(4, task.key_space + 1, 2):
+        here, g = at_length(task, n_pairs), torch.Generator().manual_seed(n_pairs)
+        metrics = evaluate_seeded(here, model, here.sample(n_inputs, g), n_seeds, g)
+        out[str(n_pairs)] = {"average": round(metrics["average"], 4), "worst_5pct": round(metrics["worst_5pct"], 4),
+                             "majority_30_worst": round(metrics["majority_30"]["worst"], 4),
+                             "keys_kept": round(metrics["average"] * n_pairs, 2)}
+    return out
+
+
 def recall_sweep(n_inputs: int, n_seeds: int) -> dict:
     """Per N and variant: the fraction of queries recalled and the count it means."""
     from interp_rand.seeded_evaluation.paper_metrics import evaluate_seeded
@@ -111,6 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
     parts = {p.strip() for p in args.only.split(",")}
     args.out.mkdir(parents=True, exist_ok=True)
     summary: dict = {"models": {}}
+    from interp_rand import make_task
     from interp_rand.zoo.entries import LENGTH_STUDY
 
     for name, entry in LENGTH_STUDY.items():
@@ -118,10 +139,16 @@ def main(argv: list[str] | None = None) -> dict:
             continue
         run, train_seconds = train_one(name, args.out, args.steps, args.seed)
         result, study_seconds = study_one(run, args.out, args.n, not args.no_mechanism)
-        summary["models"][name] = {**result, "positional": entry.model["positional"],
+        positional = make_task(entry.task_name, **entry.task_config).model_config(**entry.model).positional
+        summary["models"][name] = {**result, "positional": positional,
                                    "train_seconds": round(train_seconds, 1), "study_seconds": round(study_seconds, 1)}
+        if entry.task_name == "recall":  # how many keys it keeps past its pairs, and its worst case
+            summary["models"][name]["by_n"] = recall_by_n(run, args.recall_inputs, args.recall_seeds)
         print(f"{name}: factor {result['extrapolation_factor']:.2f}; {result['breaking_step']} "
               f"(train {train_seconds:.0f} s, study {study_seconds:.0f} s)", flush=True)
+        for n_pairs, row in summary["models"][name].get("by_n", {}).items():
+            print(f"  N={n_pairs}: average {row['average']:.3f} ({row['keys_kept']:.1f} keys), worst-5% "
+                  f"{row['worst_5pct']:.3f}, majority-30 worst {row['majority_30_worst']:.3f}", flush=True)
     if "recall-zoo" in parts:
         summary["recall"] = recall_sweep(args.recall_inputs, args.recall_seeds)
         for n_pairs, runs in summary["recall"].items():

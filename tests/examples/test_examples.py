@@ -220,7 +220,7 @@ def test_length_study_trains_runs_each_scheme_and_sweeps_recall(tmp_path):
     is trained on lengths 2-8 and run to 24; a model that has not learned its own lengths is said
     to, not given a breaking step; recall's fraction and count agree (count = fraction x N) and
     ERM keeps more keys than A^q_R at N = 12 (zoo figures: 0.944 vs 0.809)."""
-    summary = run_example("length_study", ["--out", str(tmp_path), "--only", "sort,recall", "--steps", "20",
+    summary = run_example("length_study", ["--out", str(tmp_path), "--only", "sort,recall-zoo", "--steps", "20",
                                            "--n", "32", "--no-mechanism", "--recall-inputs", "64",
                                            "--recall-seeds", "8"])
     assert set(summary["models"]) == {"sort-learned", "sort-alibi"}
