@@ -106,6 +106,14 @@ def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> arg
     return args
 
 
+def _exists(path: str) -> bool:
+    """Does ``path`` exist? A name the file system cannot hold (too long, a NUL) does not."""
+    try:
+        return Path(path).exists()
+    except (OSError, ValueError):
+        return False
+
+
 def _missing_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | None:
     """The message for a run argument (an argument whose metavar names a run: ``RUN_DIR``,
     ``RUN_A`` ...) that is neither ``zoo:NAME`` nor an existing path, in the parser and the
@@ -121,8 +129,9 @@ def _missing_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> s
         value = getattr(args, action.dest, None)
         if not str(action.metavar or "").startswith("RUN") or value is None or isinstance(value, list):
             continue
-        if not str(value).startswith("zoo:") and not Path(value).exists():
-            return f"{action.metavar} {value} does not exist (a run folder, or zoo:NAME)"
+        if not str(value).startswith("zoo:") and not _exists(value):
+            shown = value if len(str(value)) <= 80 else f"{str(value)[:77]}..."
+            return f"{action.metavar} {shown} does not exist (a run folder, or zoo:NAME)"
     return None
 
 

@@ -181,3 +181,13 @@ def test_threads_beyond_the_cores_are_clamped_with_a_note():
     with contextlib.redirect_stderr(err):
         args = parse(["--threads", "100000", "tasks"], parser=PARSER)
     assert args.threads == cores() and "--threads 100000" in err.getvalue() and len(err.getvalue().splitlines()) == 1
+
+
+def test_a_run_name_the_file_system_cannot_hold_is_refused_in_one_line(capsys):
+    """A name too long for the file system (the property test's find) is a missing run, said in
+    one line with the name shortened, not an OSError."""
+    from interp_rand.cli.main import main
+
+    assert main(["gridworld", "eval", "9" * 5000]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "does not exist" in err and len(err) < 300
