@@ -140,9 +140,9 @@ def explain(model: Any, task: Any, *, n: int = 1000, seed: int = 0, families: li
     step."""
     start = time.perf_counter()
     if getattr(task, "loss_kind", "ce") != "ce":
-        raise ValueError(f"explain finds algorithms whose answers are tokens (loss_kind 'ce'); task "
-                         f"{getattr(task, 'name', task)!r} answers with bits (loss_kind {task.loss_kind!r}), which no "
-                         "primitive of the library computes")
+        raise ValueError(f"explain finds algorithms whose answers are tokens (loss_kind 'ce'); the answers of task "
+                         f"{getattr(task, 'name', task)!r} are not (loss_kind {task.loss_kind!r}: bits, or a colouring), "
+                         "and no primitive of the library computes them")
     note = progress or (lambda text: None)
     generator = torch.Generator().manual_seed(seed)
     model.eval()

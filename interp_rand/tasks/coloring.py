@@ -230,6 +230,11 @@ class ColoringTask:
     Attributes:
         n_vertices: ``N``, the cycle length (>= 3).
         n_colors: colours to choose from (>= 3: odd cycles need three).
+        n_ids: the vertex ids a token's one-hot (and the model's positional table) has room for
+            (``None``: ``N``, the paper's task). With more ids than vertices the same model
+            colours any cycle of up to ``n_ids`` vertices: the task's length is ``N``
+            (:mod:`interp_rand.tasks.lengths`; at another length the ids are kept). Left out of
+            ``config_dict`` at ``None``.
     """
 
     name: ClassVar[str] = "coloring"
@@ -238,11 +243,26 @@ class ColoringTask:
     capabilities: ClassVar[frozenset[str]] = frozenset({CYCLE_NEIGHBOURS})
     experiment: ClassVar[Experiment] = COLORING_EXPERIMENT
 
+    # the field that is its length (interp_rand.tasks.lengths): the cycle, over kept vertex ids
+    length_field: ClassVar[str] = "n_vertices"
+
     n_vertices: int = 10
     n_colors: int = 3
+    n_ids: int | None = None
 
     def __post_init__(self) -> None:
         self.validate()
+
+    @property
+    def id_space(self) -> int:
+        """The width of a vertex id's one-hot (``n_ids``, or ``N``)."""
+        return self.n_vertices if self.n_ids is None else self.n_ids
+
+    def at_length(self, n_vertices: int) -> "ColoringTask":
+        """This task on cycles of ``n_vertices`` over the same vertex ids (so the same model
+        reads it); more vertices than ids is refused."""
+        return dataclasses.replace(self, n_vertices=n_vertices,
+                                   n_ids=None if n_vertices == self.id_space else self.id_space)
 
     # ------------------------------------------------------------------ config
 
@@ -268,9 +288,15 @@ class ColoringTask:
             raise ValueError(f"ColoringTask.n_vertices={self.n_vertices!r} must be an integer >= 3")
         if not _is_int(self.n_colors) or self.n_colors < 3:
             raise ValueError(f"ColoringTask.n_colors={self.n_colors!r} must be an integer >= 3")
+        if self.n_ids is not None and (not _is_int(self.n_ids) or self.n_ids < self.n_vertices):
+            raise ValueError(f"ColoringTask.n_ids={self.n_ids!r} must be an integer >= n_vertices={self.n_vertices} "
+                             "(a token is its vertex's one-hot id), or None (n_ids = n_vertices)")
 
     def config_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if self.n_ids is None:  # the default, left out: runs written before it read as before
+            del out["n_ids"]
+        return out
 
     def model_config(self, **overrides: Any) -> "ModelConfig":
         """The paper's colouring model; ``overrides`` win.
@@ -290,8 +316,8 @@ class ColoringTask:
             n_layers=2,
             n_heads=1,
             d_head=16,
-            n_ctx=self.n_vertices,
-            d_input=self.n_vertices,
+            n_ctx=self.id_space,
+            d_input=self.id_space,
             d_vocab_out=self.n_colors,
             input_kind="vectors",
             attention="softmax",
@@ -349,7 +375,7 @@ class ColoringTask:
                 :meth:`with_seeds`).
 
         Returns:
-            A :class:`Batch`: ``inputs`` ``[batch, N, N]`` float one-hot ids, ``attention_mask``
+            A :class:`Batch`: ``inputs`` ``[batch, N, id_space]`` float one-hot ids, ``attention_mask``
             ``[batch, N, N]`` (the ring adjacency, checked by :func:`check_adjacency`),
             ``loss_mask`` all true, ``seeds`` ``[batch, N, 1]``, metadata ``order``. ``targets``
             ``[batch, N]`` hold :meth:`reference_coloring` only so that shapes are uniform: the
@@ -378,7 +404,7 @@ class ColoringTask:
         ring_position = order.argsort(1)  # [batch, N]: where each vertex id sits on the ring
         return Batch(
             # token v = one_hot(v) for every cycle: the graph is only in the attention mask
-            inputs=torch.eye(N, device=device).expand(n, N, N),
+            inputs=torch.eye(N, self.id_space, device=device).expand(n, N, self.id_space),
             # a valid colouring per vertex, for uniform shapes only (the loss ignores it)
             targets=self.reference_coloring(device)[ring_position],
             loss_mask=torch.ones(n, N, dtype=torch.bool, device=device),

@@ -144,5 +144,5 @@ def test_an_explanation_carried_to_another_length_keeps_its_components_and_detec
 
 def test_a_task_answering_with_bits_is_refused_in_one_line():
     ckpt = load_checkpoint("zoo:recall-Aq_R")
-    with pytest.raises(ValueError, match="answers are tokens.*'recall' answers with bits"):
+    with pytest.raises(ValueError, match="answers are tokens.*task 'recall' are not \\(loss_kind 'bce'"):
         explain(ckpt.model(), ckpt.spec.make_task(), n=50)

@@ -20,12 +20,15 @@ def test_sort_and_addition_change_length_and_keep_their_tokens():
     assert longer.model_config().d_vocab == sort.model_config().d_vocab  # the same tokens
     addition = at_length(make_task("addition", n_digits=3), 7)
     assert length_of(addition) == 7 and addition.sample(4, torch.Generator()).inputs.shape[1] > 3 * 7
-    assert sorted(tasks_with_lengths()) == ["addition", "recall", "sort"]
+    assert sorted(tasks_with_lengths()) == ["addition", "coloring", "recall", "sort"]
 
 
-def test_a_task_whose_tokens_grow_with_its_size_has_no_length():
-    with pytest.raises(ValueError, match="'coloring' has no length.*addition, recall, sort"):
-        at_length(make_task("coloring"), 16)
+def test_a_task_without_a_length_field_is_refused_naming_those_with_one():
+    from interp_rand.tasks.spec import TaskSpec
+
+    spec = TaskSpec("fixed", sample_fn=lambda n, g: None, positions=("x0",))
+    with pytest.raises(ValueError, match="'fixed' has no length.*addition, coloring, recall, sort"):
+        at_length(spec, 4)
     with pytest.raises(ValueError, match="length=1"):
         at_length(make_task("sort", length=4, vocab=5), 1)  # sort needs >= 2
 
@@ -93,3 +96,17 @@ def test_recall_keeps_its_key_alphabet_at_another_number_of_pairs():
     same = make_task("recall", n_pairs=6, n_keys=6).sample(8, torch.Generator().manual_seed(1))
     old = plain.sample(8, torch.Generator().manual_seed(1))
     assert torch.equal(same.inputs, old.inputs)
+
+
+def test_coloring_keeps_its_vertex_ids_on_another_cycle():
+    """A cycle of another length over the same ids: the zoo's 10-vertex model reads shorter
+    cycles (the ids it never saw in a 6-cycle are simply absent); longer ones need n_ids."""
+    ten = make_task("coloring")
+    six = at_length(ten, 6)
+    assert (six.n_vertices, six.id_space, six.model_config().d_input) == (6, 10, ten.model_config().d_input)
+    batch = six.sample(4, torch.Generator().manual_seed(0))
+    assert batch.inputs.shape == (4, 6, 10) and torch.equal(batch.inputs[0, :, :6], torch.eye(6))
+    assert batch.attention_mask.sum(-1).eq(2).all()  # each vertex sees its two neighbours
+    with pytest.raises(ValueError, match="n_ids=10 must be an integer >= n_vertices=12"):
+        at_length(ten, 12)
+    assert "n_ids" not in ten.config_dict() and at_length(six, 10).config_dict() == ten.config_dict()
