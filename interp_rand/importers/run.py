@@ -17,7 +17,7 @@ from interp_rand.model.transformer import HookedTransformer
 from interp_rand.output.files import write_json
 from interp_rand.output.folder import replace_folder
 from interp_rand.training.checkpoint import (FORMAT, META_FILE, MODEL_FILE, VERSION, RunSpec, fixed_seed_entry,
-                                             load_checkpoint, step_dir, weights_metadata)
+                                             load_checkpoint, step_dir, weights_metadata, write_tensors)
 
 CARD_FILE = "card.json"
 
@@ -43,8 +43,6 @@ def write_run(out: str | Path, spec: RunSpec, model: HookedTransformer, origin: 
     """Write ``model`` as the weights-only run ``out`` (refused if ``out`` already holds a run)
     and read it back through :func:`~interp_rand.training.checkpoint.load_checkpoint`, so a
     folder that cannot be loaded is never left behind. Returns the checkpoint folder."""
-    from safetensors.torch import save_file
-
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"--out {out} is not empty; import into a new folder")
@@ -58,7 +56,7 @@ def write_run(out: str | Path, spec: RunSpec, model: HookedTransformer, origin: 
         meta = {"format": FORMAT, "version": VERSION, "step": step, **spec.to_dict(), **fixed_seed_entry(spec),
                 "metrics": metrics or {}, "provenance": origin}
         with replace_folder(final) as tmp:  # the checkpoint folder appears whole or not at all
-            save_file(state, tmp / MODEL_FILE, metadata=weights_metadata(spec.model_config))  # a new folder: no link
+            write_tensors(tmp / MODEL_FILE, state, weights_metadata(spec.model_config))
             write_json(tmp / META_FILE, meta)
         write_json(out / CARD_FILE, {"task": spec.task_name, "task_config": spec.task_config, "provenance": origin})
         loaded = load_checkpoint(out).model()

@@ -126,6 +126,14 @@ def append_line(path: str | Path, line: str, what: str = "the journal") -> None:
             os.close(fd)
 
 
+def file_mode() -> int:
+    """The mode a new file gets under the user's umask (``0o666`` less it), for a file a library
+    wrote with a mode of its own (safetensors writes ``0o600``)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def folder_mode() -> int:
     """The mode a new folder gets under the user's umask (``0o777`` less it), for a folder
     ``mkdtemp`` made (``0o700``) that is renamed into place."""

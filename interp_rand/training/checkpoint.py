@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Task, make_task, task_names
 from interp_rand.training.checkpoint_schedule import keeps_all
 from interp_rand.training.config import TrainConfig
-from interp_rand.output.files import write_json
+from interp_rand.output.files import file_mode, write_json
 from interp_rand.output.folder import replace_folder
 from interp_rand.output.write_error import writing
 from interp_rand.run_names import CHECKPOINTS_DIR, resolve_run
@@ -150,9 +151,8 @@ def save_checkpoint(
     meta = {"format": FORMAT, "version": VERSION, "step": step, **spec.to_dict(), **fixed_seed_entry(spec),
             "metrics": metrics}
     with writing("checkpoint", final, untouched), replace_folder(final) as tmp:
-        save_file(_contiguous(model_state), tmp / MODEL_FILE,  # into a new folder: no link to follow
-                  metadata=weights_metadata(spec.model_config))
-        save_file(_contiguous(trainer_state), tmp / TRAINER_FILE)
+        write_tensors(tmp / MODEL_FILE, _contiguous(model_state), weights_metadata(spec.model_config))
+        write_tensors(tmp / TRAINER_FILE, _contiguous(trainer_state))
         write_json(tmp / META_FILE, meta)
     train = meta.get("train")  # a grid-world agent's spec records no schedule: it prunes
     if isinstance(train, dict) and keeps_all(train.get("checkpoint_schedule", "every")):
@@ -164,6 +164,14 @@ def save_checkpoint(
             if stale != final:
                 shutil.rmtree(stale)
     return final
+
+
+def write_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> None:
+    """``tensors`` as safetensors at ``path`` (in a new folder: no link to follow), with the mode
+    the user's umask gives any other file (safetensors itself writes ``0o600``, so weights beside
+    a ``0o644`` checkpoint.json could not be read by the group that reads the JSON)."""
+    save_file(tensors, path, metadata=metadata)
+    os.chmod(path, file_mode())
 
 
 def fixed_seed_entry(spec: RunSpec) -> dict[str, Any]:

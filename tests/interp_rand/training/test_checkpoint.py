@@ -382,3 +382,20 @@ def test_weights_recorded_before_a_config_field_existed_load_with_its_default(ru
     save_file(tensors, path, metadata={WEIGHTS_CONFIG_KEY: json.dumps(record)})
     with pytest.raises(CheckpointError, match="attention"):
         load_checkpoint(run_copy).model()
+
+
+def test_weights_are_written_with_the_users_file_mode(tmp_path):
+    """safetensors writes 0o600; the checkpoint's weights get the mode the umask gives every
+    other file (the checkpoint.json beside them), so whoever reads one reads the other."""
+    import os
+
+    from interp_rand.output.files import file_mode
+    from interp_rand.training.checkpoint import MODEL_FILE, write_tensors
+
+    old = os.umask(0o022)
+    try:
+        path = tmp_path / MODEL_FILE
+        write_tensors(path, {"w": torch.zeros(2)})
+        assert file_mode() == 0o644 and (path.stat().st_mode & 0o777) == 0o644
+    finally:
+        os.umask(old)
