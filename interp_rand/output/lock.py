@@ -16,9 +16,14 @@ however it ends (Ctrl-C, ``kill -9``, a crash), so a lock that can be taken is f
 ``run.lock`` that still names a holder then belongs to a process that died without releasing
 it. The next writer takes it over and prints ``previous holder pid N on HOST (since T) is gone;
 lock taken over`` — a researcher resuming after a crash wants to continue, not to clear
-files by hand, and nothing is at risk because the dead process cannot write any more. A clean
-release empties ``run.lock`` (it is never deleted: a deleted lock file lets two writers lock two
-different files of the same name).
+files by hand, and nothing is at risk because the dead process cannot write any more.
+
+A clean release deletes ``run.lock`` (while still holding it), so a finished folder holds only
+its results. That is safe because a writer checks, once it holds the lock, that ``run.lock``
+still names the file it locked, and opens it again if not: a writer that opened the file just
+before it was deleted can never share the folder with one that created the next ``run.lock``.
+A ``run.lock`` left in a folder therefore means its writer did not release it (a crash, ``kill
+-9``, a full disk): it stays because it names that writer, for the next one to report.
 """
 
 from __future__ import annotations
@@ -86,22 +91,8 @@ def run_lock(run_dir: str | Path, command: str | None = None,
         yield _HELD[key][0]
         return
     path = run_dir / LOCK_FILE
-    refuse_link(path)
-    with writing("the lock file", path):  # O_NOFOLLOW: a link put there meanwhile is refused too
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    fd = _locked(run_dir, path)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read(fd)
-            raise RunLocked(
-                f"{run_dir} is in use by another writer: {describe(holder)}; wait for it to end or write "
-                f"into another folder (--out). Only one process may write a run folder at a time",
-                holder,
-            ) from None
-        except OSError as err:  # e.g. a file system without locks
-            why, code = reason(err)
-            raise RunWriteError(f"could not lock {path}: {why} (does this file system support flock?)", code) from err
         previous = _read(fd)
         if previous:
             notify(f"{run_dir}: the previous writer {describe(previous)} is gone without releasing "
@@ -116,11 +107,45 @@ def run_lock(run_dir: str | Path, command: str | None = None,
         finally:
             del _HELD[key]
             try:
-                _write(fd, "")
+                os.unlink(path)  # while held: whoever locked it meanwhile sees it gone and opens the next
             except OSError:
-                pass  # still released below; the next writer reports it as taken over
+                try:
+                    _write(fd, "")
+                except OSError:
+                    pass  # still released below; the next writer reports it as taken over
     finally:
         os.close(fd)  # closing releases the flock
+
+
+def _locked(run_dir: Path, path: Path) -> int:
+    """A descriptor of ``path`` holding its exclusive ``flock``, ``path`` still naming the file
+    locked (a file deleted or replaced between the open and the lock is opened again)."""
+    while True:
+        refuse_link(path)
+        with writing("the lock file", path):  # O_NOFOLLOW: a link put there meanwhile is refused too
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read(fd)
+            os.close(fd)
+            raise RunLocked(
+                f"{run_dir} is in use by another writer: {describe(holder)}; wait for it to end or write "
+                f"into another folder (--out). Only one process may write a run folder at a time",
+                holder,
+            ) from None
+        except OSError as err:  # e.g. a file system without locks
+            os.close(fd)
+            why, code = reason(err)
+            raise RunWriteError(f"could not lock {path}: {why} (does this file system support flock?)", code) from err
+        mine = os.fstat(fd)
+        try:
+            named = os.stat(path, follow_symlinks=False)
+        except FileNotFoundError:
+            named = None
+        if named is not None and (named.st_dev, named.st_ino) == (mine.st_dev, mine.st_ino):
+            return fd
+        os.close(fd)  # its holder deleted it on release after we opened it: lock the next one
 
 
 def _read(fd: int) -> dict[str, Any]:

@@ -83,7 +83,7 @@ def test_another_process_is_refused_while_it_holds_the_lock_then_its_lock_is_tak
 def test_a_cleanly_released_lock_is_taken_without_a_notice(tmp_path):
     with run_lock(tmp_path, command="first"):
         assert json.loads((tmp_path / LOCK_FILE).read_text())["command"] == "first"
-    assert (tmp_path / LOCK_FILE).read_text() == ""
+    assert not (tmp_path / LOCK_FILE).exists()  # a clean release leaves no run.lock
     said = []
     with run_lock(tmp_path, notify=said.append) as me:
         assert me["pid"] == os.getpid()
@@ -103,7 +103,7 @@ def test_stale_lock_of_a_dead_pid_is_taken_over_and_reported(tmp_path):
         assert me["pid"] == os.getpid() and me["command"] == "me"
     assert len(said) == 1
     assert f"pid {dead.pid} on host-a since 2025-01-31 14:02:11" in said[0] and "lock taken over" in said[0]
-    assert (run_dir / LOCK_FILE).read_text() == ""  # released: the next writer has nothing to report
+    assert not (run_dir / LOCK_FILE).exists()  # released: the next writer has nothing to report
 
 
 def test_the_same_process_cannot_hold_a_run_folder_twice(tmp_path):
@@ -148,3 +148,26 @@ def test_a_symlinked_run_lock_is_refused_and_its_target_untouched(tmp_path):
     assert f"{run_dir / LOCK_FILE} is a symbolic link (to {users}); refusing to write through it" in message
     assert "\n" not in message and users.read_text() == "three years of work"
     assert not list_checkpoints(run_dir)  # refused before training
+
+
+def test_a_lock_file_deleted_between_its_open_and_its_lock_is_opened_again(tmp_path, monkeypatch):
+    """The race a delete-on-release lock must survive: a writer opens run.lock, its holder then
+    releases (deleting it) and a third writer creates the next one. The first writer's lock on
+    the deleted file must not count: it sees run.lock name another file and locks that one."""
+    import interp_rand.output.lock as lock
+
+    real_open, calls = os.open, []
+
+    def open_then_replaced(path, *args, **kwargs):
+        fd = real_open(path, *args, **kwargs)
+        calls.append(fd)
+        if len(calls) == 1:  # between this open and the flock: deleted and created anew
+            os.unlink(path)
+            real_open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        return fd
+
+    monkeypatch.setattr(lock.os, "open", open_then_replaced)
+    with run_lock(tmp_path, command="me"):
+        assert len(calls) == 2  # opened again: the file the path names
+        assert json.loads((tmp_path / LOCK_FILE).read_text())["command"] == "me"
+    assert not (tmp_path / LOCK_FILE).exists()

@@ -16,7 +16,6 @@ WRITES = re.compile(r"\.write_text\(|\.write_bytes\(|\bopen\([^)]*['\"][wax]b?\+
 ALLOWED = {
     # safetensors writes the tensors, into the new folder output.folder.replace_folder made
     ("interp_rand/training/checkpoint.py", "save_file"),
-    ("interp_rand/importers/run.py", "save_file"),  # an imported model's weights, the same way
     # a developer's tool regenerating a source file of the package (not an output)
     ("interp_rand/cli/catalogue.py", "write_text"),
 }
