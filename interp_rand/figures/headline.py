@@ -54,6 +54,16 @@ class Headline:
         if self.verdict is not None and self.verdict.lower() not in VERDICTS:
             raise ValueError(f"headline verdict {self.verdict!r}: allowed {', '.join(VERDICTS)} or None")
 
+    def text(self) -> str:
+        """The headline as one plain line: ``VERDICT · measured: number (failing)``."""
+        first = f"{self.measured}: {self.number}"
+        if self.verdict:
+            first = f"{self.verdict.upper()} · {first}"
+        return first + (f" ({self.failing})" if self.failing else "")
+
+    def __str__(self) -> str:
+        return self.text()
+
     def html(self) -> str:
         """The headline as a ``<div class="headline">`` of at most three lines."""
         e = html.escape

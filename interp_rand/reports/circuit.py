@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_rand import progress as _progress
+from interp_rand.display import Displayed
 from interp_rand.output.files import json_text
 from interp_rand.reports.inputs import analysis_inputs
 
@@ -127,8 +128,8 @@ def card_files(stem: str = "card") -> tuple[str, str]:
     return f"{stem}.json", f"{stem}.html"
 
 
-@dataclass
-class CircuitReport:
+@dataclass(repr=False)
+class CircuitReport(Displayed):
     """Attributes:
     circuit: the discovered (or given) :class:`~circuits.Circuit`, its settings naming the run.
     faithfulness: its :class:`~circuits.Faithfulness`.
@@ -171,6 +172,12 @@ class CircuitReport:
     def card_lines(self) -> list[str]:
         """The claim card's verdict and its claims, one line each (nothing without a card)."""
         return [] if self.card is None else card_lines(self.card)
+
+    def lines(self) -> list[str]:
+        """What the command prints: the key numbers, the card's claims, the explained heads
+        (a notebook's view, :class:`~interp_rand.display.Displayed`)."""
+        numbers = [f"{k}: {v}" for k, v in self.key_numbers().items() if not isinstance(v, (dict, list))]
+        return [str(self.headline())] + numbers + self.card_lines() + self.qk_lines()
 
     def headline(self) -> Any:
         """The drawing page's :class:`~interp_rand.figures.headline.Headline`: the circuit, the

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_rand import progress as _progress
+from interp_rand.display import Displayed
 from interp_rand.registry import Registry
 from interp_rand.output.files import json_text
 
@@ -295,8 +296,8 @@ def _fmt(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-@dataclass
-class RandomnessReport:
+@dataclass(repr=False)
+class RandomnessReport(Displayed):
     """Attributes:
     runs: one JSON-ready dict per analysed run (:func:`analyse_run`), in the order given.
     rows: per run its key numbers (:func:`key_numbers`), what the CLI prints; ``summary`` has
@@ -350,6 +351,12 @@ class RandomnessReport:
 
     def to_json(self) -> str:
         return json_text(self.to_dict(), indent=1)
+
+    def headline(self) -> str:
+        """What the first run learned (:meth:`finding`), or the claims' verdict count."""
+        from interp_rand.verdicts import summary_line
+
+        return self.finding() or summary_line(self.claims)
 
     def text(self) -> str:
         """The key numbers as a table, one row each, one column per run."""
