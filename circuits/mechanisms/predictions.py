@@ -35,12 +35,20 @@ class PredictionCheck:
         return dict(vars(self))
 
 
+#: rows per forward of :func:`correct_rows`: a prediction's inputs may be a whole input space
+#: (sort's 100,000 lists), whose one forward held 4 GB of activations
+CHUNK_ROWS = 4096
+
+
 @torch.no_grad()
 def correct_rows(model: Any, mech: Mechanism, batch: Any, only: tuple[int, ...] | None = None) -> torch.Tensor:
     """``[batch]`` bool: is the model right on each example at the mechanism's outputs (at the
-    outputs ``only``, indices into them, when given)."""
+    outputs ``only``, indices into them, when given); the forwards in chunks of
+    :data:`CHUNK_ROWS` rows."""
     outputs = torch.tensor(mech.outputs)
-    predicted = answer_logits(model, batch, outputs).argmax(-1)
+    predicted = torch.cat([answer_logits(model, batch[start:start + CHUNK_ROWS], outputs).argmax(-1)
+                           for start in range(0, len(batch), CHUNK_ROWS)]) if len(batch) else \
+        answer_logits(model, batch, outputs).argmax(-1)
     return mech.correct_of(batch, predicted, only)
 
 
