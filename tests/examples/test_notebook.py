@@ -1,4 +1,4 @@
-"""examples/notebook.ipynb runs, cell by cell, in one namespace (as a kernel would: each cell's
+"""examples/tour.ipynb runs, cell by cell, in one namespace (as a kernel would: each cell's
 last expression is its result), and each result shows itself: a short repr naming the result,
 an HTML view, plotly figures where a figure is asked for. No Jupyter needed: the cells are read
 from the notebook's JSON."""
