@@ -8,7 +8,7 @@ import json
 import time
 from pathlib import Path
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "examples" / "notebook.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "examples" / "tour.ipynb"
 
 
 def run_cells(path: Path, cwd: Path, monkeypatch) -> list:
