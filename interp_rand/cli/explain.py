@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from interp_rand import progress
-from interp_rand.cli.model_option import add_model_option, exactly_one, model_or_run
+from interp_rand.cli.model_option import add_run_or_model, exactly_one, given_model
 from interp_rand.cli.options import at_least, output_path, seed_option
 
 
@@ -26,9 +26,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "candidates and the experiments; where nothing fits, the best partial algorithm and the checks it "
         "fails. Works on sequence tasks whose answers are tokens (sort-like, copy-like, running statistics).",
     )
-    parser.add_argument("run_dir", nargs="?", default=None, metavar="RUN_DIR",
-                        help="a run folder or zoo:NAME (or give --model)")
-    add_model_option(parser)
+    add_run_or_model(parser)
     parser.add_argument("--out", type=output_path, required=True, help="output folder")
     parser.add_argument("--n", type=at_least(50, counts="examples"), default=1000,
                         help="inputs for the candidates, the sweeps and the checks (default: 1000)")
@@ -54,8 +52,7 @@ def run(args: argparse.Namespace) -> int:
         if unknown or not families:
             raise ValueError(f"--families {args.families!r}: unknown {unknown}; the library has: {', '.join(known())}")
     claim(args.out, ExplainReport.FILES)
-    given = model_or_run(args.run_dir, args.model)
-    own = {} if given is None else {"model": given[0], "task": given[1]}
+    own = given_model(args)
     with progress.scope("explain"):
         report = explain_report(args.run_dir, **own, n=args.n, seed=args.seed, families=families,
                                 max_candidates=args.max_candidates, progress=progress.note)

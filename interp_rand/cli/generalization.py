@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from interp_rand import progress
-from interp_rand.cli.model_option import add_model_option, exactly_one, model_or_run
+from interp_rand.cli.model_option import add_run_or_model, exactly_one, given_model
 from interp_rand.cli.options import at_least, output_path, seed_option
 
 
@@ -28,9 +28,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "a learned positional table cannot reach are reported as not run. Tasks with a length: sort (length), "
         "addition (n_digits), or a TaskSpec with lengths=(A, B).",
     )
-    parser.add_argument("run_dir", nargs="?", default=None, metavar="RUN_DIR",
-                        help="a run folder or zoo:NAME (or give --model)")
-    add_model_option(parser)
+    add_run_or_model(parser)
     parser.add_argument("--out", type=output_path, required=True, help="output folder")
     parser.add_argument("--lengths", default=None, metavar="A-B",
                         help="the lengths to run (default: the shortest trained to 3x the longest)")
@@ -56,8 +54,7 @@ def run(args: argparse.Namespace) -> int:
     lengths = None if args.lengths is None else parse_lengths(args.lengths)
     trained = None if args.trained is None else parse_lengths(args.trained)
     claim(args.out, GeneralizationReport.FILES)
-    given = model_or_run(args.run_dir, args.model)
-    own = {} if given is None else {"model": given[0], "task": given[1]}
+    own = given_model(args)
     with progress.scope("generalization"):
         report = generalization_report(args.run_dir, **own, lengths=lengths, n=args.n, seed=args.seed,
                                        mechanism=not args.no_mechanism,

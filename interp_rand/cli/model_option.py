@@ -15,6 +15,19 @@ def add_model_option(parser: argparse.ArgumentParser, run: str = "RUN_DIR", flag
     parser.add_argument(flag, default=None, metavar="MODULE:FUNCTION", help=HELP.format(run=run))
 
 
+def add_run_or_model(parser: argparse.ArgumentParser) -> None:
+    """The positional ``RUN_DIR`` (a run folder or ``zoo:NAME``) and ``--model``: one of them."""
+    parser.add_argument("run_dir", nargs="?", default=None, metavar="RUN_DIR",
+                        help="a run folder or zoo:NAME (or give --model)")
+    add_model_option(parser)
+
+
+def given_model(args: argparse.Namespace) -> dict[str, Any]:
+    """``{"model": ..., "task": ...}`` of ``--model`` for a report call, ``{}`` for a run."""
+    given = model_or_run(args.run_dir, args.model)
+    return {} if given is None else {"model": given[0], "task": given[1]}
+
+
 def exactly_one(run: Any, target: str | None, run_name: str = "RUN_DIR", flag: str = "--model") -> None:
     """A run or a model function, exactly one of the two (checked before any output is claimed)."""
     if (run is None) == (target is None):
