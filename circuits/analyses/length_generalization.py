@@ -269,10 +269,13 @@ class Generalization(Displayed):
 @torch.no_grad()
 def head_attention(model: nn.Module, task: Any, batch: Any) -> list[HeadAttention]:
     """Every head's attention at ``batch``'s answer positions: mass per role and normalised
-    entropy (drift 0: compare with :func:`with_drift`)."""
+    entropy (drift 0: compare with :func:`with_drift`); none for a model whose attention is not
+    softmax (recall's linear attention: its pattern is no distribution)."""
     from interp_rand.model.mixer import capability_hook
 
     cfg = model.cfg
+    if getattr(cfg, "attention", "softmax") != "softmax":
+        return []  # a linear attention's pattern is not a distribution: no role masses, no entropy
     offset = int(getattr(cfg, "seed_offset", 0))
     hooks = {(layer, capability_hook(model, layer, "pattern")) for layer in range(cfg.n_layers)}
     hooks = {(layer, name) for layer, name in hooks if name is not None}

@@ -76,3 +76,10 @@ def test_head_attention_masses_are_distributions_and_drift_is_zero_at_the_refere
     batch = task.sample(16, torch.Generator().manual_seed(0))
     again = head_attention(model, task, batch)
     assert set(again[0].roles) == {"x", "SEP", "y"}
+
+
+def test_a_linear_attention_has_no_role_masses_or_entropy():
+    """Recall's linear attention gives patterns that are not distributions: no drift is stated."""
+    task = make_task("recall", n_pairs=4)
+    model = HookedTransformer(task.model_config(), seed=0).eval()
+    assert head_attention(model, task, task.sample(8, torch.Generator().manual_seed(0))) == []
