@@ -35,6 +35,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -42,8 +43,9 @@ RECALL = {12: ("zoo:recall-Aq_R", "zoo:recall-AE_R"), 14: ("zoo:recall-N14-Aq_R"
           16: ("zoo:recall-N16-Aq_R", "zoo:recall-N16-AE_R")}
 
 
-def train_one(name: str, out: Path, steps: int | None, seed: int) -> tuple[Path, float]:
-    """Train study model ``name`` by its recipe (``steps``: at most that many instead)."""
+def train_one(name: str, out: Path, steps: int | None, seed: int) -> tuple[Path, float, Any, Any]:
+    """Train study model ``name`` by its recipe (``steps``: at most that many instead): its run
+    folder, seconds, task and model config."""
     import dataclasses
 
     from interp_rand import make_task, train
@@ -51,11 +53,12 @@ def train_one(name: str, out: Path, steps: int | None, seed: int) -> tuple[Path,
 
     entry = LENGTH_STUDY[name]
     task = make_task(entry.task_name, **entry.task_config)
+    model_config = task.model_config(**entry.model)
     config = entry.train if steps is None else dataclasses.replace(
         entry.train, steps=steps, checkpoint_every=steps, warmup_steps=min(entry.train.warmup_steps, steps // 10))
     start = time.perf_counter()
-    train(task, task.model_config(**entry.model), dataclasses.replace(config, seed=seed), out / name, progress=False)
-    return out / name, time.perf_counter() - start
+    train(task, model_config, dataclasses.replace(config, seed=seed), out / name, progress=False)
+    return out / name, time.perf_counter() - start, task, model_config
 
 
 def study_one(run: Path, out: Path, n: int, mechanism: bool) -> tuple[dict, float]:
@@ -71,28 +74,32 @@ def study_one(run: Path, out: Path, n: int, mechanism: bool) -> tuple[dict, floa
              "exact_match": {str(s.length): s.exact_match for s in found.scores}}, time.perf_counter() - start)
 
 
-def recall_by_n(run: Path, n_inputs: int, n_seeds: int) -> dict:
-    """A recall model of the study at every even N up to its key alphabet: the paper's metrics
-    (average, worst-5%, majority-30 worst over ``n_seeds`` seeds) and the keys kept (average x N)."""
+def seeded_numbers(model: Any, task: Any, n_inputs: int, n_seeds: int, seed: int) -> dict:
+    """The paper's metrics of a recall model over ``n_inputs`` x ``n_seeds`` (average,
+    worst-5%, majority-30 worst) and the keys it keeps (average x N)."""
     from interp_rand.seeded_evaluation.paper_metrics import evaluate_seeded
+
+    g = torch.Generator().manual_seed(seed)
+    metrics = evaluate_seeded(task, model, task.sample(n_inputs, g), n_seeds, g)
+    return {"average": round(metrics["average"], 4), "worst_5pct": round(metrics["worst_5pct"], 4),
+            # (None with fewer than 30 seeds: no majority of 30 to take)
+            "majority_30_worst": None if metrics["majority_30"] is None else round(metrics["majority_30"]["worst"], 4),
+            "keys_kept": round(metrics["average"] * task.n_pairs, 2)}
+
+
+def recall_by_n(run: Path, n_inputs: int, n_seeds: int) -> dict:
+    """A recall model of the study at every even N up to its key alphabet: :func:`seeded_numbers`."""
     from interp_rand.tasks.lengths import at_length
     from interp_rand.training.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(run)
     model, task = ckpt.model().eval(), ckpt.spec.make_task()
-    out = {}
-    for n_pairs in range(4, task.key_space + 1, 2):
-        here, g = at_length(task, n_pairs), torch.Generator().manual_seed(n_pairs)
-        metrics = evaluate_seeded(here, model, here.sample(n_inputs, g), n_seeds, g)
-        out[str(n_pairs)] = {"average": round(metrics["average"], 4), "worst_5pct": round(metrics["worst_5pct"], 4),
-                             "majority_30_worst": round(metrics["majority_30"]["worst"], 4),
-                             "keys_kept": round(metrics["average"] * n_pairs, 2)}
-    return out
+    return {str(n_pairs): seeded_numbers(model, at_length(task, n_pairs), n_inputs, n_seeds, n_pairs)
+            for n_pairs in range(4, task.key_space + 1, 2)}
 
 
 def recall_sweep(n_inputs: int, n_seeds: int) -> dict:
-    """Per N and variant: the fraction of queries recalled and the count it means."""
-    from interp_rand.seeded_evaluation.paper_metrics import evaluate_seeded
+    """Per N and variant of the zoo: the fraction of queries recalled and the count it means."""
     from interp_rand.training.checkpoint import load_checkpoint
 
     out: dict = {}
@@ -103,13 +110,9 @@ def recall_sweep(n_inputs: int, n_seeds: int) -> dict:
             except Exception as err:  # a zoo model not built in this checkout
                 out.setdefault(str(n_pairs), {})[run] = {"missing": str(err).splitlines()[0]}
                 continue
-            task = ckpt.spec.make_task()
-            g = torch.Generator().manual_seed(0)
-            metrics = evaluate_seeded(task, ckpt.model().eval(), task.sample(n_inputs, g), n_seeds, g)
-            average = float(metrics["average"])
-            out.setdefault(str(n_pairs), {})[run] = {"variant": run.split("-")[-1], "fraction": round(average, 4),
-                                                     "count": round(average * n_pairs, 2),
-                                                     "worst_5pct": round(float(metrics["worst_5pct"]), 4)}
+            row = seeded_numbers(ckpt.model().eval(), ckpt.spec.make_task(), n_inputs, n_seeds, 0)
+            out.setdefault(str(n_pairs), {})[run] = {"variant": run.split("-")[-1], "fraction": row["average"],
+                                                     "count": row["keys_kept"], "worst_5pct": row["worst_5pct"]}
     return out
 
 
@@ -131,24 +134,24 @@ def main(argv: list[str] | None = None) -> dict:
     parts = {p.strip() for p in args.only.split(",")}
     args.out.mkdir(parents=True, exist_ok=True)
     summary: dict = {"models": {}}
-    from interp_rand import make_task
+    from interp_rand.tasks import KEY_VALUE_RECALL, has_capability
     from interp_rand.zoo.entries import LENGTH_STUDY
 
     for name, entry in LENGTH_STUDY.items():
         if entry.task_name not in parts and name not in parts:
             continue
-        run, train_seconds = train_one(name, args.out, args.steps, args.seed)
+        run, train_seconds, task, model_config = train_one(name, args.out, args.steps, args.seed)
         result, study_seconds = study_one(run, args.out, args.n, not args.no_mechanism)
-        positional = make_task(entry.task_name, **entry.task_config).model_config(**entry.model).positional
-        summary["models"][name] = {**result, "positional": positional,
+        summary["models"][name] = {**result, "positional": model_config.positional,
                                    "train_seconds": round(train_seconds, 1), "study_seconds": round(study_seconds, 1)}
-        if entry.task_name == "recall":  # how many keys it keeps past its pairs, and its worst case
+        if has_capability(task, KEY_VALUE_RECALL):  # how many keys it keeps past its pairs, and its worst case
             summary["models"][name]["by_n"] = recall_by_n(run, args.recall_inputs, args.recall_seeds)
         print(f"{name}: factor {result['extrapolation_factor']:.2f}; {result['breaking_step']} "
               f"(train {train_seconds:.0f} s, study {study_seconds:.0f} s)", flush=True)
         for n_pairs, row in summary["models"][name].get("by_n", {}).items():
+            majority = "-" if row["majority_30_worst"] is None else f"{row['majority_30_worst']:.3f}"
             print(f"  N={n_pairs}: average {row['average']:.3f} ({row['keys_kept']:.1f} keys), worst-5% "
-                  f"{row['worst_5pct']:.3f}, majority-30 worst {row['majority_30_worst']:.3f}", flush=True)
+                  f"{row['worst_5pct']:.3f}, majority-30 worst {majority}", flush=True)
     if "recall-zoo" in parts:
         summary["recall"] = recall_sweep(args.recall_inputs, args.recall_seeds)
         for n_pairs, runs in summary["recall"].items():

@@ -41,6 +41,8 @@ class MechanismByLength:
     reference: int
     iia: dict[int, dict[str, float]] = field(default_factory=dict)
     per_variable: dict[int, dict[str, float]] = field(default_factory=dict)
+    #: each variable's family (``y_5`` -> ``y``), as the mechanism's variables declare it
+    family_of: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
     def first_fall(self) -> tuple[int, str, float, float, str, float] | None:
@@ -53,7 +55,7 @@ class MechanismByLength:
         for length in sorted(L for L in self.iia if L != self.reference):
             drops = []
             for name, value in self.per_variable.get(length, {}).items():
-                family = name.rsplit("_", 1)[0]
+                family = self.family_of.get(name, name)
                 before = ref_variable.get(name, ref_family.get(family))
                 if before is not None and before - value >= FALLS:
                     drops.append((before - value, name, family))
@@ -66,15 +68,16 @@ class MechanismByLength:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "reference": self.reference, "falls": FALLS,
                 "iia": {str(k): v for k, v in self.iia.items()},
-                "per_variable": {str(k): v for k, v in self.per_variable.items()}, "seconds": self.seconds}
+                "per_variable": {str(k): v for k, v in self.per_variable.items()}, "family_of": self.family_of,
+                "seconds": self.seconds}
 
 
-def _family_means(card: Any, families: dict[str, str]) -> tuple[dict[str, float], dict[str, float]]:
-    per = {c.variable: float(c.iia) for c in card.interchange if c.n_pairs and c.iia == c.iia}
+def _family_means(per: dict[str, float], families: dict[str, str]) -> dict[str, float]:
+    """Each family's mean over its variables' IIA in ``per``."""
     out: dict[str, list[float]] = {}
     for name, value in per.items():
         out.setdefault(families.get(name, name), []).append(value)
-    return {f: sum(v) / len(v) for f, v in out.items()}, per
+    return {f: sum(v) / len(v) for f, v in out.items()}
 
 
 def mechanism_by_length(model: Any, task: Any, lengths: list[int], *, located: Located | None = None,
@@ -100,10 +103,11 @@ def mechanism_by_length(model: Any, task: Any, lengths: list[int], *, located: L
         # scored per output: each variable judged on the outputs its swap moves, so one output's
         # failure at a longer length is not charged to every variable
         mech = dataclasses.replace(relocate(located, model, here, batch), per_output=True)
-        families = {v.name: v.family or v.name for v in mech.variables}
+        result.family_of.update({v.name: v.family or v.name for v in mech.variables})
         card = check_mechanism(model, here, mech, n=n, seed=seed + length, n_pairs=n_pairs, n_random=1,
                                random_model=random_model, batch=batch, recursive=False)
-        result.iia[length], result.per_variable[length] = _family_means(card, families)
+        per = {c.variable: float(c.iia) for c in card.interchange if c.n_pairs and c.iia == c.iia}
+        result.per_variable[length], result.iia[length] = per, _family_means(per, result.family_of)
     result.seconds = time.perf_counter() - start
     return result
 

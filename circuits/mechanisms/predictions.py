@@ -46,9 +46,9 @@ def correct_rows(model: Any, mech: Mechanism, batch: Any, only: tuple[int, ...] 
     outputs ``only``, indices into them, when given); the forwards in chunks of
     :data:`CHUNK_ROWS` rows."""
     outputs = torch.tensor(mech.outputs)
+    starts = range(0, len(batch), CHUNK_ROWS) or [0]  # (an empty batch: one empty forward)
     predicted = torch.cat([answer_logits(model, batch[start:start + CHUNK_ROWS], outputs).argmax(-1)
-                           for start in range(0, len(batch), CHUNK_ROWS)]) if len(batch) else \
-        answer_logits(model, batch, outputs).argmax(-1)
+                           for start in starts])
     return mech.correct_of(batch, predicted, only)
 
 

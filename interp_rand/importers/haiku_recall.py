@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from interp_rand.importers.jax_prng import port_fixed_seed
+from interp_rand.model.hook_names import hook_name
 
 # What the mapping above assumes of the port's config: (key, required value).
 _REQUIRED = (("first_mlp", True), ("mlp", False), ("positional_embedding", False), ("softmax", "none"),
@@ -153,7 +154,7 @@ def state_dict(config: dict[str, Any], params: dict[str, dict[str, np.ndarray]])
              "unembed.W_U": out["w"], "unembed.b_U": out["b"]}
     for layer, module in enumerate(_attention_modules(params)):
         for ours, theirs in (("W_Q", "w_q"), ("W_K", "w_k"), ("W_V", "w_v"), ("W_O", "w_o")):
-            state[f"blocks.{layer}.attn.{ours}"] = params[module][theirs]
+            state[hook_name(layer, f"attn.{ours}")] = params[module][theirs]
     return state
 
 

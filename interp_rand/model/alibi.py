@@ -14,6 +14,8 @@ power of 2). A seed token (``seed_mode="token"``) counts as position 0.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor
 from transformer_lens.model_bridge.generalized_components.alibi_utils import build_alibi_slopes
@@ -21,8 +23,10 @@ from transformer_lens.model_bridge.generalized_components.alibi_utils import bui
 from interp_rand.model.config import ModelConfig
 
 
+@functools.lru_cache(maxsize=None)
 def alibi_slopes(n_heads: int) -> Tensor:
-    """``[n_heads]`` the per-head slopes ``m_h`` (TransformerLens's rule)."""
+    """``[n_heads]`` the per-head slopes ``m_h`` (TransformerLens's rule), computed once per head
+    count (every block of every forward asks; callers never write into it)."""
     return build_alibi_slopes(n_heads, torch.device("cpu"))
 
 

@@ -130,7 +130,7 @@ class HookedTransformer(HookedRootModule):
         rows' tokens (digit-index positions read them)."""
         cfg = self.cfg
         if cfg.has_pos_table:
-            pos = self.pos_embed(x.shape[1], inputs if self.pos_embed.digit_tokens else None)
+            pos = self.pos_embed(x.shape[1], inputs)  # (only digit-index positions read the tokens)
             if listening(self.hook_pos_embed):
                 # Repeated over the batch (a copy, not an expand view), as TransformerLens does:
                 # decompose_resid stacks it with hook_embed, and patch hooks write into it.

@@ -126,20 +126,23 @@ def append_line(path: str | Path, line: str, what: str = "the journal") -> None:
             os.close(fd)
 
 
+def _umask() -> int:
+    """The process's umask (read by setting it and putting it back: there is no getter)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def file_mode() -> int:
     """The mode a new file gets under the user's umask (``0o666`` less it), for a file a library
     wrote with a mode of its own (safetensors writes ``0o600``)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
+    return 0o666 & ~_umask()
 
 
 def folder_mode() -> int:
     """The mode a new folder gets under the user's umask (``0o777`` less it), for a folder
     ``mkdtemp`` made (``0o700``) that is renamed into place."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o777 & ~mask
+    return 0o777 & ~_umask()
 
 
 def is_temporary(name: str) -> bool:

@@ -41,7 +41,7 @@ def at_length(task: Any, length: int) -> Any:
     """``task`` at ``length`` (validated: a length the task cannot take is refused, naming its
     field and what is allowed)."""
     field = length_field(task)
-    if hasattr(task, "at_length"):  # a TaskSpec samples its own lengths
+    if hasattr(task, "at_length"):  # a task that keeps more than its field (recall's keys, a TaskSpec's sampler)
         return task.at_length(length)
     if int(getattr(task, field)) == length:
         return task
