@@ -1,5 +1,7 @@
-"""Controls for probes: the Hewitt & Liang (2019) control task, the group-held-out split and a
-randomly initialised model of the same architecture.
+"""Controls for probes: the Hewitt & Liang (2019) control task, the group-held-out split, a
+randomly initialised model of the same architecture, and the input token's own readout (a
+lookup from the token at each position to the label: where it is as good as the probe, the
+position leaks the label).
 
 Randomness is always an argument (a ``torch.Generator``), never global state.
 """
@@ -12,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from interp_rand.model.transformer import HookedTransformer
+from probes.variables import rows_to_groups
 
 
 def control_labels(types: Tensor, labels: Tensor, n_classes: int, generator: torch.Generator) -> Tensor:
@@ -51,6 +54,43 @@ def group_split(groups: Tensor, test_fraction: float, generator: torch.Generator
     return ~held_out[inverse]
 
 
+def token_lookup_accuracy(inputs: Tensor, positions: Tensor, labels: Tensor, n_classes: int,
+                          train: Tensor) -> Tensor:
+    """How well the input token alone gives each label: per position, a lookup table from the
+    token there to each instance's most frequent label, fitted on the ``train`` rows (a token
+    unseen in training gets the training majority) and scored on the held-out rows.
+
+    Under teacher forcing the token at an answer position is the previous answer (or the target
+    itself): a probe there reads the token, and any network, trained or not, passes it. This
+    measures that, whatever the variable is called.
+
+    Args:
+        inputs: ``[n, T]`` token ids, or ``[n, T, d]`` real vectors (each distinct vector is
+            one "token"; continuous inputs never repeat, so their lookup is the majority).
+        positions: ``[P]`` long task positions; labels: ``[n, k]`` long; train: ``[n]`` bool.
+
+    Returns:
+        ``[P, k]`` held-out accuracy of the lookup.
+    """
+    test = ~train
+    n_test = max(int(test.sum()), 1)
+    k = labels.shape[1]
+    instance = torch.arange(k).expand(int(train.sum()), k)
+    majority = torch.stack([torch.bincount(labels[train, j], minlength=n_classes).argmax() for j in range(k)]) \
+        if bool(train.any()) else torch.zeros(k, dtype=torch.long)
+    out = torch.zeros(len(positions), k)
+    for i, p in enumerate(positions.tolist()):
+        tokens = inputs[:, p]
+        tokens = rows_to_groups(tokens) if tokens.dim() > 1 or tokens.is_floating_point() else tokens.long()
+        ids, tokens = torch.unique(tokens, return_inverse=True)
+        counts = torch.zeros(len(ids), k, n_classes)
+        counts.index_put_((tokens[train, None].expand_as(instance), instance, labels[train]),
+                          torch.ones(instance.shape), accumulate=True)
+        guess = torch.where(counts.sum(-1) > 0, counts.argmax(-1), majority)  # [ids, k]
+        out[i] = (guess[tokens[test]] == labels[test]).float().sum(0) / n_test
+    return out
+
+
 @torch.no_grad()
 def random_init_like(model: nn.Module, seed: int = 12345) -> nn.Module:
     """A model of the same architecture with fresh random weights.
@@ -75,4 +115,4 @@ def random_init_like(model: nn.Module, seed: int = 12345) -> nn.Module:
     return fresh.eval()
 
 
-__all__ = ["control_labels", "group_split", "random_init_like"]
+__all__ = ["control_labels", "group_split", "random_init_like", "token_lookup_accuracy"]

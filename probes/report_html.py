@@ -22,6 +22,7 @@ from interp_rand.figures.headline import Headline
 from interp_rand.figures.html_page import page_html, write_page
 from interp_rand.figures.style import DIVERGING, SEQUENTIAL, head_name
 from probes.report import ReportData
+from probes.suite import LEAK_ABSOLUTE, LEAK_MARGIN, LEARNED_MARGIN
 
 
 def _round(t: Tensor, digits: int = 3) -> list:
@@ -210,9 +211,11 @@ def _table(rows: list[dict], columns: list[str]) -> str:
     return f"<div class='scroll'><table><tr>{head}</tr>{''.join(body)}</table></div>"
 
 
-_PROBE_COLUMNS = ["variable", "instance", "hook", "position", "accuracy", "control", "selectivity", "majority",
-                  "random_accuracy", "learned", "random_selectivity", "random_best_selectivity", "causal_hook",
-                  "causal_changed", "causal_placebo", "causal_counterfactual"]
+# the random-init control sits beside each probe's accuracy, with the verdict it gives
+_PROBE_COLUMNS = ["variable", "instance", "hook", "position", "accuracy", "random_accuracy", "learned", "control",
+                  "selectivity", "majority", "token_lookup", "leaks_skipped", "random_selectivity",
+                  "random_best_selectivity", "causal_hook", "causal_changed", "causal_placebo",
+                  "causal_counterfactual"]
 
 
 def token_ticks(labels: list[str]) -> list[str]:
@@ -287,8 +290,13 @@ def _sections(data: ReportData) -> list:
     if data.probe_rows:
         parts.append("<h2>Probes</h2><p class='note'>Held-out accuracy on unseen input groups at the most "
                      "selective hook/position; control = the same probe on random-but-fixed labels per input "
-                     "type (Hewitt &amp; Liang 2019); selectivity = accuracy - control; random = the same "
-                     "probe on a randomly initialised model; causal = share of held-out outputs changed by "
+                     "type (Hewitt &amp; Liang 2019); selectivity = accuracy - control; random_accuracy = the same "
+                     "probe on a randomly initialised model at the same hook and position (learned: "
+                     f"the trained model's probe beats it by {LEARNED_MARGIN}); token_lookup = a lookup from the "
+                     "input token at that position to the label (fitted on the training groups, scored on the "
+                     f"held-out ones); leaks_skipped = positions where that lookup reaches {LEAK_ABSOLUTE} or "
+                     f"comes within {LEAK_MARGIN} of the best probe there (teacher forcing: the token is the "
+                     "answer), never selected; causal = share of held-out outputs changed by "
                      "steering along the probe's pattern (placebo: a random direction of equal norm) and "
                      "share that became the answer the new value implies.</p>")
         parts.append(("probe-layers", probe_layers_figure(data)))

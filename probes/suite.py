@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from interp_rand.tasks.base import Batch
 from probes.activations import collect_activations, logits_of, residual_hooks
 from probes.causal import CAUSAL_MODES, CausalEffect, causal_check
-from probes.controls import control_labels, group_split, random_init_like
+from probes.controls import control_labels, group_split, random_init_like, token_lookup_accuracy
 from probes.linear_probe import LinearProbe, probe_accuracy
 from probes.variables import VariableLabels, input_groups, task_variables, variable_labels
 
@@ -80,6 +80,11 @@ class ProbeResult:
         majority: ``[K]`` share of the most frequent class among held-out rows.
         n_train, n_test: rows on each side of the split.
         causal: one :class:`CausalEffect` per instance checked.
+        token_accuracy: ``[P, K]`` held-out accuracy of a lookup from the input token at each
+            position to the label (:func:`~probes.controls.token_lookup_accuracy`), or None.
+        leak: ``[P, K]`` bool, the positions where that lookup does as well as the probe
+            (:func:`leaks`): the token gives the label, so any network passes the probe there;
+            :meth:`rows` never selects them. None: not measured.
     """
 
     task: str
@@ -96,6 +101,8 @@ class ProbeResult:
     n_train: int
     n_test: int
     causal: tuple[CausalEffect, ...] = field(default=())
+    token_accuracy: Tensor | None = None
+    leak: Tensor | None = None
 
     @property
     def selectivity(self) -> Tensor:
@@ -117,25 +124,44 @@ class ProbeResult:
         return self.hooks.index(hook), int(where[0, 0])
 
     def rows(self) -> list[dict]:
-        """One summary per instance, at its most selective (hook, position): what the report
-        table shows."""
+        """One summary per instance, at its most selective (hook, position) among the positions
+        that do not leak (:attr:`leak`): what the report table shows. Beside each probe: the
+        random-init model's accuracy at the same place and whether the probe beats it
+        (``learned``), the input token's own readout there (``token_lookup``), and the leaking
+        positions skipped (``leaks_skipped``). Where every position leaks, the row is the best
+        leaking one and ``learned`` says so."""
         out = []
         causal = {c.instance: c for c in self.causal}
         for k, name in enumerate(self.instance_names):
+            leak = self.leak[:, k] if self.leak is not None else torch.zeros(len(self.positions), dtype=torch.bool)
+            every_leaks = bool(leak.all())
             sel = self.selectivity[..., k]
-            h, p = divmod(int(sel.argmax()), sel.shape[1])
+            pick = sel if every_leaks else sel.masked_fill(leak[None, :], -float("inf"))
+            h, p = divmod(int(pick.argmax()), sel.shape[1])
             row = {
                 "variable": self.variable, "instance": name, "hook": self.hooks[h],
                 "position": int(self.positions[p]), "accuracy": float(self.accuracy[h, p, k]),
-                "control": float(self.control_accuracy[h, p, k]), "selectivity": float(sel[h, p]),
-                "majority": float(self.majority[k]),
             }
             if self.random_accuracy is not None:
                 rsel = self.random_selectivity[..., k]
                 row["random_accuracy"] = float(self.random_accuracy[h, p, k])
-                row["random_selectivity"] = float(rsel[h, p])
-                row["random_best_selectivity"] = float(rsel.max())
                 row["learned"] = learned(row["accuracy"], row["random_accuracy"])
+            else:
+                row["random_accuracy"] = None
+                row["learned"] = "unknown: no random-init control (ProbeConfig.random_init=False)"
+            row.update(control=float(self.control_accuracy[h, p, k]), selectivity=float(sel[h, p]),
+                       majority=float(self.majority[k]))
+            if self.random_accuracy is not None:
+                row["random_selectivity"] = float(rsel[h, p])
+                row["random_best_selectivity"] = float(rsel.max() if every_leaks else
+                                                       rsel.masked_fill(leak[None, :], -float("inf")).max())
+            if self.token_accuracy is not None:
+                row["token_lookup"] = float(self.token_accuracy[p, k])
+                row["leaks_skipped"] = ", ".join(f"{int(self.positions[i])} (token {float(self.token_accuracy[i, k]):.2f})"
+                                                 for i in leak.nonzero()[:, 0].tolist())
+                if every_leaks:
+                    row["learned"] = (f"no: the input token gives it at every position (lookup "
+                                      f"{row['token_lookup']:.2f} here, probe {row['accuracy']:.2f})")
             if k in causal:
                 c = causal[k]
                 row.update(causal_hook=c.hook, causal_position=c.position, causal_changed=c.changed,
@@ -154,6 +180,24 @@ def learned(accuracy: float, random_accuracy: float) -> str:
     if accuracy >= random_accuracy + LEARNED_MARGIN:
         return "yes"
     return f"no: a random-init model reads it as well ({random_accuracy:.2f} vs {accuracy:.2f})"
+
+
+LEAK_ABSOLUTE = 0.95  # a lookup from the input token this accurate is a leak, whatever the probe scores
+LEAK_MARGIN = 0.03  # ... as is one within this of the best probe at that position (and this above the majority)
+
+
+def leaks(token_accuracy: Tensor, accuracy: Tensor, majority: Tensor) -> Tensor:
+    """``[P, K]`` bool: where the input token gives the label as well as a probe does. A position
+    leaks instance ``k`` when the token lookup beats the majority class by :data:`LEAK_MARGIN`
+    and either reaches :data:`LEAK_ABSOLUTE` or comes within :data:`LEAK_MARGIN` of the best probe
+    at that position (over every hook): there the probe reads the token, not a computation.
+
+    Args:
+        token_accuracy: ``[P, K]``; accuracy: ``[H, P, K]`` the probes'; majority: ``[K]``.
+    """
+    informative = token_accuracy >= majority[None, :] + LEAK_MARGIN
+    best_probe = accuracy.max(0).values
+    return informative & ((token_accuracy >= LEAK_ABSOLUTE) | (token_accuracy >= best_probe - LEAK_MARGIN))
 
 
 def _fit_all(model, batch, hooks, positions, label_sets, train, alpha):
@@ -211,22 +255,24 @@ def probe_task(
     shown = names if not config.causal else bar(names, desc="probes: causal checks per variable", enabled=progress)
     for i, (name, v) in enumerate(zip(shown, variables)):
         acc, ctrl = accs[2 * i], accs[2 * i + 1]
-        effects = []
-        if config.causal:
-            effects = _causal_checks(model, task, batch, v, acc - ctrl, hooks, all_positions,
-                                     fitted, 2 * i, train, generator, config)
         test_labels = v.labels[~train]
         majority = torch.stack([
             torch.bincount(test_labels[:, k], minlength=v.n_classes).max() / max(len(test_labels), 1)
             for k in range(test_labels.shape[1])
         ]).float()
+        token = token_lookup_accuracy(batch.inputs, all_positions, v.labels, v.n_classes, train)
+        leak = leaks(token, acc, majority)
+        effects = []
+        if config.causal:
+            effects = _causal_checks(model, task, batch, v, acc - ctrl, hooks, all_positions,
+                                     fitted, 2 * i, train, generator, config, leak)
         results.append(ProbeResult(
             task=task.name, variable=name, n_classes=v.n_classes, instance_names=v.instance_names,
             hooks=hooks, positions=all_positions, accuracy=acc, control_accuracy=ctrl,
             random_accuracy=None if random_accs is None else random_accs[2 * i],
             random_control_accuracy=None if random_accs is None else random_accs[2 * i + 1],
             majority=majority, n_train=int(train.sum()), n_test=int((~train).sum()),
-            causal=tuple(effects),
+            causal=tuple(effects), token_accuracy=token, leak=leak,
         ))
     return results
 
@@ -238,9 +284,9 @@ def probe_at(fitted, hook: str, p: int, position: int, set_index: int, k: int) -
 
 
 def _causal_checks(model, task, batch, v, selectivity, hooks, positions, fitted, set_index, train,
-                   generator, config: ProbeConfig) -> list[CausalEffect]:
-    """At each instance's output position (its most selective position where it has none): at
-    the most selective hook, or at every hook."""
+                   generator, config: ProbeConfig, leak: Tensor | None = None) -> list[CausalEffect]:
+    """At each instance's output position (its most selective position that does not leak,
+    where it has none): at the most selective hook, or at every hook."""
     # the causal check scores held-out rows; a subset keeps it cheap
     test_rows = (~train).nonzero()[:, 0][: config.causal_examples]
     with torch.no_grad():
@@ -255,6 +301,10 @@ def _causal_checks(model, task, batch, v, selectivity, hooks, positions, fitted,
             out_pos = int(batch.answer_positions[int(v.output_index[k])])
             if bool((positions == out_pos).any()):
                 sel[:, positions != out_pos] = -float("inf")
+        if leak is not None:
+            kept = sel.masked_fill(leak[None, :, k], -float("inf"))
+            if bool(torch.isfinite(kept).any()):  # where only leaking positions remain, keep them
+                sel = kept
         h_best, p = divmod(int(sel.argmax()), sel.shape[1])
         chosen = range(len(hooks)) if config.causal_layers == "all" else [h_best]
         for h in chosen:
@@ -267,4 +317,4 @@ def _causal_checks(model, task, batch, v, selectivity, hooks, positions, fitted,
     return effects
 
 
-__all__ = ["ProbeConfig", "ProbeResult", "probe_at", "probe_task"]
+__all__ = ["LEAK_ABSOLUTE", "LEAK_MARGIN", "ProbeConfig", "ProbeResult", "leaks", "probe_at", "probe_task"]
