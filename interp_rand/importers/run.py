@@ -17,7 +17,8 @@ from interp_rand.model.transformer import HookedTransformer
 from interp_rand.output.files import write_json
 from interp_rand.output.folder import replace_folder
 from interp_rand.training.checkpoint import (FORMAT, META_FILE, MODEL_FILE, VERSION, RunSpec, fixed_seed_entry,
-                                             load_checkpoint, step_dir, weights_metadata, write_tensors)
+                                             forward_check_entry, load_checkpoint, step_dir, weights_metadata,
+                                             write_tensors)
 
 CARD_FILE = "card.json"
 
@@ -54,7 +55,7 @@ def write_run(out: str | Path, spec: RunSpec, model: HookedTransformer, origin: 
     try:
         final = step_dir(out, step)
         meta = {"format": FORMAT, "version": VERSION, "step": step, **spec.to_dict(), **fixed_seed_entry(spec),
-                "metrics": metrics or {}, "provenance": origin}
+                "metrics": metrics or {}, "provenance": origin, **forward_check_entry(spec, state)}
         with replace_folder(final) as tmp:  # the checkpoint folder appears whole or not at all
             write_tensors(tmp / MODEL_FILE, state, weights_metadata(spec.model_config))
             write_json(tmp / META_FILE, meta)

@@ -7,7 +7,12 @@ A run directory holds ``checkpoints/step_XXXXXXX/`` folders, each complete in it
   weights-only checkpoint (the zoo's) leaves it out and cannot be resumed;
 - ``checkpoint.json``: format tag, step, task/model/training configs, last metrics; a run trained
   on one fixed seed also stores that seed (``"r0"``, its bits), checked against its task on load;
-  an imported model stores where it came from (``"provenance"``, :mod:`interp_rand.importers`).
+  an imported model stores where it came from (``"provenance"``, :mod:`interp_rand.importers`);
+  ``"forward_check"`` holds the model's answers on a small fixed batch of its task
+  (:func:`forward_check`), which :meth:`Checkpoint.model` runs again: architecture claims the
+  weights' shapes cannot tell apart (softmax or linear attention, the mask, the positions) are
+  checked against the weights themselves. A checkpoint written before it has none and loads as
+  before.
 
 ``load_checkpoint("zoo:NAME")`` reads a model of the packaged zoo (``interp_rand.zoo``).
 
@@ -95,10 +100,16 @@ class Checkpoint:
     step: int
     spec: RunSpec
     metrics: dict[str, Any]
+    forward_check: dict[str, Any] | None = None
 
     def model(self) -> HookedTransformer:
-        """The model with this checkpoint's weights, in eval mode."""
-        return load_model(self.path, self.spec.model_config)
+        """The model with this checkpoint's weights, in eval mode; where the checkpoint stores a
+        forward check (:func:`forward_check`), the model must reproduce it
+        (:func:`verify_forward_check`, :class:`CheckpointError` naming the field suspected)."""
+        model = load_model(self.path, self.spec.model_config)
+        if self.forward_check is not None:
+            verify_forward_check(self.path / META_FILE, self.spec, model, self.forward_check)
+        return model
 
     def trainer_state(self) -> dict[str, torch.Tensor]:
         """AdamW moments and the data generator's state; :class:`CheckpointError` for a
@@ -149,7 +160,7 @@ def save_checkpoint(
     previous = latest_checkpoint(run_dir)
     untouched = f"the last good checkpoint {previous or '(none yet)'} is untouched"
     meta = {"format": FORMAT, "version": VERSION, "step": step, **spec.to_dict(), **fixed_seed_entry(spec),
-            "metrics": metrics}
+            "metrics": metrics, **forward_check_entry(spec, model_state)}
     with writing("checkpoint", final, untouched), replace_folder(final) as tmp:
         write_tensors(tmp / MODEL_FILE, _contiguous(model_state), weights_metadata(spec.model_config))
         write_tensors(tmp / TRAINER_FILE, _contiguous(trainer_state))
@@ -239,7 +250,11 @@ def load_checkpoint(path: str | Path, task: str | None = None) -> Checkpoint:
     _check_fixed_seed(meta_path, meta, spec)
     if task is not None and spec.task_name != task:
         raise CheckpointError(f"{given} is a model of the {spec.task_name!r} task, not {task!r}")
-    return Checkpoint(path=path, step=step, spec=spec, metrics=meta.get("metrics", {}))
+    check = meta.get(FORWARD_CHECK_KEY)
+    if check is not None and not _valid_check(check):
+        raise CheckpointError(f"{meta_path}: its {FORWARD_CHECK_KEY!r} entry is malformed (expected n, seed, inputs, "
+                              "answers, exact_match); remove the entry to load the weights unchecked")
+    return Checkpoint(path=path, step=step, spec=spec, metrics=meta.get("metrics", {}), forward_check=check)
 
 
 def read_meta(path: str | Path) -> tuple[Path, dict[str, Any]]:
@@ -311,6 +326,132 @@ def _check_weights_config(file: Path, model_config: ModelConfig) -> None:
         detail = "; ".join(f"{k}: checkpoint.json {ours.get(k)!r}, the weights' {theirs.get(k)!r}" for k in differ)
         raise CheckpointError(f"{file} was written for another model config than its checkpoint.json states "
                               f"({detail}); the checkpoint.json was edited or belongs to other weights")
+
+
+FORWARD_CHECK_KEY = "forward_check"
+FORWARD_CHECK_EXAMPLES = 64
+FORWARD_CHECK_SEED = 1_000_003  # its own seed: the check batch is none of the training's batches
+# the share of the stored answers the loaded model must give again: float reductions may move a
+# near-tie between machines or versions, an architecture read wrongly moves most of them
+FORWARD_CHECK_AGREEMENT = 0.9
+# the architecture fields whose every value fits the same weights (the shapes cannot tell them
+# apart): tried, when a check fails, to name the field suspected
+SHAPE_BLIND_FIELDS = ("attention", "mask", "positional", "act_fn", "input_mlp_act", "use_attn_scale", "seed_mode")
+
+
+def _check_batch(spec: RunSpec, n: int, seed: int):
+    from interp_rand.training.objectives import fixed_seeds_if_asked
+
+    task = spec.make_task()
+    batch = task.sample(n, torch.Generator().manual_seed(seed))
+    return task, fixed_seeds_if_asked(task, batch, spec.train_config)
+
+
+def _digest(*tensors) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for t in tensors:
+        if t is not None:
+            t = t.detach().contiguous().cpu()
+            h.update(str((t.dtype, tuple(t.shape))).encode())
+            h.update(t.numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+@torch.no_grad()
+def _answers(model, task, batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[n, n_answer]`` the model's answer ids on ``batch``, and ``[n]`` exact match."""
+    from interp_rand.losses import answer_correct, answer_logits, get_loss_kind
+
+    logits = model(batch.inputs, **batch.model_kwargs())
+    answers = get_loss_kind(task.loss_kind).predict(answer_logits(logits, batch))
+    return answers.long(), answer_correct(logits, batch, task.loss_kind).all(-1)
+
+
+def forward_check(spec: RunSpec, model: torch.nn.Module, n: int = FORWARD_CHECK_EXAMPLES,
+                  seed: int = FORWARD_CHECK_SEED) -> dict[str, Any]:
+    """What ``model`` answers on ``n`` examples of ``spec``'s task drawn from ``seed`` (the run's
+    fixed seed where it was trained on one): the batch's digest, every answer id (as a string of
+    integers), and the exact match; a few milliseconds for the zoo's sizes."""
+    task, batch = _check_batch(spec, n, seed)
+    answers, exact = _answers(model.eval(), task, batch)
+    return {"n": n, "seed": seed, "inputs": _digest(batch.inputs, batch.seeds, batch.attention_mask),
+            "answers": " ".join(map(str, answers.reshape(-1).tolist())), "exact_match": float(exact.float().mean())}
+
+
+def forward_check_entry(spec: RunSpec, model_state: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """``{"forward_check": ...}`` for a training run's weights, ``{}`` for another trainer's spec
+    (the grid world's agents) or weights that do not build (the load refuses those itself)."""
+    if not isinstance(spec, RunSpec):
+        return {}
+    try:
+        model = HookedTransformer(spec.model_config)
+        model.load_state_dict(model_state)
+        return {FORWARD_CHECK_KEY: forward_check(spec, model)}
+    except (RuntimeError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def _valid_check(check: Any) -> bool:
+    return (isinstance(check, dict) and isinstance(check.get("n"), int) and 0 < check["n"] <= 4096
+            and isinstance(check.get("seed"), int) and isinstance(check.get("inputs"), str)
+            and isinstance(check.get("answers"), str) and isinstance(check.get("exact_match"), (int, float)))
+
+
+def _agreement(model, task, batch, stored: torch.Tensor) -> tuple[float, float]:
+    answers, exact = _answers(model, task, batch)
+    answers = answers.reshape(-1)
+    if answers.shape != stored.shape:
+        return 0.0, float(exact.float().mean())
+    return float((answers == stored).float().mean()), float(exact.float().mean())
+
+
+def verify_forward_check(meta_path: Path, spec: RunSpec, model: torch.nn.Module, check: dict[str, Any]) -> None:
+    """Run ``model`` on the stored check batch and refuse it (:class:`CheckpointError`, one line
+    naming ``meta_path``, the field suspected and the two exact matches) when it gives fewer than
+    :data:`FORWARD_CHECK_AGREEMENT` of the stored answers. A batch that no longer draws the same
+    (the task's sampling changed since) cannot be compared: nothing is said."""
+    task, batch = _check_batch(spec, check["n"], check["seed"])
+    if _digest(batch.inputs, batch.seeds, batch.attention_mask) != check["inputs"]:
+        return
+    try:
+        stored = torch.tensor([int(v) for v in check["answers"].split()], dtype=torch.long)
+    except ValueError:
+        raise CheckpointError(f"{meta_path}: its {FORWARD_CHECK_KEY!r} answers are not integers") from None
+    agree, exact = _agreement(model.eval(), task, batch, stored)
+    if agree >= FORWARD_CHECK_AGREEMENT:
+        return
+    suspect = _suspect_field(spec, model, task, batch, stored)
+    raise CheckpointError(
+        f"{meta_path} does not describe its weights: on its stored check batch ({check['n']} examples) the model "
+        f"scores exact match {exact:.3f} where {float(check['exact_match']):.3f} was stored ({agree:.0%} of the "
+        f"stored answers given again); {suspect}")
+
+
+def _suspect_field(spec: RunSpec, model, task, batch, stored: torch.Tensor) -> str:
+    """Which shape-blind architecture field, set to another value, gives the stored answers again."""
+    from interp_rand.model.config import ACT_FNS, MASK_KINDS, MIXERS, POSITIONAL_KINDS, SEED_MODES
+
+    choices = {"attention": tuple(MIXERS.names()), "mask": MASK_KINDS, "positional": POSITIONAL_KINDS,
+               "act_fn": ACT_FNS, "input_mlp_act": ACT_FNS, "use_attn_scale": (True, False), "seed_mode": SEED_MODES}
+    state = model.state_dict()
+    cfg = spec.model_config
+    for field_name in SHAPE_BLIND_FIELDS:
+        for value in choices[field_name]:
+            if value == getattr(cfg, field_name):
+                continue
+            try:
+                other = HookedTransformer(dataclasses.replace(cfg, **{field_name: value}))
+                other.load_state_dict(state)
+                agree, _ = _agreement(other.eval(), task, batch, stored)
+            except Exception:  # noqa: BLE001 - a value this config or these weights cannot take
+                continue
+            if agree >= FORWARD_CHECK_AGREEMENT:
+                return (f"the field suspected: model.{field_name} (checkpoint.json says {getattr(cfg, field_name)!r}; "
+                        f"{value!r} gives the stored answers): restore it")
+    return ("no single architecture field the shapes cannot tell apart (" + ", ".join(SHAPE_BLIND_FIELDS)
+            + ") explains it: the task config or the weights were changed since it was written")
 
 
 def load_model(folder: Path, model_config: ModelConfig) -> HookedTransformer:

@@ -222,6 +222,64 @@ def test_a_config_edited_over_weights_of_the_same_shapes_is_refused(run_copy):
         load_checkpoint(run_copy).model()
 
 
+def _strip_weights_record(run_dir, step=20):
+    """Rewrite model.safetensors without the model config it records (as weights written before
+    that record, or by another tool): the forward check is then the only witness."""
+    from safetensors.torch import load_file
+
+    path = step_dir(run_dir, step) / MODEL_FILE
+    save_file(load_file(path), path)
+
+
+def test_the_forward_check_catches_an_architecture_edit_the_shapes_cannot_see(run_copy):
+    """A checkpoint stores its model's answers on a small fixed batch; the loaded model must give
+    them again. softmax weights read as linear attention are refused in one line naming the file,
+    the field suspected and the two exact matches; the unedited checkpoint loads."""
+    _strip_weights_record(run_copy)
+    ckpt = load_checkpoint(run_copy)
+    assert ckpt.forward_check["n"] == 64 and len(ckpt.forward_check["answers"].split()) == 64 * (TASK.n_digits + 1)
+    import time
+
+    began = time.perf_counter()
+    ckpt.model()  # unedited: loads
+    assert time.perf_counter() - began < 0.2
+    meta_path = step_dir(run_copy, 20) / META_FILE
+    meta = json.loads(meta_path.read_text())
+    meta["model"]["attention"] = "linear"
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(run_copy).model()
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{meta_path} does not describe its weights")
+    assert "the field suspected: model.attention (checkpoint.json says 'linear'; 'softmax' gives the stored" in message
+    stored = ckpt.forward_check["exact_match"]
+    assert f"where {stored:.3f} was stored" in message and "scores exact match " in message
+
+
+def test_a_checkpoint_without_the_forward_check_loads_as_before(run_copy):
+    """Runs written before the check (and the zoo's) have none: they load, unchecked; a check whose
+    batch no longer draws the same (the task's sampling changed) is not compared; a malformed
+    entry is refused in one line."""
+    _strip_weights_record(run_copy)
+    meta_path = step_dir(run_copy, 20) / META_FILE
+    meta = json.loads(meta_path.read_text())
+    check = meta.pop("forward_check")
+    meta["model"]["attention"] = "linear"  # undetectable without a check or the weights' record
+    meta_path.write_text(json.dumps(meta))
+    assert load_checkpoint(run_copy).forward_check is None
+    load_checkpoint(run_copy).model()
+    meta["forward_check"] = {**check, "inputs": "0" * 16}  # another batch: nothing to compare
+    meta_path.write_text(json.dumps(meta))
+    load_checkpoint(run_copy).model()
+    meta["forward_check"] = {**check, "n": "64"}
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="'forward_check' entry is malformed"):
+        load_checkpoint(run_copy)
+    for name in ("zoo:sort", "zoo:addition", "zoo:recall-Aq_R", "zoo:coloring-Aq_R"):
+        zoo = load_checkpoint(name)
+        assert zoo.forward_check is None and zoo.model() is not None
+
+
 @pytest.mark.parametrize("task, agent, hint", [("gridworld", True, "interp-rand gridworld eval"),
                                                ("nosuchtask", False, "sort")])
 def test_a_run_of_no_registered_task_is_named(run_copy, task, agent, hint):
