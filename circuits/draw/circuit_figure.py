@@ -21,6 +21,7 @@ position band from the figure's own data (the drawing's test).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,9 @@ from interp_rand.figures.style import DIVERGING, head_name
 
 DASH = {"q": "dot", "k": "dash", "v": "solid"}
 FONT = 12  # px, every label
+#: A white halo around node labels (CSS text-shadow): a thick edge under a label (an MLP's, where
+#: many edges meet) does not hide it.
+LABEL_HALO = "0 0 3px white, 0 0 3px white, 0 0 2px white, 0 0 1px white"
 
 
 def drawn_nodes(flows: list[FlowEdge]) -> set:
@@ -58,8 +62,10 @@ def add_nodes(fig: go.Figure, nodes, pos: dict, names: list[str] | None, present
     fig.add_trace(go.Scatter(
         x=[pos[n.name][0] for n in nodes], y=[pos[n.name][1] for n in nodes], mode="markers+text",
         text=[n.at(None).name if n.name in shown and (n.kind in ("head", "seed") or not heads_only) else "" for n in nodes],
-        textposition="top center" if heads_only else "middle right",
-        textfont={"size": FONT}, hoverinfo="text", showlegend=False, name=name, cliponaxis=False,
+        # beside a head (rows apart), above-right of the rest: edges run level through an MLP's row
+        textposition="top center" if heads_only else ["middle right" if n.kind == "head" else "top right" for n in nodes],
+        textfont={"size": FONT, "shadow": LABEL_HALO}, hoverinfo="text", showlegend=False, name=name,
+        cliponaxis=False, customdata=[n.name for n in nodes],
         hovertext=[f"{_named(n, names)}<br>{n.kind}" + ("" if n.name in shown else " (not in this circuit)")
                    for n in nodes],
         marker={"size": 10, "color": "white",
@@ -101,7 +107,8 @@ def score_width(score: float, top: float) -> float:
 class Stroke:
     """One line of the drawing: ``xs``/``ys`` (``None`` separates pieces), its ``colour``,
     ``width``, ``opacity`` and ``dash``, the ``hover`` text of every point, ``order`` (drawn
-    later = on top) and the circuit ``edge`` it draws (``None``: a head's attention lane or branch)."""
+    later = on top), the circuit ``edge`` it draws (``None``: a head's attention lane or branch) and
+    the names of the nodes it joins (``ends``: what a click on a node highlights)."""
 
     xs: tuple
     ys: tuple
@@ -112,18 +119,30 @@ class Stroke:
     hover: str
     order: tuple = ()
     edge: Edge | None = None
+    ends: tuple[str, ...] = ()
 
 
 #: The colour of a head's attention lane and of what it hands to each query position
 #: (attention has no sign: grey, its share as opacity).
 ATTENTION = "rgb(110,110,110)"
+#: With ``by_head``, each head's lane and branches take one of these instead (none is red or
+#: blue, the score's colours), so which head reads which key can be followed by colour.
+HEAD_COLOURS = ("#1b9e77", "#d95f02", "#7570b3", "#66a61e", "#e6ab02", "#a6761d", "#e7298a", "#17becf",
+                "#8c564b", "#bcbd22")
 
 
-def _dense(points: list[tuple[float, float]], step: float = 0.15) -> tuple[list, list]:
-    """The polyline through ``points`` with a point every ``step`` (hover anywhere on it)."""
+def head_colours(heads) -> dict[tuple[int, int], str]:
+    """``{(layer, head): colour}`` for the ``heads`` whose attention is drawn, in order."""
+    return {h: HEAD_COLOURS[i % len(HEAD_COLOURS)] for i, h in enumerate(sorted(heads))}
+
+
+def _dense(points: list[tuple[float, float]], step: tuple[float, float] = (0.15, 0.7)) -> tuple[list, list]:
+    """The polyline through ``points`` with a point at most ``step`` (x, y) apart: about 15 px
+    either way (a column is some 100 px wide, a row :data:`ROW_PX`), within plotly's 20 px hover
+    distance, so hovering anywhere on the line finds it."""
     xs, ys = [points[0][0]], [points[0][1]]
     for (x0, y0), (x1, y1) in zip(points, points[1:]):
-        n = max(1, int(((x1 - x0) ** 2 + (y1 - y0) ** 2) ** 0.5 / step))
+        n = max(1, math.ceil(max(abs(x1 - x0) / step[0], abs(y1 - y0) / step[1]) - 1e-9))
         for i in range(1, n + 1):
             xs.append(x0 + (x1 - x0) * i / n)
             ys.append(y0 + (y1 - y0) * i / n)
@@ -141,12 +160,14 @@ def _pieces(*polylines: list[tuple[float, float]]) -> tuple[tuple, tuple]:
     return tuple(xs[:-1]), tuple(ys[:-1])
 
 
-def edge_strokes(flows: list[FlowEdge], layout: Layout, names: list[str] | None, top: float) -> list[Stroke]:
+def edge_strokes(flows: list[FlowEdge], layout: Layout, names: list[str] | None, top: float,
+                 by_head: bool = False) -> list[Stroke]:
     """The lines that draw ``flows`` on ``layout`` (module docstring). An edge within one
     position: a straight line. Key/value edges split over query positions: each into its
     head's attention lane (a vertical line just before the head's column) at the key's band,
     the lane, and one grey branch from the lane into the head at each query position that
-    attends (opacity: the largest share of attention on a key, hover: every key with its share)."""
+    attends (opacity: the largest share of attention on a key, hover: every key with its share).
+    ``by_head``: each head's lane and branches in its own colour (:func:`head_colours`), not grey."""
     by_edge: dict[Edge, list[FlowEdge]] = {}
     for f in flows:
         by_edge.setdefault(f.edge, []).append(f)
@@ -160,6 +181,7 @@ def edge_strokes(flows: list[FlowEdge], layout: Layout, names: list[str] | None,
         for i, h in enumerate(mine):
             lane[(layer, h)] = column - 0.14 - 0.36 * i / max(1, len(mine) - 1)
     row = (lambda l, h, p: layout.xy(Node("head", l, h, p))[1])
+    colour = head_colours(heads) if by_head else {h: ATTENTION for h in heads}
     out: list[Stroke] = []
     for edge, fs in by_edge.items():
         for f in fs if edge not in moved else [f for f in fs if f.share is None]:
@@ -169,19 +191,21 @@ def edge_strokes(flows: list[FlowEdge], layout: Layout, names: list[str] | None,
             xs, ys = _pieces([layout.xy(f.source), layout.xy(f.dest)])
             out.append(Stroke(xs, ys, score_colour(f.score, top), score_width(f.score, top),
                               0.9 if f.reaches else 0.3, DASH.get(f.input, "solid"), text, (f.score < 0, abs(f.score)),
-                              edge))
+                              edge, (f.source.name, f.dest.name)))
         if edge not in moved:
             continue
         split, (l, h) = moved[edge], (edge.dest.layer, edge.dest.head)
         reach = ", ".join(f"{_pos(f.dest, names)} {f.share:.2f}" for f in split)
-        text = (f"{_named(edge.source, names)} → {_named(edge.dest.at(None), names)} &lt;{edge.input}&gt; at key "
-                f"{_pos(edge.source, names)}<br>score {edge_score(split):+.4g}<br>reaches the head's output at query "
+        text = (f"head {head_name(l, h)} reads position {_pos(edge.source, names)} through its {edge.input} input: "
+                f"{_named(edge.source, names)} → {_named(edge.dest.at(None), names)} &lt;{edge.input}&gt;"
+                f"<br>score {edge_score(split):+.4g}<br>reaches the head's output at query "
                 f"positions (mean attention on this key): {reach}")
         entry = (lane[(l, h)], row(l, h, edge.dest.position) + {"k": -0.15, "v": 0.15}.get(edge.input, 0.0))
         xs, ys = _pieces([layout.xy(edge.source), entry])
         score = edge_score(split)
         out.append(Stroke(xs, ys, score_colour(score, top), score_width(score, top), 0.9,
-                          DASH.get(edge.input, "solid"), text, (score < 0, abs(score)), edge))
+                          DASH.get(edge.input, "solid"), text, (score < 0, abs(score)), edge,
+                          (edge.source.name, edge.dest.name, *(f.dest.name for f in split))))
     for l, h in heads:
         split = [f for e, fs in moved.items() if (e.dest.layer, e.dest.head) == (l, h) for f in fs]
         keys = {f.edge.dest.position for f in split}
@@ -193,17 +217,22 @@ def edge_strokes(flows: list[FlowEdge], layout: Layout, names: list[str] | None,
         pairs = sorted({(f.dest.position, f.edge.dest.position, f.share) for f in split})
         text = (f"attention of {head_name(l, h)}: what it reads at a key reaches its output at the query positions "
                 "that attend to the key<br>" + "<br>".join(
-                    f"query {_token(q, names)} ← key {_token(p, names)}: {s:.2f}" for q, p, s in pairs))
+                    f"head {head_name(l, h)} at query {_token(q, names)} reads key {_token(p, names)}: {s:.2f}"
+                    for q, p, s in pairs))
         lx, ly = _pieces([(x, min(ys)), (x, max(ys))])
-        out.append(Stroke(lx, ly, ATTENTION, 2.0, 0.55, "solid", text, (False, -1.0)))
+        ends = {n.name for f in split for n in (f.source, f.dest, f.edge.dest)}
+        out.append(Stroke(lx, ly, colour[(l, h)], 2.0, 0.55, "solid", text, (False, -1.0), None, tuple(sorted(ends))))
         for q, fs in sorted(queries.items()):
             y = row(l, h, q)
             share = max(f.share for f in fs)
-            into = "<br>".join(f"{_named(f.source, names)} &lt;{f.input}&gt; (score {f.score:+.3g}), attention "
-                               f"on key {_pos(f.source, names)}: {f.share:.2f}" for f in fs)
+            into = "<br>".join(f"head {head_name(l, h)} reads position {_pos(f.source, names)}: "
+                               f"{_named(f.source, names)} &lt;{f.input}&gt; (score {f.score:+.3g}), attention "
+                               f"on the key {f.share:.2f}" for f in fs)
             bx, by = _pieces([(x, y), layout.xy(Node("head", l, h, q))])
-            out.append(Stroke(bx, by, ATTENTION, 2.0, 0.3 + 0.65 * share, "solid",
-                              f"into {head_name(l, h)} @ {_token(q, names)} through attention:<br>{into}", (False, -0.5)))
+            ends = (Node("head", l, h, q).name, *sorted({n.name for f in fs for n in (f.source, f.edge.dest)}))
+            out.append(Stroke(bx, by, colour[(l, h)], 2.0, 0.3 + 0.65 * share, "solid",
+                              f"into {head_name(l, h)} @ {_token(q, names)} through attention:<br>{into}", (False, -0.5),
+                              None, ends))
     # weak edges first, negative edges last: on top
     return sorted(out, key=lambda s: s.order)
 
@@ -213,10 +242,12 @@ def edge_score(flows: list[FlowEdge]) -> float:
 
 
 def add_strokes(fig: go.Figure, strokes: list[Stroke], name: str = "edge", **where) -> None:
-    """One trace per stroke (its colour, width, dash and opacity), hover on every point."""
+    """One trace per stroke (its colour, width, dash and opacity), hover on every point; the
+    nodes it joins in ``meta["ends"]`` (what the page's click handler reads)."""
     for s in strokes:
         fig.add_trace(go.Scatter(
             x=list(s.xs), y=list(s.ys), mode="lines", showlegend=False, name=name, opacity=s.opacity,
+            meta={"ends": list(s.ends)},
             line={"width": s.width, "color": s.colour, "dash": s.dash},
             hovertext=[s.hover] * len(s.xs), hoverinfo="text", hoverlabel={"namelength": 0}), **where)
 
@@ -342,7 +373,7 @@ ROW_PX = 21  # px per layout row: labels of neighbouring heads do not overlap
 
 def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None,
                    position_names: list[str] | None = None, min_share: float = 0.1, qk=(),
-                   components: bool = True) -> go.Figure:
+                   components: bool = True, by_head: bool = False) -> go.Figure:
     """A plotly figure of ``circuit`` (module docstring), its width following the window.
 
     ``attention``: ``[layer, head, q, k]`` mean pattern (:func:`~circuits.analyses.flow.mean_attention`)
@@ -350,7 +381,8 @@ def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None
     one name per position (with a seed token first if the model has one), for the axis and
     hover; ``qk``: pairs ``(QKAttribution, QKPatchCheck)`` (:func:`probes.qk_attribution.explain_heads`)
     drawn by :func:`~circuits.draw.qk_overlay.add_qk_overlay`; ``components``: for a
-    position-resolved circuit, the view summed over positions beside it.
+    position-resolved circuit, the view summed over positions beside it; ``by_head``: each
+    head's attention lane and branches in its own colour, named in the legend (grey otherwise).
     """
     by_position = any(n.position is not None for n in circuit.nodes)
     flows = attention_flow(circuit, attention, min_share)
@@ -359,6 +391,8 @@ def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None
     top = max((abs(s) for s in circuit.edges.values()), default=1.0) or 1.0
     height = max(380, 150 + int(ROW_PX * (layout.top() + 2)))
     side = components and by_position
+    lanes = sorted({(f.dest.layer, f.dest.head) for f in flows if f.share is not None})
+    lane_px = 19 * len(lanes) if by_head else 0  # the legend's extra lines, one per head
     if side:
         summed = component_circuit(circuit)
         comp_layout = Layout.of(summed.nodes, circuit.arch)
@@ -374,7 +408,7 @@ def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None
         x2, y2 = layout_axes(comp_layout, None)
         fig.update_layout(xaxis2=x2, yaxis2={**y2, "domain": [low, 1.0]})
         legend = {"x": 0.7, "xanchor": "left", "y": low - 0.06, "yanchor": "top"}
-        bar = {"x": 0.7, "xanchor": "left", "y": low - 0.06 - 220 / height, "yanchor": "top",
+        bar = {"x": 0.7, "xanchor": "left", "y": low - 0.06 - (220 + lane_px) / height, "yanchor": "top",
                "orientation": "h", "len": 0.28, "thickness": 12}
         where = {"row": 1, "col": 1}
     else:
@@ -382,7 +416,7 @@ def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None
         legend = {"orientation": "h", "x": 0, "y": -0.02, "yanchor": "top"}
         bar = {"x": 1.0, "xanchor": "left", "len": min(1.0, 300 / height), "y": 1, "yanchor": "top", "thickness": 12}
         where = {}
-    add_strokes(fig, edge_strokes(flows, layout, position_names, top), **where)
+    add_strokes(fig, edge_strokes(flows, layout, position_names, top, by_head), **where)
     add_nodes(fig, nodes, {n.name: layout.xy(n) for n in nodes}, position_names, **where)
     # the colour bar: the score scale (summed scores beside use their own top, said in the hover)
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
@@ -396,7 +430,11 @@ def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None
                                  line={"color": "grey", "width": 2, "dash": dash}, hoverinfo="skip"), **where)
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="width: |score|",
                              line={"color": "grey", "width": 5}, hoverinfo="skip"), **where)
-    if attention is not None and by_position:
+    if attention is not None and by_position and by_head:
+        for (l, h), c in head_colours(lanes).items():
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", opacity=0.8, line={"color": c, "width": 3},
+                                     name=f"{head_name(l, h)} reads key → query", hoverinfo="skip"), **where)
+    elif attention is not None and by_position:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", opacity=0.6, line={"color": ATTENTION, "width": 2},
                                  name="grey: a head's attention, key → query<br>(faint: attends the key little)",
                                  hoverinfo="skip"), **where)
@@ -416,15 +454,24 @@ def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None
     return fig
 
 
+#: The ``div`` id of the drawing on the circuit page (its click handler's target).
+FIGURE_ID = "circuit"
+
+
 def write_circuit_html(circuit: Circuit, path: str | Path, title: str | None = None,
                        headline: Headline | None = None, **options) -> Path:
-    """Write the figure (``options``: :func:`circuit_figure`'s) as a page of its own, after its
-    ``headline`` (a page loading its folder's plotly.min.js: works offline)."""
-    fig = circuit_figure(circuit, title, **options)
-    text = title or fig.layout.title.text
+    """Write the figure (``options``: :func:`circuit_figure`'s; ``by_head`` on unless given) as
+    a page of its own, after its ``headline``, with the click-to-highlight handler and the node
+    table under it (:mod:`circuits.draw.interactive`; a page loading its folder's plotly.min.js:
+    works offline)."""
     import re
 
-    return write_page(path, re.sub(r"<[^>]+>", "", text), [fig], heading=False, headline=headline)
+    from circuits.draw.interactive import highlight_script, node_table
+
+    fig = circuit_figure(circuit, title, **{"by_head": True, **options})
+    text = title or fig.layout.title.text
+    sections = [(FIGURE_ID, fig), highlight_script(FIGURE_ID), node_table(circuit, options.get("position_names"))]
+    return write_page(path, re.sub(r"<[^>]+>", "", text), sections, heading=False, headline=headline)
 
 
 def _pos_name(p: int, names: list[str] | None) -> str:
@@ -445,6 +492,6 @@ def _named(node, names) -> str:
     return base if node.position is None else f"{base} @ {_pos_name(node.position, names)}"
 
 
-__all__ = ["ATTENTION", "EDGE_SCALE", "MAX_CROSSINGS_PER_BAND", "ROW_PX", "Stroke", "add_nodes", "add_strokes", "circuit_figure", "component_circuit",
+__all__ = ["ATTENTION", "EDGE_SCALE", "FIGURE_ID", "HEAD_COLOURS", "head_colours", "MAX_CROSSINGS_PER_BAND", "ROW_PX", "Stroke", "add_nodes", "add_strokes", "circuit_figure", "component_circuit",
            "drawn_nodes", "edge_crossings", "edge_strokes", "figure_bands", "figure_layout", "layout_axes", "score_colour",
            "score_width", "write_circuit_html"]

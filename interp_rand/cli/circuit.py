@@ -1,6 +1,6 @@
 """``interp-rand circuit RUN_DIR``: discover a circuit in a trained run, measure its
-faithfulness and draw it (circuit.json, circuit.graphml, circuit.dot, faithfulness.json,
-circuit.html in --out). The report is :func:`interp_rand.reports.circuit.circuit_report`."""
+faithfulness and draw it (circuit.json, circuit.graphml, circuit.dot, circuit.tracer.json,
+faithfulness.json, circuit.html in --out). The report is :func:`interp_rand.reports.circuit.circuit_report`."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "circuit", help="discover, measure and draw a circuit of a trained run",
         description="Score every edge of RUN_DIR's model on clean/corrupted pairs of its task, "
         "keep the top edges (or those above a threshold), measure faithfulness and write the "
-        "circuit JSON (+ GraphML, DOT), faithfulness.json and an offline HTML drawing.",
+        "circuit JSON (+ GraphML, DOT, a circuit-tracer / Neuronpedia graph), faithfulness.json and an offline, "
+        "interactive HTML drawing.",
     )
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", nargs="?", default=None)
     add_model_option(parser)
@@ -82,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     for line in report.card_lines() + report.qk_lines():
         print(line)
     cards = ", card.json, card.html" if report.card is not None else ""
-    print(f"wrote {args.out}/circuit.json, circuit.graphml, circuit.dot, faithfulness.json, circuit.html{cards}")
+    tracer = ", circuit.tracer.json" if report.tracer is not None else ""
+    print(f"wrote {args.out}/circuit.json, circuit.graphml, circuit.dot{tracer}, faithfulness.json, circuit.html{cards}")
     return 0
 
 

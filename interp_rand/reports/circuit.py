@@ -3,7 +3,7 @@ writes): discover a circuit, measure its faithfulness and draw it.
 
     >>> report = circuit_report("zoo:sort", method="eap", n=256, seed=0)
     >>> report.summary["recovered"], len(report.circuit)
-    >>> report.write("out/sort-circuit")   # circuit.json/.graphml/.dot, faithfulness.json, circuit.html
+    >>> report.write("out/sort-circuit")   # circuit.json/.graphml/.dot/.tracer.json, faithfulness.json, circuit.html
 """
 
 from __future__ import annotations
@@ -27,6 +27,28 @@ def position_names(model: Any, task: Any) -> list[str]:
     from interp_rand.model.hook_names import seed_offset
 
     return ["seed"] * int(seed_offset(model)) + list(task.position_names())
+
+
+def _once(label: str) -> str:
+    """``SEP: SEP`` as ``SEP`` (a position named by the token it always holds)."""
+    name, _, held = label.partition(": ")
+    return name if held == name else label
+
+
+def example_tokens(model: Any, task: Any, batch: Any, row: int = 0) -> tuple[list[str], list[int] | None,
+                                                                           list[int] | None]:
+    """Example ``row`` of ``batch`` per residual-stream position: its labels (``x3: 7``, the
+    task's :meth:`token_labels`; ``seed`` for a seed token), and its input and target token ids
+    (``None`` for vector inputs or targets; -1 where a position has none)."""
+    from interp_rand.model.hook_names import seed_offset
+
+    k = int(seed_offset(model))
+    labels = ["seed"] * k + [_once(str(t)) for t in task.token_labels(batch, row)]
+
+    def ids(t: Any) -> list[int] | None:
+        return [-1] * k + [int(v) for v in t[row]] if t is not None and t.dim() == 2 and not t.is_floating_point() else None
+
+    return labels, ids(batch.inputs), ids(batch.targets)
 
 
 def check_top_k(top_k: int | str | None, model: Any, pairs: Any, by_position: bool) -> None:
@@ -140,6 +162,10 @@ class CircuitReport(Displayed):
     ``--circuit``, which has no scores to integrate, or when not asked for).
     qk: ``(QKAttribution, QKPatchCheck)`` per head asked for with ``qk_heads``, drawn on the
     circuit and summarised in ``summary["qk"]``.
+    example: the first clean example's label per position (``x3: 7``), for the drawing's axis and
+    node table (``None``: the task's position names instead).
+    tracer: the circuit as a circuit-tracer / Neuronpedia graph on that example
+    (:func:`circuits.graph.tracer_export.to_circuit_tracer`), written as circuit.tracer.json.
     """
 
     circuit: Any
@@ -151,9 +177,12 @@ class CircuitReport(Displayed):
     card: Any = None
     qk: tuple = ()
     label: str = "the model"
+    example: list[str] | None = None
+    tracer: dict[str, Any] | None = None
 
     # every file write() may write; those a write does not produce (a card) are removed with it
-    FILES = ("circuit.json", "circuit.graphml", "circuit.dot", "faithfulness.json", "circuit.html", *card_files())
+    FILES = ("circuit.json", "circuit.graphml", "circuit.dot", "circuit.tracer.json", "faithfulness.json",
+             "circuit.html", *card_files())
 
     def to_json(self) -> str:
         return json_text(self.summary)
@@ -207,11 +236,11 @@ class CircuitReport(Displayed):
         from circuits.draw.circuit_figure import circuit_figure
 
         return circuit_figure(self.circuit, self.figure_title(), attention=self.attention,
-                              position_names=self.position_names, qk=self.qk)
+                              position_names=self.example or self.position_names, qk=self.qk, by_head=True)
 
     def write(self, out: str | Path) -> Path:
-        """circuit.json, circuit.graphml, circuit.dot, faithfulness.json and circuit.html (the
-        headline, then the drawing) in ``out``."""
+        """circuit.json, circuit.graphml, circuit.dot, circuit.tracer.json (with an example),
+        faithfulness.json and circuit.html (the headline, the drawing, the node table) in ``out``."""
         from circuits.draw.circuit_figure import write_circuit_html
         from interp_rand.output import replace_files, write_text
 
@@ -220,11 +249,18 @@ class CircuitReport(Displayed):
             self.circuit.save(stage / "circuit.json")
             self.circuit.write_graphml(stage / "circuit.graphml")
             self.circuit.write_dot(stage / "circuit.dot")
+            if self.tracer is not None:
+                from circuits.graph.tracer_export import check_circuit_tracer
+                from interp_rand.output import write_json
+
+                check_circuit_tracer(self.tracer)
+                write_json(stage / "circuit.tracer.json", self.tracer, indent=1)
             write_text(stage / "faithfulness.json", self.to_json())
             if self.card is not None:
                 write_card(self.card, stage)
             write_circuit_html(self.circuit, stage / "circuit.html", self.figure_title(), headline=self.headline(),
-                               attention=self.attention, position_names=self.position_names, qk=self.qk)
+                               attention=self.attention, position_names=self.example or self.position_names,
+                               qk=self.qk)
         return out
 
 
@@ -305,12 +341,17 @@ def circuit_report(run: str | Path | None = None, *, model: Any = None, task: An
         _progress.note(f"query/key attribution of {len(qk_heads)} head(s)", progress)
         qk = explain_heads(model, data.clean, qk_heads, seed=seed)
         summary["qk"] = [{"attribution": a.to_dict(), "patching_check": c.to_dict()} for a, c in qk]
+    from circuits.graph.tracer_export import to_circuit_tracer
+
+    labels, token_ids, target_ids = example_tokens(model, task, data.clean)
+    tracer = to_circuit_tracer(model, found, [t.split(": ", 1)[-1] for t in labels], token_ids=token_ids,
+                               target_ids=target_ids, name=f"{label} {name}")
     return CircuitReport(
         circuit=found, faithfulness=result, summary=summary,
         title=f"{label}: {name}, {len(found)} of {found.total_edges} edges",
         attention=mean_attention(model, data.clean) if by_position else None,
-        position_names=position_names(model, task), card=claim, qk=qk, label=label)
+        position_names=position_names(model, task), card=claim, qk=qk, label=label, example=labels, tracer=tracer)
 
 
-__all__ = ["CircuitReport", "DEFAULT_SEED", "card_lines", "circuit_card", "write_card", "check_circuit_options", "check_top_k", "circuit_report",
+__all__ = ["CircuitReport", "DEFAULT_SEED", "card_lines", "circuit_card", "write_card", "check_circuit_options", "check_top_k", "circuit_report", "example_tokens",
            "position_names", "top_k_circuit"]

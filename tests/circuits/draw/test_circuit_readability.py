@@ -150,6 +150,27 @@ def test_key_value_edges_reach_their_query_positions(report):
     assert all((round(s.xs[-1], 6), round(s.ys[-1], 6)) in nodes for s in exits)
 
 
+def test_the_page_names_the_examples_tokens_lists_the_nodes_and_exports_a_tracer_graph(report):
+    """The position axis shows what the first clean example holds at each position (``x3: 7``),
+    the node table lists every node, and circuit.tracer.json passes its schema on that example."""
+    import json
+
+    from circuits.graph.tracer_export import check_circuit_tracer
+
+    r, out = report
+    assert len(r.example) == len(r.position_names)
+    ticks = list(r.figure().layout.yaxis.ticktext)
+    assert ticks and all(t in r.example for t in ticks)
+    assert sum(bool(re.fullmatch(r"[xy]\d+: \d+", t)) for t in ticks) >= len(ticks) - 1  # all but SEP hold a token
+    page = (out / "circuit.html").read_text()
+    assert page.count("<tr data-node=") == len(r.circuit.nodes)
+    assert page.index("<div class='figure'>") < page.index("<table id='nodes'>")
+    tracer = json.loads((out / "circuit.tracer.json").read_text())
+    check_circuit_tracer(tracer)
+    assert tracer["metadata"]["prompt_tokens"] == [t.split(": ", 1)[-1] for t in r.example]
+    assert len(tracer["nodes"]) == len(r.circuit.nodes)
+
+
 def test_title_and_headline_say_what_it_recovers_and_the_cards_verdict(report):
     r, out = report
     title = r.figure_title()

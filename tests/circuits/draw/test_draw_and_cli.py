@@ -109,16 +109,20 @@ def test_cli_end_to_end(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["circuit", str(run_dir), "--method", "eap-ig", "--steps", "2", "--n", "16",
                  "--top-k", "15", "--selection", "top_k", "--resamples", "2", "--out", str(out)]) == 0
-    for name in ("circuit.json", "circuit.graphml", "circuit.dot", "faithfulness.json", "circuit.html",
-                 "card.json", "card.html"):
+    for name in ("circuit.json", "circuit.graphml", "circuit.dot", "circuit.tracer.json", "faithfulness.json",
+                 "circuit.html", "card.json", "card.html"):
         assert (out / name).stat().st_size > 0
+    from circuits.graph.tracer_export import check_circuit_tracer
+
+    check_circuit_tracer(json.loads((out / "circuit.tracer.json").read_text()))
+    assert "circuit.dot, circuit.tracer.json, faithfulness.json" in capsys.readouterr().out
     summary = json.loads((out / "faithfulness.json").read_text())
     assert summary["n_edges"] == 15 and len(summary["spread"]) == 2 and summary["curve"]
     assert json.loads((out / "circuit.json").read_text())["settings"]["task"] == "sort"
     card = json.loads((out / "card.json").read_text())
     assert card["n_edges"] == 15 and card["found_with"]["selection"] == "top_k" and len(card["claims"]) == 4
     assert card["sufficiency"] == pytest.approx(summary["recovered"], abs=1e-5)  # the same circuit, measured twice
-    assert card["verdict"].upper() in (out / "card.html").read_text() and "claim card" in capsys.readouterr().out
+    assert card["verdict"].upper() in (out / "card.html").read_text()
     # the default selection drops dangling edges and says how many
     connected = tmp_path / "connected"
     assert main(["circuit", str(run_dir), "--method", "eap-ig", "--steps", "2", "--n", "16", "--top-k", "15",

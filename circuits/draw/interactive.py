@@ -1,0 +1,120 @@
+"""What makes the circuit page interactive: a click handler on the drawing and a node table.
+
+Click a node (in either view) and its edges keep their opacity while every other edge and node
+fades; click it again, or on empty space, and the drawing comes back. Clicking a node of the
+summed view also picks that component at every position of the view by position. Clicking an
+edge keeps that edge alone. The handler reads what :func:`~circuits.draw.circuit_figure.add_strokes`
+stores on each edge trace (``meta.ends``: the nodes it joins) and the node traces' ``customdata``
+(their names), and uses only the page's own plotly.js (``Plotly.restyle``), so it works offline.
+
+The node table lists each node of the circuit: its component, its position (and what the
+example holds there), the sum of ``|score|`` of its edges in and out, largest total first;
+clicking a row highlights that node as a click on the drawing does.
+
+    >>> sections = [("circuit", fig), highlight_script("circuit"), node_table(circuit, names)]
+"""
+
+from __future__ import annotations
+
+import html
+import json
+
+from circuits.graph.circuit import Circuit
+from circuits.graph.nodes import Node
+
+#: The opacity of what a highlight leaves out.
+DIMMED = 0.07
+
+_SCRIPT = """<script type='text/javascript'>
+(function () {
+  var DIV = %(div)s, DIM = %(dim)s;
+  function attach() {
+    var gd = document.getElementById(DIV);
+    if (!gd || !gd.on || !gd.data || !window.Plotly) { return setTimeout(attach, 50); }
+    var base = null, chosen = null, lastClick = 0;
+    function matches(end, name) { return end === name || (name.indexOf('@') < 0 && end.indexOf(name + '@') === 0); }
+    function isEdge(t) { return t.meta && t.meta.ends; }
+    function isNodes(t) { return t.customdata && t.mode && t.mode.indexOf('markers') >= 0; }
+    function highlight(pick) {
+      if (base === null) {
+        base = gd.data.map(function (t) { return t.opacity === undefined ? 1 : t.opacity; });
+      }
+      var key = pick === null ? null : JSON.stringify(pick);
+      if (key === null || key === chosen) { pick = null; chosen = null; } else { chosen = key; }
+      var edges = [], opacity = [], near = {};
+      gd.data.forEach(function (t, i) {
+        if (!isEdge(t)) { return; }
+        var on = pick === null || (pick.trace === i) || (pick.node !== undefined &&
+                 t.meta.ends.some(function (e) { return matches(e, pick.node); }));
+        if (on && pick !== null) { t.meta.ends.forEach(function (e) { near[e] = true; }); }
+        edges.push(i); opacity.push(on ? base[i] : DIM);
+      });
+      if (edges.length) { Plotly.restyle(gd, {opacity: opacity}, edges); }
+      gd.data.forEach(function (t, i) {
+        if (!isNodes(t)) { return; }
+        var marks = t.customdata.map(function (name) {
+          return pick === null || near[name] || (pick.node !== undefined && matches(name, pick.node)) ? 1 : 0.2;
+        });
+        Plotly.restyle(gd, {'marker.opacity': [marks]}, [i]);
+      });
+      gd.setAttribute('data-highlight', chosen === null ? '' : (pick.node !== undefined ? pick.node : 'edge'));
+    }
+    gd.circuitHighlight = highlight;
+    gd.on('plotly_click', function (ev) {
+      lastClick = Date.now();
+      var p = ev && ev.points && ev.points[0];
+      if (!p) { return; }
+      var t = gd.data[p.curveNumber];
+      if (isNodes(t)) { highlight({node: t.customdata[p.pointNumber]}); }
+      else if (isEdge(t)) { highlight({trace: p.curveNumber}); }
+    });
+    // a click that hit no point (plotly_click fires just before it when one did): restore
+    gd.addEventListener('click', function () { if (Date.now() - lastClick > 300 && chosen !== null) { highlight(null); } });
+    document.querySelectorAll('tr[data-node]').forEach(function (row) {
+      row.style.cursor = 'pointer';
+      row.addEventListener('click', function () { highlight({node: row.getAttribute('data-node')}); });
+    });
+  }
+  attach();
+})();
+</script>"""
+
+
+def highlight_script(div_id: str) -> str:
+    """The ``<script>`` that makes the plotly figure in ``div_id`` highlight a clicked node's
+    edges (module docstring); ``div.circuitHighlight({node: name})`` does what a click does."""
+    return _SCRIPT % {"div": json.dumps(div_id), "dim": DIMMED}
+
+
+def node_scores(circuit: Circuit) -> list[tuple[Node, float, float]]:
+    """``(node, in-score, out-score)`` per node of ``circuit``: the sums of ``|score|`` of the
+    edges into and out of it, largest total first (ties in residual-stream order)."""
+    into: dict[Node, float] = {}
+    out: dict[Node, float] = {}
+    for edge, score in circuit.edges.items():
+        into[edge.dest] = into.get(edge.dest, 0.0) + abs(score)
+        out[edge.source] = out.get(edge.source, 0.0) + abs(score)
+    rows = [(n, into.get(n, 0.0), out.get(n, 0.0)) for n in circuit.nodes]
+    return sorted(rows, key=lambda r: (-(r[1] + r[2]), r[0].name))
+
+
+def node_table(circuit: Circuit, names: list[str] | None = None, limit: int = 200) -> str:
+    """The node table as HTML (module docstring); ``names``: one label per position (the
+    example's tokens, ``x3: 7``); at most ``limit`` rows (the rest counted below it)."""
+    rows = node_scores(circuit)
+    body = []
+    for node, into, out in rows[:limit]:
+        p = node.position
+        where = "all (summed)" if p is None else (f"{p} ({names[p]})" if names is not None and p < len(names) else str(p))
+        body.append(f"<tr data-node='{html.escape(node.name, quote=True)}'><td class='l'>{html.escape(node.at(None).name)}"
+                    f"</td><td class='l'>{html.escape(where)}</td><td>{into:.4g}</td><td>{out:.4g}</td>"
+                    f"<td>{into + out:.4g}</td></tr>")
+    more = f"<p class='note'>{len(rows) - limit} more nodes not listed.</p>" if len(rows) > limit else ""
+    return ("<h3>Nodes</h3><p class='note'>Each node of the circuit: in-score and out-score are the sums of |score| "
+            "of its edges in and out; largest total first. Click a row (or a node in the drawing) to highlight its "
+            "edges; click again, or on empty space, to restore.</p><div class='scroll'><table id='nodes'>"
+            "<tr><th>component</th><th>position</th><th>in-score</th><th>out-score</th><th>total</th></tr>"
+            + "".join(body) + "</table></div>" + more)
+
+
+__all__ = ["DIMMED", "highlight_script", "node_scores", "node_table"]
