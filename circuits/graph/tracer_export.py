@@ -80,8 +80,9 @@ def to_circuit_tracer(model: Any, circuit: Circuit, tokens: list[str], *, token_
     model has one), ``token_ids`` and ``target_ids`` its input and target token ids (numbering
     the embedding and logit nodes). ``name``: what the graph is of (``zoo:sort eap-ig``; its
     slug names the graph; default: the circuit's run and method); ``scan``: the model's name
-    (default ``interp-rand-{task}``). Refuses a circuit of another architecture."""
-    mismatch = architecture(model).mismatch(circuit.arch)
+    (default ``interp-rand-{task}``). Refuses a circuit of another architecture than ``model``'s
+    (``None``: not checked)."""
+    mismatch = [] if model is None else architecture(model).mismatch(circuit.arch)
     if mismatch:
         raise ValueError("the circuit is for another architecture (model vs circuit): " + "; ".join(mismatch))
     arch, settings = circuit.arch, circuit.settings

@@ -83,8 +83,8 @@ def run(args: argparse.Namespace) -> int:
     for line in report.card_lines() + report.qk_lines():
         print(line)
     cards = ", card.json, card.html" if report.card is not None else ""
-    tracer = ", circuit.tracer.json" if report.tracer is not None else ""
-    print(f"wrote {args.out}/circuit.json, circuit.graphml, circuit.dot{tracer}, faithfulness.json, circuit.html{cards}")
+    print(f"wrote {args.out}/circuit.json, circuit.graphml, circuit.dot, circuit.tracer.json, faithfulness.json, "
+          f"circuit.html{cards}")
     return 0
 
 

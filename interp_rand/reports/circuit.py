@@ -238,6 +238,17 @@ class CircuitReport(Displayed):
         return circuit_figure(self.circuit, self.figure_title(), attention=self.attention,
                               position_names=self.example or self.position_names, qk=self.qk, by_head=True)
 
+    def write_tracer(self, path: Path) -> Path:
+        """circuit.tracer.json: :attr:`tracer`, or without one the circuit on the position names
+        (no token ids), checked against its schema."""
+        from circuits.graph.tracer_export import check_circuit_tracer, to_circuit_tracer
+        from interp_rand.output import write_json
+
+        data = self.tracer or to_circuit_tracer(None, self.circuit, self.example or self.position_names,
+                                                name=self.title)
+        check_circuit_tracer(data)
+        return write_json(path, data, indent=1)
+
     def write(self, out: str | Path) -> Path:
         """circuit.json, circuit.graphml, circuit.dot, circuit.tracer.json (with an example),
         faithfulness.json and circuit.html (the headline, the drawing, the node table) in ``out``."""
@@ -249,12 +260,7 @@ class CircuitReport(Displayed):
             self.circuit.save(stage / "circuit.json")
             self.circuit.write_graphml(stage / "circuit.graphml")
             self.circuit.write_dot(stage / "circuit.dot")
-            if self.tracer is not None:
-                from circuits.graph.tracer_export import check_circuit_tracer
-                from interp_rand.output import write_json
-
-                check_circuit_tracer(self.tracer)
-                write_json(stage / "circuit.tracer.json", self.tracer, indent=1)
+            self.write_tracer(stage / "circuit.tracer.json")
             write_text(stage / "faithfulness.json", self.to_json())
             if self.card is not None:
                 write_card(self.card, stage)

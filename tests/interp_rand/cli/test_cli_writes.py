@@ -112,7 +112,8 @@ def test_ctrl_c_names_what_was_kept_and_the_command_that_redoes_it(tmp_path, cap
     code, err = run(["circuit", "zoo:sort", "--out", str(out)], capsys)
     assert code == 130 and len(err) == 1
     assert err[0].startswith("interp-rand circuit: interrupted by SIGINT after 0 s; ")
-    assert f"no circuit.json, circuit.graphml, circuit.dot, faithfulness.json, circuit.html, card.json, card.html " \
+    assert f"no circuit.json, circuit.graphml, circuit.dot, circuit.tracer.json, faithfulness.json, circuit.html, " \
+           f"card.json, card.html " \
            f"written to {out} (what was there is unchanged)" in err[0]
     assert err[0].endswith(f"redo with: interp-rand circuit zoo:sort --out {out}")
     assert sorted(p.name for p in out.iterdir()) == ["circuit.json"]  # the lock released cleanly: gone
