@@ -108,7 +108,9 @@ class Stroke:
     """One line of the drawing: ``xs``/``ys`` (``None`` separates pieces), its ``colour``,
     ``width``, ``opacity`` and ``dash``, the ``hover`` text of every point, ``order`` (drawn
     later = on top), the circuit ``edge`` it draws (``None``: a head's attention lane or branch) and
-    the names of the nodes it joins (``ends``: what a click on a node highlights)."""
+    the names of the nodes it joins (``ends``, the one it is drawn from first: what a click on a
+    node highlights; ``lane``: a
+    head's attention lane, shared by all of them, which a click lights but does not follow)."""
 
     xs: tuple
     ys: tuple
@@ -120,6 +122,7 @@ class Stroke:
     order: tuple = ()
     edge: Edge | None = None
     ends: tuple[str, ...] = ()
+    lane: bool = False
 
 
 #: The colour of a head's attention lane and of what it hands to each query position
@@ -221,7 +224,8 @@ def edge_strokes(flows: list[FlowEdge], layout: Layout, names: list[str] | None,
                     for q, p, s in pairs))
         lx, ly = _pieces([(x, min(ys)), (x, max(ys))])
         ends = {n.name for f in split for n in (f.source, f.dest, f.edge.dest)}
-        out.append(Stroke(lx, ly, colour[(l, h)], 2.0, 0.55, "solid", text, (False, -1.0), None, tuple(sorted(ends))))
+        out.append(Stroke(lx, ly, colour[(l, h)], 2.0, 0.55, "solid", text, (False, -1.0), None, tuple(sorted(ends)),
+                          lane=True))
         for q, fs in sorted(queries.items()):
             y = row(l, h, q)
             share = max(f.share for f in fs)
@@ -247,7 +251,7 @@ def add_strokes(fig: go.Figure, strokes: list[Stroke], name: str = "edge", **whe
     for s in strokes:
         fig.add_trace(go.Scatter(
             x=list(s.xs), y=list(s.ys), mode="lines", showlegend=False, name=name, opacity=s.opacity,
-            meta={"ends": list(s.ends)},
+            meta={"ends": list(s.ends), "lane": s.lane},
             line={"width": s.width, "color": s.colour, "dash": s.dash},
             hovertext=[s.hover] * len(s.xs), hoverinfo="text", hoverlabel={"namelength": 0}), **where)
 

@@ -4,7 +4,9 @@ Click a node (in either view) and its edges keep their opacity while every other
 fades; click it again, or on empty space, and the drawing comes back. Clicking a node of the
 summed view also picks that component at every position of the view by position. Clicking an
 edge keeps that edge alone. The handler reads what :func:`~circuits.draw.circuit_figure.add_strokes`
-stores on each edge trace (``meta.ends``: the nodes it joins) and the node traces' ``customdata``
+stores on each edge trace (``meta.ends``: the nodes it joins, the one it is drawn from first;
+``meta.lane``: a head's attention lane, lit when any of its nodes is picked, marking none) and the
+node traces' ``customdata``
 (their names), and uses only the page's own plotly.js (``Plotly.restyle``), so it works offline.
 
 The node table lists each node of the circuit: its component, its position (and what the
@@ -46,7 +48,13 @@ _SCRIPT = """<script type='text/javascript'>
         if (!isEdge(t)) { return; }
         var on = pick === null || (pick.trace === i) || (pick.node !== undefined &&
                  t.meta.ends.some(function (e) { return matches(e, pick.node); }));
-        if (on && pick !== null) { t.meta.ends.forEach(function (e) { near[e] = true; }); }
+        // the nodes shown with it: a line's first end is the node it is drawn from (a writer, or
+        // for a branch into a head its query node); picked there, all its ends, else that one. A
+        // head's lane carries every key to every query: lit, but it marks no node.
+        if (on && pick !== null && !t.meta.lane) {
+          var first = t.meta.ends[0], all = pick.trace === i || matches(first, pick.node);
+          (all ? t.meta.ends : [first]).forEach(function (e) { near[e] = true; });
+        }
         edges.push(i); opacity.push(on ? base[i] : DIM);
       });
       if (edges.length) { Plotly.restyle(gd, {opacity: opacity}, edges); }
@@ -111,7 +119,8 @@ def node_table(circuit: Circuit, names: list[str] | None = None, limit: int = 20
                     f"<td>{into + out:.4g}</td></tr>")
     more = f"<p class='note'>{len(rows) - limit} more nodes not listed.</p>" if len(rows) > limit else ""
     return ("<h3>Nodes</h3><p class='note'>Each node of the circuit: in-score and out-score are the sums of |score| "
-            "of its edges in and out; largest total first. Click a row (or a node in the drawing) to highlight its "
+            "of its edges in and out; largest total first. A head at a key position has an in-score only: what it reads "
+            "there leaves it at the query positions that attend to the key. Click a row (or a node in the drawing) to highlight its "
             "edges; click again, or on empty space, to restore.</p><div class='scroll'><table id='nodes'>"
             "<tr><th>component</th><th>position</th><th>in-score</th><th>out-score</th><th>total</th></tr>"
             + "".join(body) + "</table></div>" + more)

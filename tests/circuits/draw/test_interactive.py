@@ -118,9 +118,10 @@ def test_a_click_on_a_node_dims_the_other_edges_in_the_browser(drawn, tmp_path):
                               position_names=names)
     text = page.read_text()
     assert "plotly_click" in text and "Plotly.restyle" in text and "<table id='nodes'>" in text
-    # the node to click: the head at a query position with the most strokes on it
+    # the node to click: a head at a query position that is no key position of its own edges
     flows = attention_flow(circuit, attention, 0.1)
-    heads = sorted({f.dest.name for f in flows if f.share is not None})
+    keys = {f.edge.dest.name for f in flows if f.share is not None}
+    heads = sorted({f.dest.name for f in flows if f.share is not None} - keys)
     assert heads
     node = heads[0]
     clicked = page.with_name("clicked.html")
@@ -142,6 +143,9 @@ def test_a_click_on_a_node_dims_the_other_edges_in_the_browser(drawn, tmp_path):
     nodes = next(i for i, t in enumerate(on) if t["names"] and node in t["names"])
     marks = dict(zip(on[nodes]["names"], on[nodes]["marks"]))
     assert marks[node] == 1 and min(marks.values()) < 1
+    # the same head at its other query positions is not joined to this one (a shared lane marks no node)
+    elsewhere = [n for n in marks if n.split("@")[0] == node.split("@")[0] and n != node and n not in keys]
+    assert elsewhere and all(marks[n] < 1 for n in elsewhere)
     # clicked again: everything as before
     assert [t["opacity"] for t in off] == pytest.approx([t["opacity"] for t in before])
     # a row of the node table highlights its node (the largest node of the circuit: some edge dims)
