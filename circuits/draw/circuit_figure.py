@@ -59,11 +59,13 @@ def add_nodes(fig: go.Figure, nodes, pos: dict, names: list[str] | None, present
     a narrow panel keeps its lines clear)."""
     nodes = sorted(nodes, key=lambda n: pos[n.name])
     shown = {n.name for n in nodes} if present is None else present
+    level = {pos[n.name][1] for n in nodes if n.kind != "head"}  # rows edges run along
     fig.add_trace(go.Scatter(
         x=[pos[n.name][0] for n in nodes], y=[pos[n.name][1] for n in nodes], mode="markers+text",
         text=[n.at(None).name if n.name in shown and (n.kind in ("head", "seed") or not heads_only) else "" for n in nodes],
-        # beside a head (rows apart), above-right of the rest: edges run level through an MLP's row
-        textposition="top center" if heads_only else ["middle right" if n.kind == "head" else "top right" for n in nodes],
+        # beside a head on a row of its own, above-right on a row edges run along (an MLP's)
+        textposition="top center" if heads_only else ["middle right" if n.kind == "head" and pos[n.name][1] not in level
+                                                      else "top right" for n in nodes],
         textfont={"size": FONT, "shadow": LABEL_HALO}, hoverinfo="text", showlegend=False, name=name,
         cliponaxis=False, customdata=[n.name for n in nodes],
         hovertext=[f"{_named(n, names)}<br>{n.kind}" + ("" if n.name in shown else " (not in this circuit)")
@@ -396,23 +398,27 @@ def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None
     height = max(380, 150 + int(ROW_PX * (layout.top() + 2)))
     side = components and by_position
     lanes = sorted({(f.dest.layer, f.dest.head) for f in flows if f.share is not None})
-    lane_px = 19 * len(lanes) if by_head else 0  # the legend's extra lines, one per head
+    # the legend's height: q, k, v, width, then the attention's line(s): one per head with by_head
+    legend_px = 19 * (4 + ((len(lanes) if by_head else 2) if attention is not None and by_position else 0)) + 10
     if side:
         summed = component_circuit(circuit)
         comp_layout = Layout.of(summed.nodes, circuit.arch)
         comp_top = max((abs(s) for s in summed.edges.values()), default=1.0) or 1.0
         comp_px = 90 + ROW_PX * (comp_layout.top() + 2)
+        # room beside the view by position for the summed view, the legend and the colour bar below it
+        height = max(height, int(140 + comp_px + 30 + legend_px + 90))
         fig = make_subplots(rows=1, cols=2, column_widths=[0.66, 0.34], horizontal_spacing=0.05,
                             subplot_titles=("by position", "summed over positions"))
         add_strokes(fig, edge_strokes(attention_flow(summed, None), comp_layout, None, comp_top),
                     name="edge (summed)", row=1, col=2)
         add_nodes(fig, summed.nodes, {n.name: comp_layout.xy(n) for n in summed.nodes}, None,
                   name="nodes (summed)", row=1, col=2)
-        low = max(0.25, 1 - comp_px / (height - 130))
+        paper = height - 140  # the plot area's height in px (the margins' 110 + 30 off)
+        low = max(0.25, 1 - comp_px / paper)
         x2, y2 = layout_axes(comp_layout, None)
         fig.update_layout(xaxis2=x2, yaxis2={**y2, "domain": [low, 1.0]})
         legend = {"x": 0.7, "xanchor": "left", "y": low - 0.06, "yanchor": "top"}
-        bar = {"x": 0.7, "xanchor": "left", "y": low - 0.06 - (220 + lane_px) / height, "yanchor": "top",
+        bar = {"x": 0.7, "xanchor": "left", "y": low - 0.06 - (legend_px + 30) / paper, "yanchor": "top",
                "orientation": "h", "len": 0.28, "thickness": 12}
         where = {"row": 1, "col": 1}
     else:

@@ -51,8 +51,11 @@ FEATURE_TYPES = {"embed": "embedding", "seed": "seed", "input_mlp": "input mlp",
 
 def tracer_node_id(node: Node, n_layers: int, n_heads: int, token_ids: list[int] | None = None,
                    target_ids: list[int] | None = None) -> tuple[str, str, int]:
-    """``(node_id, layer, feature)`` of ``node`` in the export (module docstring)."""
+    """``(node_id, layer, feature)`` of ``node`` in the export (module docstring); a node summed
+    over positions sits at 0 and names no token."""
     p = node.position or 0
+    if node.position is None:
+        token_ids = target_ids = None
     if node.kind == "embed":
         feature = int(token_ids[p]) if token_ids is not None and p < len(token_ids) and token_ids[p] >= 0 else p
         return f"E_{feature}_{p}", "E", feature

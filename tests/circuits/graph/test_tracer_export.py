@@ -51,6 +51,16 @@ def test_node_ids_follow_circuit_tracers_layer_feature_position():
     assert tracer_node_id(Node("head", 1, 2, 3), 2, 4) == ("1_2_3", "1", 2)
     assert tracer_node_id(Node("mlp", 1, position=3), 2, 4) == ("1_4_3", "1", 4)  # after the block's heads
     assert tracer_node_id(Node("logits", position=3), 2, 4, target_ids=[-1, -1, -1, 5]) == ("3_5_3", "3", 5)
+    assert tracer_node_id(Node("embed"), 2, 4, token_ids=[7]) == ("E_0_0", "E", 0)  # summed: no token of its own
+
+
+def test_a_circuit_summed_over_positions_exports_at_position_zero(model, pairs):
+    clean, corrupted = pairs
+    circuit = select(discover(model, clean, corrupted, method="eap", by_position=False), 10)
+    data = to_circuit_tracer(model, circuit, ["3", "1", "4", "1", "5", "9"], token_ids=[3, 1, 4, 1, 5, 9])
+    check_circuit_tracer(data)
+    assert {n["ctx_idx"] for n in data["nodes"]} == {0} and data["interp_rand"]["by_position"] is False
+    assert all("summed over positions" in n["clerp"] for n in data["nodes"])
 
 
 @pytest.mark.parametrize("breakage, says", [
