@@ -64,7 +64,8 @@ def import_haiku_recall(source: str, r0: str = "") -> Imported:
     from interp_rand.tasks import make_task
 
     config, params = port.read_port_checkpoint(source)
-    port.check_config(config)
+    port.check_config(config, source)
+    port.check_params(config, params, source)
     task_config = port.task_config(config)
     if r0:
         task_config["r0"] = r0
@@ -169,6 +170,8 @@ def load_object(target: str) -> Any:
         module = importlib.util.module_from_spec(spec)
         try:
             spec.loader.exec_module(module)
+        except SystemExit as err:
+            raise ValueError(f"{module_name} called sys.exit({err.code!r}) while loading") from None
         except Exception as err:  # the user's file: say which one failed, and how
             raise ValueError(f"{module_name} failed while loading: {type(err).__name__}: {err}") from None
     else:
@@ -178,6 +181,10 @@ def load_object(target: str) -> Any:
             module = importlib.import_module(module_name)
         except ImportError as err:
             raise ValueError(f"cannot import {module_name!r} (from {target!r}): {err}") from None
+        except SystemExit as err:  # the user's module ran sys.exit on import
+            raise ValueError(f"importing {module_name!r} (from {target!r}) called sys.exit({err.code!r})") from None
+        except Exception as err:  # a relative name ('..'), or the user's module failing while it is imported
+            raise ValueError(f"cannot import {module_name!r} (from {target!r}): {type(err).__name__}: {err}") from None
     fn = getattr(module, function, None)
     if not callable(fn):
         raise ValueError(f"{module_name} has no function {function!r}")

@@ -83,27 +83,96 @@ def read_port_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, di
             and isinstance(data[1], dict)):
         raise ValueError(f"{path} is not a port checkpoint: expected a (config, params) pair")
     config, params = data[0], data[1]
-    params = {module: {k: np.asarray(v) for k, v in leaves.items()} for module, leaves in params.items()}
+    if not all(isinstance(leaves, dict) for leaves in params.values()):
+        raise ValueError(f"{path} is not a port checkpoint: its parameters must be module -> leaf -> array")
+    params = {module: {k: v if isinstance(v, np.ndarray) else np.asarray(v, dtype=object) for k, v in leaves.items()}
+              for module, leaves in params.items()}
     return config, params
 
 
 # the port config's integer fields the import reads, with the largest value it accepts
 _INTEGERS = {"num_token": 64, "target_size": 32, "seed_size": 32, "seed": 2**63 - 1, "num_steps": 10**9,
              "batch_size": 10**7, "num_seed": 10**6}
+# the model's sizes: required, at least 1, at most this (the port's models are 40 wide, 2 layers)
+_SIZES = {"embed_dim": 4096, "num_layers": 64, "num_heads": 64, "kq_dim": 4096}
+# the training recipe's numbers (GD_PARAM's, and the q-norm's p), each a finite number
+_GD_NUMBERS = ("lr", "eps", "grad_norm_clip", "weight_decay", "lr_alpha", "warmup_steps")
 
 
-def check_config(config: dict[str, Any]) -> None:
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_number(value: Any) -> bool:
+    return (isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+            and bool(np.isfinite(value)))
+
+
+def check_config(config: dict[str, Any], source: str | Path = "") -> None:
     """Refuse a port config the mapping does not cover or whose fields are not what the port
-    writes (the offending key named)."""
+    writes: one line naming the file (``source``) and the offending key."""
+    where = f"haiku-recall: {source}: " if source else "haiku-recall: "
     for key, largest in _INTEGERS.items():
         value = config.get(key, 0)
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value <= largest:
-            raise ValueError(f"haiku-recall: port config {key}={value!r} must be an integer in 0..{largest}")
+        if not _is_int(value) or not 0 <= value <= largest:
+            raise ValueError(f"{where}port config {key}={value!r} must be an integer in 0..{largest}")
+    for key, largest in _SIZES.items():
+        if key not in config:
+            raise ValueError(f"{where}port config has no {key!r} (the model's size)")
+        if not _is_int(config[key]) or not 1 <= config[key] <= largest:
+            raise ValueError(f"{where}port config {key}={config[key]!r} must be an integer in 1..{largest}")
     for key, value in _REQUIRED:
         if key in config and config[key] != value:
-            raise ValueError(f"haiku-recall: port config {key}={config[key]!r} is not supported (needs {value!r})")
+            raise ValueError(f"{where}port config {key}={config[key]!r} is not supported (needs {value!r})")
     if config.get("probabilistic") not in VARIANTS:
-        raise ValueError(f"haiku-recall: port config probabilistic={config.get('probabilistic')!r} is not one of {VARIANTS}")
+        raise ValueError(f"{where}port config probabilistic={config.get('probabilistic')!r} is not one of {VARIANTS}")
+    if not _is_number(config.get("p", 1)):
+        raise ValueError(f"{where}port config p={config.get('p')!r} must be a finite number (the q-norm's exponent)")
+    gd = config.get("GD_PARAM", {})
+    if not isinstance(gd, dict):
+        raise ValueError(f"{where}port config GD_PARAM={gd!r} must be a dict of the optimiser's settings")
+    for key in _GD_NUMBERS:
+        if key in gd and not _is_number(gd[key]):
+            raise ValueError(f"{where}port config GD_PARAM.{key}={gd[key]!r} must be a finite number")
+    betas = gd.get("betas", (0.9, 0.95))
+    if not (isinstance(betas, (tuple, list)) and len(betas) == 2 and all(_is_number(b) for b in betas)):
+        raise ValueError(f"{where}port config GD_PARAM.betas={betas!r} must be two finite numbers")
+
+
+def expected_shapes(config: dict[str, Any]) -> dict[str, dict[str, tuple[int, ...]]]:
+    """The port's parameter shapes for ``config`` (module docstring): module -> leaf -> shape."""
+    N, S, V = int(config["num_token"]), int(config["seed_size"]), int(config["target_size"])
+    D, H, E = int(config["embed_dim"]), int(config["num_heads"]), int(config["kq_dim"])
+    root = "custom_transformer"
+    shapes = {f"{root}/linear": {"w": (N + S + V, D), "b": (D,)}, f"{root}/linear_1": {"w": (D, D), "b": (D,)},
+              f"{root}/linear_2": {"w": (D, V), "b": (V,)}}
+    for i in range(int(config["num_layers"])):
+        name = f"{root}/custom_multi_head_attention" + (f"_{i}" if i else "")
+        shapes[name] = {"w_q": (H, D, E), "w_k": (H, D, E), "w_v": (H, D, E), "w_o": (H, E, D)}
+    return shapes
+
+
+def check_params(config: dict[str, Any], params: dict[str, Any], source: str | Path = "") -> None:
+    """Refuse parameters that are not the port's for ``config``: a module or leaf missing, one
+    that is not a float array, or of another shape (one line naming the file and the leaf)."""
+    where = f"haiku-recall: {source}: " if source else "haiku-recall: "
+    roots = {str(m).split("/")[0] for m in params}
+    if roots != {"custom_transformer"}:
+        raise ValueError(f"{where}the parameters' modules {sorted(map(str, params))[:4]} are not the port's "
+                         "custom_transformer/...")
+    for module, leaves in expected_shapes(config).items():
+        if module not in params:
+            raise ValueError(f"{where}the parameters have no module {module!r} (the config's num_layers="
+                             f"{config['num_layers']} needs it)")
+        for leaf, shape in leaves.items():
+            value = params[module].get(leaf)
+            if value is None:
+                raise ValueError(f"{where}the parameters have no {module}/{leaf}")
+            if not (isinstance(value, np.ndarray) and value.dtype.kind == "f"):
+                raise ValueError(f"{where}{module}/{leaf} must be a float array, got "
+                                 f"{getattr(value, 'dtype', type(value).__name__)}")
+            if tuple(value.shape) != shape:
+                raise ValueError(f"{where}{module}/{leaf} has shape {tuple(value.shape)}, the config needs {shape}")
 
 
 def _attention_modules(params: dict) -> list[str]:
@@ -193,5 +262,5 @@ def port_tokens(inputs: np.ndarray, seeds: np.ndarray, n_pairs: int) -> np.ndarr
     return np.concatenate([inputs[..., :n_pairs], seed, inputs[..., n_pairs:]], axis=-1)
 
 
-__all__ = ["VARIANTS", "check_config", "model_overrides", "numpy_forward", "port_r0", "port_tokens",
+__all__ = ["VARIANTS", "check_config", "check_params", "expected_shapes", "model_overrides", "numpy_forward", "port_r0", "port_tokens",
            "read_port_checkpoint", "state_dict", "task_config", "train_config"]

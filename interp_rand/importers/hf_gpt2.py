@@ -51,7 +51,39 @@ def read_config(folder: Path) -> dict[str, Any]:
             raise ValueError(f"hf: {path}: {key} must be a positive integer, got {config.get(key)!r}")
     if config["n_embd"] % config["n_head"]:
         raise ValueError(f"hf: {path}: n_embd={config['n_embd']} is not a multiple of n_head={config['n_head']}")
+    inner = config.get("n_inner")
+    if inner is not None and (not isinstance(inner, int) or isinstance(inner, bool) or inner < 1):
+        raise ValueError(f"hf: {path}: n_inner must be a positive integer or null, got {inner!r}")
+    eps = config.get("layer_norm_epsilon", 1e-5)
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not 0 < eps < 1:
+        raise ValueError(f"hf: {path}: layer_norm_epsilon must be a number in (0, 1), got {eps!r}")
+    check_size(path, config)
     return config
+
+
+MAX_PARAMETERS = 2 * 10**9  # 8 GB of float32: beyond any checkpoint this toolkit is for
+
+
+def parameter_count(config: dict[str, Any]) -> int:
+    """GPT-2's parameter count from its config (embeddings, blocks, final LayerNorm)."""
+    d, layers, ctx, vocab = config["n_embd"], config["n_layer"], config["n_positions"], config["vocab_size"]
+    inner = config.get("n_inner") or 4 * d
+    block = 4 * d * d + 4 * d + 2 * d * inner + inner + d + 4 * d
+    return vocab * d + ctx * d + layers * block + 2 * d
+
+
+def check_size(path: Path, config: dict[str, Any]) -> None:
+    """Refuse a config whose model would not fit in memory (twice over: ours and the bridge that
+    checks it), before anything is allocated."""
+    from interp_rand.cli.memory import available_bytes, human
+
+    n = parameter_count(config)
+    need = 2 * 4 * n
+    available = available_bytes()
+    if n > MAX_PARAMETERS or (available is not None and need > available):
+        raise ValueError(f"hf: {path} declares a model of {n:,} parameters ({human(need)} to read and check it"
+                         + (f", {human(available)} available" if available is not None else "")
+                         + "): refused before allocating")
 
 
 def model_config(config: dict[str, Any]) -> ModelConfig:
@@ -68,26 +100,61 @@ def read_weights(folder: Path) -> dict[str, Tensor]:
     if (folder / "model.safetensors").is_file():
         from safetensors.torch import load_file
 
-        raw = load_file(folder / "model.safetensors")
+        file, read = folder / "model.safetensors", load_file
     elif (folder / "pytorch_model.bin").is_file():
-        raw = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        file = folder / "pytorch_model.bin"
+        read = lambda f: torch.load(f, map_location="cpu", weights_only=True)  # noqa: E731
     else:
         raise ValueError(f"hf: {folder} has neither model.safetensors nor pytorch_model.bin")
+    try:
+        raw = read(file)
+    except MemoryError:
+        raise ValueError(f"hf: {file} declares tensors too large to hold in memory") from None
+    except Exception as err:  # a damaged file, in whatever way safetensors or torch reports it
+        raise ValueError(f"hf: {file} is not a readable weights file: {type(err).__name__}: "
+                         f"{' '.join(str(err).split())[:200]}") from None
+    if not isinstance(raw, dict) or not all(isinstance(v, Tensor) for v in raw.values()):
+        raise ValueError(f"hf: {file} must hold a name -> tensor mapping")
+    if any(not v.is_floating_point() for v in raw.values()):
+        bad = sorted(k for k, v in raw.items() if not v.is_floating_point())
+        raise ValueError(f"hf: {file}: tensors {bad[:3]} are not floating point")
     return {k.removeprefix("transformer."): v.float() for k, v in raw.items()}
+
+
+def expected_shapes(config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """GPT-2's tensor shapes for ``config`` (names without the ``transformer.`` prefix)."""
+    d, vocab, ctx = config["n_embd"], config["vocab_size"], config["n_positions"]
+    inner = config.get("n_inner") or 4 * d
+    shapes = {"wte.weight": (vocab, d), "wpe.weight": (ctx, d), "ln_f.weight": (d,), "ln_f.bias": (d,)}
+    for layer in range(config["n_layer"]):
+        p = f"h.{layer}."
+        shapes.update({p + "ln_1.weight": (d,), p + "ln_1.bias": (d,), p + "ln_2.weight": (d,), p + "ln_2.bias": (d,),
+                       p + "attn.c_attn.weight": (d, 3 * d), p + "attn.c_attn.bias": (3 * d,),
+                       p + "attn.c_proj.weight": (d, d), p + "attn.c_proj.bias": (d,),
+                       p + "mlp.c_fc.weight": (d, inner), p + "mlp.c_fc.bias": (inner,),
+                       p + "mlp.c_proj.weight": (inner, d), p + "mlp.c_proj.bias": (d,)})
+    return shapes
 
 
 def state_dict(config: dict[str, Any], weights: dict[str, Tensor]) -> dict[str, Tensor]:
     """Our parameters from GPT-2's (module docstring)."""
     h = config["n_head"]
 
+    shapes = expected_shapes(config)
+    if "lm_head.weight" in weights:
+        shapes["lm_head.weight"] = shapes["wte.weight"]
+
     def get(name: str) -> Tensor:
         if name not in weights:
             raise ValueError(f"hf: the checkpoint has no {name!r}")
+        if tuple(weights[name].shape) != shapes[name]:
+            raise ValueError(f"hf: the checkpoint's {name} has shape {tuple(weights[name].shape)}, its config.json "
+                             f"needs {shapes[name]}")
         return weights[name]
 
     out = {"embed.W_E": get("wte.weight"), "pos_embed.W_pos": get("wpe.weight"),
            "ln_final.w": get("ln_f.weight"), "ln_final.b": get("ln_f.bias"),
-           "unembed.W_U": weights.get("lm_head.weight", get("wte.weight")).T.contiguous(),
+           "unembed.W_U": (get("lm_head.weight") if "lm_head.weight" in weights else get("wte.weight")).T.contiguous(),
            "unembed.b_U": torch.zeros(config["vocab_size"])}
     for layer in range(config["n_layer"]):
         p, b = f"h.{layer}.", f"blocks.{layer}."
@@ -134,8 +201,8 @@ def read_gpt2(folder: str | Path, check_tokens: Tensor | None = None) -> HookedT
     same folder on ``check_tokens`` (default: 8 random sequences of the full context)."""
     folder = Path(folder)
     config = read_config(folder)
+    mapped = state_dict(config, read_weights(folder))  # every tensor's shape checked before the model is built
     model = HookedTransformer(model_config(config))
-    mapped = state_dict(config, read_weights(folder))
     ours = model.state_dict()
     for key, value in mapped.items():
         if key not in ours or ours[key].shape != value.shape:
@@ -156,4 +223,5 @@ def read_gpt2(folder: str | Path, check_tokens: Tensor | None = None) -> HookedT
     return model
 
 
-__all__ = ["LOGIT_TOLERANCE", "boot_bridge", "model_config", "read_config", "read_gpt2", "read_weights", "state_dict"]
+__all__ = ["LOGIT_TOLERANCE", "MAX_PARAMETERS", "boot_bridge", "check_size", "expected_shapes", "model_config",
+           "parameter_count", "read_config", "read_gpt2", "read_weights", "state_dict"]

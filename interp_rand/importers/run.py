@@ -50,7 +50,8 @@ def write_run(out: str | Path, spec: RunSpec, model: HookedTransformer, origin: 
     state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
     damaged = sorted(k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
     if damaged:  # refused before anything is written
-        raise ValueError(f"the imported weights hold NaN or infinite values in {damaged}; nothing was written")
+        raise ValueError(f"{origin.get('source', 'the import')}: the imported weights hold NaN or infinite values in "
+                         f"{damaged}; nothing was written")
     created = not out.exists()
     try:
         final = step_dir(out, step)
