@@ -83,7 +83,7 @@ def row(name: str, model, task, seconds_load: float) -> dict:
     found = explain(model, task)
     seconds = time.perf_counter() - start
     deciding = found.comparison.headline() if found.comparison is not None else "the only candidate"
-    return {"model": name, "chosen": found.chosen, "verdict": found.verdict,
+    return {"model": name, "chosen": found.chosen, "stated": found.stated, "verdict": found.verdict,
             "match": next((s.match for s in found.candidates if s.candidate.name == found.chosen), None),
             "kept": [s.candidate.name for s in found.candidates if s.kept], "decided": deciding,
             "seconds": round(seconds, 1), "load_seconds": round(seconds_load, 1), "headline": found.headline()}

@@ -91,7 +91,8 @@ def mechanism_by_length(model: Any, task: Any, lengths: list[int], *, located: L
     reference = length_of(task)
     if located is None:
         note(f"explain at the trained length {reference}")
-        found = explain(model, task, n=n, seed=seed, max_candidates=2, n_pairs=n_pairs, n_random=2)
+        # the flat mechanism: it is restated at each length per output (compositions are not relocated)
+        found = explain(model, task, n=n, seed=seed, max_candidates=2, n_pairs=n_pairs, n_random=2, compose=False)
         name = found.chosen or found.ranked[0]
         located = found.located[name]
     result = MechanismByLength(located.mechanism.name, reference)

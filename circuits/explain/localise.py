@@ -31,15 +31,18 @@ from typing import Any
 import torch
 
 from circuits.explain.candidates import Candidate
+from circuits.explain.compositions import Composition
 from circuits.explain.primitives import Frame
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Node
 from circuits.mechanisms import Mechanism, Site, Variable
-from circuits.mechanisms.leads import SiteSweep, site_sweep
+from circuits.mechanisms.leads import SiteSweep, residual_hooks, row_order, site_sweep
 from interp_rand.model.hook_names import seed_offset
 
 SINGLE_SITE_IIA = 0.9
 MAX_COMPONENTS = 4
+NEAR_BEST = 0.05  # an intermediate step's earliest site must hold it this close to its best site
+DAS_POSITIONS = 3  # an intermediate step's subspaces are fitted at its best components' positions only
 
 
 @dataclass
@@ -49,13 +52,22 @@ class Located:
     candidate: Candidate
     mechanism: Mechanism
     sweeps: list[SiteSweep] = field(default_factory=list)
+    swept: list[str] = field(default_factory=list)  # the variable each sweep searched (default y_0, y_1, ...)
+    composition: str | None = None  # the composition of the candidate's answer it states, if any
+
+    @property
+    def name(self) -> str:
+        return self.candidate.name + (f"/{self.composition}" if self.composition else "")
 
     def sweep_lines(self) -> list[str]:
         out = []
         for k, sweep in enumerate(self.sweeps):
+            name = self.swept[k] if self.swept else f"y_{k}"
+            site = self.mechanism.variable(name).site
             top = ", ".join(f"{r.label} {r.iia:.2f}" for r in sweep.rows[:3])
-            out.append(f"y_{k}: swept {len(sweep.rows)} components at its position; best {top}; chosen "
-                       f"{self.mechanism.variable(f'y_{k}').site.label}")
+            where = "at its position" if name.startswith("y_") else "at every position up to its consumer"
+            out.append(f"{name}: swept {len(sweep.rows)} sites {where}; best {top}; chosen "
+                       f"{site.label if site else '(none)'}")
         return out
 
 
@@ -145,7 +157,7 @@ def choose_site(sweep: SiteSweep) -> tuple[Node, ...]:
         first = min(holding, key=lambda r: (r.site.nodes[0].layer, r.site.nodes[0].kind != "head"))
         return first.site.nodes
     chosen = [r for r in rows if r.margin >= 0.5 * best.margin][:MAX_COMPONENTS] if best.margin > 0 else [best]
-    return tuple(n for r in chosen for n in r.site.nodes)
+    return tuple(dict.fromkeys(n for r in chosen for n in r.site.nodes))
 
 
 def locate(model: Any, task: Any, candidate: Candidate, batch: Any, *, n_pairs: int = 200, seed: int = 0,
@@ -162,6 +174,138 @@ def locate(model: Any, task: Any, candidate: Candidate, batch: Any, *, n_pairs: 
         sites[k] = choose_site(sweep)
     mech = _mechanism(candidate, model, task, batch, sites)
     return Located(candidate, dataclasses.replace(mech, pseudocode=pseudocode(mech, candidate)), sweeps)
+
+
+def site_rank(site: Site) -> tuple[int, float]:
+    """Where a site sits in the forward pass: a component by its layer (heads before the MLP); a
+    residual hook just after what writes it (``resid_mid.L`` after layer ``L``'s heads,
+    ``resid_pre.L`` / ``resid_post.(L-1)`` after layer ``L-1``'s MLP, so a component that holds
+    the value comes before the stream it writes into)."""
+    if site.nodes:
+        return max((n.layer if n.layer is not None else -1, 0 if n.kind == "head" else 1) for n in site.nodes)
+    _, layer, where = site.hook.split(".")
+    layer = int(layer)
+    return {"hook_resid_pre": (layer - 1, 2.0), "hook_resid_mid": (layer, 0.5)}.get(where, (layer, 2.0))
+
+
+def choose_step_site(sweep: SiteSweep) -> Site | None:
+    """An intermediate step's site: the earliest site (:func:`site_rank`) whose IIA reaches
+    :data:`SINGLE_SITE_IIA` and is within :data:`NEAR_BEST` of the best (an earlier site that
+    holds the value only in part, a correlate, does not displace the one that holds it), components or a 1-dim subspace of a residual hook, the best margin
+    among equally early ones; else the best site by margin (a component with the redundant ones
+    at its position, :func:`choose_site`'s rule)."""
+    rows = [r for r in sweep.rows if r.kind == "das" or r.site.nodes[0].kind in ("head", "mlp")]
+    top = max((r.iia for r in rows), default=0.0)
+    holding = [r for r in rows if r.iia >= max(SINGLE_SITE_IIA, top - NEAR_BEST)]
+    if holding:  # rows come best margin first: min keeps the first of the earliest
+        return min(holding, key=lambda r: site_rank(r.site)).site
+    if not rows:
+        return None
+    best = rows[0]
+    if best.kind == "das":
+        return best.site
+    # redundant components at the best one's position (choose_site's rule), never across positions
+    here = dataclasses.replace(sweep, rows=[r for r in rows if r.kind == "node" and
+                                            r.site.nodes[0].position == best.site.nodes[0].position])
+    return Site.of(*choose_site(here))
+
+
+def composed_mechanism(composition: Composition, candidate: Candidate, model: Any, task: Any, batch: Any,
+                       sites: dict[str, Site]) -> Mechanism:
+    """``composition``'s steps as variables at ``sites`` (unmapped where absent): each output's
+    step ``y_k`` also reads the current token (embed @ ``r_k``), and the components after its site
+    at ``r_k`` are the readout."""
+    frame, offset, blocks = Frame(batch, task), seed_offset(model), _blocks(model, batch)
+    variables: list[Variable] = []
+    readout: list[Node] = []
+    outputs = []
+    for step in composition.steps(frame):
+        parents = step.parents
+        if step.family == "y":
+            k = step.instance
+            r = frame.q(k) + offset
+            outputs.append(k)
+            variables.append(Variable(f"cue_{k}", lambda b, k=k: Frame(b, task).current(k),
+                                      site=Site.of(Node("embed", position=r)), description=f"the current token at {r}",
+                                      family="cue", instance=k))
+            parents = parents + (f"cue_{k}",)
+            site = sites.get(step.name)
+            if site is not None and site.nodes:
+                last = max(site.nodes, key=lambda n: (n.layer, n.kind != "head"))
+                readout += [n for n in _at(blocks, r) if _before(last, n) and n not in site.nodes]
+        variables.append(Variable(step.name, step.compute, parents, site=sites.get(step.name),
+                                  description=step.description, family=step.family, instance=step.instance))
+    K = len(outputs)
+    return Mechanism(f"{candidate.name}/{composition.name}", getattr(task, "name", "task"), tuple(variables),
+                     answer=lambda b, **v: torch.stack([v[f"y_{k}"] for k in range(K)], 1),
+                     answer_parents=tuple(f"y_{k}" for k in range(K)), outputs=tuple(range(K)),
+                     readout=tuple(dict.fromkeys(readout)))
+
+
+def step_sweep(model: Any, task: Any, mech: Mechanism, name: str, batch: Any, positions: list[int], *,
+               n_pairs: int, seed: int, random_model: Any, das_positions: int = DAS_POSITIONS) -> SiteSweep:
+    """An intermediate step's sweep, pruned: every component (each layer's heads alone and
+    together) at every position; where none holds the step (IIA below :data:`SINGLE_SITE_IIA`),
+    also a 1-dim DAS subspace of each residual hook at only the ``das_positions`` positions of
+    the best components (a DAS fit costs as much as hundreds of component swaps); the rows of
+    both, best margin first."""
+    sweep = site_sweep(model, task, mech, name, batch=batch, positions=positions, hooks=(), n_pairs=n_pairs,
+                       seed=seed, random_model=random_model, groups=True)
+    best = list(dict.fromkeys(r.site.nodes[0].position for r in sweep.rows if r.iia > 0))[:das_positions]
+    if not best or any(r.iia >= SINGLE_SITE_IIA for r in sweep.rows):  # a component holds it: no subspace needed
+        return sweep
+    subspaces = site_sweep(model, task, mech, name, batch=batch, positions=best, hooks=residual_hooks(model), das_k=1,
+                           n_pairs=n_pairs, seed=seed, random_model=random_model)
+    rows = sweep.rows + [r for r in subspaces.rows if r.kind == "das"]
+    rows.sort(key=row_order)
+    return dataclasses.replace(sweep, rows=rows, n_train_pairs=subspaces.n_train_pairs,
+                               seconds=sweep.seconds + subspaces.seconds)
+
+
+def locate_composition(model: Any, task: Any, candidate: Candidate, composition: Composition, batch: Any, *,
+                       n_pairs: int = 200, seed: int = 0, random_model: Any = None) -> Located:
+    """Search every step of ``composition``, parents first: the outputs' at their own position
+    (components outside their parents' sites, as :func:`locate` chooses), every other step over the components at every position up to its last
+    consumer (each layer's heads alone and together) and a 1-dim subspace of each residual hook
+    there (:func:`choose_step_site`)."""
+    frame, offset = Frame(batch, task), seed_offset(model)
+    unlocated = composed_mechanism(composition, candidate, model, task, batch, {})
+    sweeps, swept, sites = [], [], {}
+    for i, step in enumerate(composition.steps(frame)):
+        if step.family == "y":  # at its position, outside its parents' sites
+            sweep = site_sweep(model, task, unlocated, step.name, batch=batch, positions=[frame.q(step.instance) + offset],
+                               hooks=(), n_pairs=n_pairs, seed=seed + i, random_model=random_model)
+            taken = {n for p in step.parents if p in sites for n in sites[p].nodes}
+            sweep = dataclasses.replace(sweep, rows=[r for r in sweep.rows if not taken & set(r.site.nodes)])
+            nodes = choose_site(sweep)
+            site = Site.of(*nodes) if nodes else None
+        else:
+            sweep = step_sweep(model, task, unlocated, step.name, batch, [p + offset for p in range(step.upto + 1)],
+                               n_pairs=n_pairs, seed=seed + i, random_model=random_model)
+            site = choose_step_site(sweep)
+        sweeps.append(sweep)
+        swept.append(step.name)
+        if site is not None:
+            sites[step.name] = site
+    mech = composed_mechanism(composition, candidate, model, task, batch, sites)
+    mech = dataclasses.replace(mech, pseudocode=composed_pseudocode(mech, composition))
+    return Located(candidate, mech, sweeps, swept, composition.name)
+
+
+def composed_pseudocode(mech: Mechanism, composition: Composition) -> str:
+    """One line per step family, in the composition's order, each with its sites per instance."""
+    readout = sorted({n.name.split("@")[0] for n in mech.readout})
+    lines = [f"{composition.description}:"]
+    families = list(dict.fromkeys(v.family for v in mech.variables if v.family != "cue"))
+    for family in families:
+        members = mech.family(family)
+        texts = list(dict.fromkeys(v.description for v in members))
+        sites = "; ".join(f"{v.name}: {v.site.label if v.site else '(not localised)'}" for v in members)
+        text = texts[0] if len(texts) == 1 or family != "y" else " | ".join(texts)
+        lines.append(f"    {text}   # {sites}")
+    lines.append("    c_k = the current token   # embed @ r_k, read by y_k")
+    lines.append(f"    write y_k   # readout: {', '.join(readout) or 'the unembedding'}")
+    return "\n".join(lines)
 
 
 def relocate(located: Located, model: Any, task: Any, batch: Any) -> Mechanism:
@@ -210,4 +354,5 @@ def pseudocode(mech: Mechanism, candidate: Candidate) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Located", "MAX_COMPONENTS", "SINGLE_SITE_IIA", "choose_site", "locate", "pseudocode", "relocate", "where"]
+__all__ = ["Located", "MAX_COMPONENTS", "SINGLE_SITE_IIA", "choose_site", "choose_step_site", "composed_mechanism",
+           "composed_pseudocode", "locate", "locate_composition", "pseudocode", "relocate", "site_rank", "where"]

@@ -30,7 +30,8 @@ from typing import Any
 import torch
 
 from circuits.explain.candidates import MATCH_MIN, Scored, enumerate_candidates, model_answers
-from circuits.explain.localise import Located, locate
+from circuits.explain.compositions import compositions_of
+from circuits.explain.localise import Located, locate, locate_composition
 from circuits.mechanisms import Comparison, MechanismCard, check_mechanism, compare_mechanisms
 from probes.controls import random_init_like
 from interp_rand.display import Displayed
@@ -48,14 +49,23 @@ class Explanation(Displayed):
     winner: str | None
     seconds: float
     config: dict[str, Any] = field(default_factory=dict)
+    composed: list[str] = field(default_factory=list)  # the chosen candidate's compositions (in located, cards)
+
+    def _best(self, names: list[str]) -> list[str]:
+        """``names`` best first: a card that holds, then whole outputs kept under scrubbing, then the share."""
+        def key(name: str) -> tuple[bool, float, float]:
+            s = self.cards[name].scrubbing
+            return (self.cards[name].verdict != "holds", -s.scrubbed["accuracy"], -s.share["logprob"])
+        return sorted(names, key=key)
 
     @property
     def ranked(self) -> list[str]:
-        """The located candidates, best first: whole outputs kept under scrubbing, then the share."""
+        """The located candidates (not their compositions), best first: whole outputs kept under
+        scrubbing, then the share."""
         def key(name: str) -> tuple[float, float]:
             s = self.cards[name].scrubbing
             return (-s.scrubbed["accuracy"], -s.share["logprob"])
-        return sorted(self.cards, key=key)
+        return sorted((n for n in self.cards if n not in self.composed), key=key)
 
     @property
     def fits(self) -> bool:
@@ -66,21 +76,30 @@ class Explanation(Displayed):
     def chosen(self) -> str | None:
         """The winner, or the only located candidate; ``None`` when the experiments could not
         separate two or more."""
-        return self.winner or (self.ranked[0] if len(self.cards) == 1 else None)
+        return self.winner or (self.ranked[0] if len(self.ranked) == 1 else None)
+
+    @property
+    def stated(self) -> str | None:
+        """The mechanism the explanation states: of the chosen candidate and its compositions
+        (the same answers through named intermediate steps), the one whose card holds, else
+        the one whose scrub keeps the most whole outputs."""
+        if self.chosen is None:
+            return None
+        return self._best([self.chosen] + self.composed)[0]
 
     @property
     def verdict(self) -> str:
         if self.chosen is None:
             return "indistinguishable"
-        return self.cards[self.chosen].verdict if self.fits else "fails"
+        return self.cards[self.stated].verdict if self.fits else "fails"
 
     def headline(self) -> str:
         if self.chosen is None:
             return (f"INDISTINGUISHABLE: {', '.join(self.cards)} match the model and no experiment separates them "
                     f"({self.comparison.headline() if self.comparison else 'not compared'})")
-        card, match = self.cards[self.chosen], self._match(self.chosen)
+        card, match = self.cards[self.stated], self._match(self.chosen)
         s = card.scrubbing
-        text = (f"{self.verdict.upper()}: {self.chosen} (match {match:.3f}, D-RASP's bar {MATCH_MIN}); treeified "
+        text = (f"{self.verdict.upper()}: {self.stated} (match {match:.3f}, D-RASP's bar {MATCH_MIN}); treeified "
                 f"scrubbing keeps whole outputs on {s.scrubbed['accuracy']:.3f}, log-prob share {s.share['logprob']:.3f}")
         if not self.fits:
             text = f"no candidate reaches match {MATCH_MIN}; best partial: " + text
@@ -92,13 +111,13 @@ class Explanation(Displayed):
         return next(s.match for s in self.candidates if s.candidate.name == name)
 
     def pseudocode(self) -> str:
-        return self.located[self.chosen].mechanism.pseudocode if self.chosen else ""
+        return self.located[self.stated].mechanism.pseudocode if self.chosen else ""
 
     def shortfall(self) -> list[str]:
-        """The chosen mechanism's claims that do not hold (where it falls short)."""
+        """The stated mechanism's claims that do not hold (where it falls short)."""
         if self.chosen is None:
             return []
-        return [c.line() for c in self.cards[self.chosen].claims if not c.verdict.holds]
+        return [c.line() for c in self.cards[self.stated].claims if not c.verdict.holds]
 
     def lines(self) -> list[str]:
         out = [self.headline(), "", "algorithm:", self.pseudocode() or "(none chosen)", "",
@@ -113,6 +132,18 @@ class Explanation(Displayed):
                        f"{s.share['logprob']:.3f}; IIA " + ", ".join(f"{c.variable} {c.iia:.2f}" for c in card.interchange
                                                                    if c.n_pairs))
             out += ["    " + line for line in self.located[name].sweep_lines()]
+        if self.composed:
+            out.append(f"compositions of {self.chosen} (the same answers through named intermediate steps, each step's "
+                       "site searched; each checked whole, the treeified scrub recomputing every step from its "
+                       "parents' sites):")
+            for name in self._best([self.chosen] + self.composed):
+                card = self.cards[name]
+                s = card.scrubbing
+                out.append(f"  {name}: {card.verdict.upper()}; scrubbing whole outputs {s.scrubbed['accuracy']:.3f}, "
+                           f"share {s.share['logprob']:.3f}; {len(card.failing())} of {len(card.claims)} claims fail"
+                           + ("  <- stated" if name == self.stated else ""))
+            for name in self.composed:
+                out += [f"    {name} " + line for line in self.located[name].sweep_lines()]
         if self.comparison is not None:
             out += ["decisive experiments:"] + ["  " + line for line in self.comparison.lines()[1:-1]]
         short = self.shortfall()
@@ -123,7 +154,7 @@ class Explanation(Displayed):
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "headline": self.headline(), "verdict": self.verdict, "chosen": self.chosen,
-                "winner": self.winner, "pseudocode": self.pseudocode(),
+                "stated": self.stated, "composed": self.composed, "winner": self.winner, "pseudocode": self.pseudocode(),
                 "candidates": [s.to_dict() for s in self.candidates],
                 "located": {k: {"variables": v.mechanism.describe(), "sweeps": v.sweep_lines()}
                             for k, v in self.located.items()},
@@ -133,10 +164,12 @@ class Explanation(Displayed):
 
 
 def explain(model: Any, task: Any, *, n: int = 1000, seed: int = 0, families: list[str] | None = None,
-            max_candidates: int = 3, n_pairs: int = 200, n_random: int = 5, progress: Any = None) -> Explanation:
+            max_candidates: int = 3, n_pairs: int = 200, n_random: int = 5, compose: bool = True,
+            progress: Any = None) -> Explanation:
     """Find the algorithm ``model`` runs on ``task`` (the module's rule): candidates from the
     primitive library (``families``: only those; default the task's own, else all), located by
-    search, checked whole and separated by decisive experiments. ``progress(text)`` is told each
+    search, checked whole and separated by decisive experiments; then (``compose``) the chosen
+    candidate's compositions located step by step and checked. ``progress(text)`` is told each
     step."""
     start = time.perf_counter()
     if getattr(task, "loss_kind", "ce") != "ce":
@@ -166,10 +199,23 @@ def explain(model: Any, task: Any, *, n: int = 1000, seed: int = 0, families: li
         note(f"decisive experiments between {', '.join(located)}")
         comparison = compare_mechanisms(model, task, [v.mechanism for v in located.values()], n=n, seed=seed + 2,
                                         cards=False)
-    return Explanation(getattr(task, "name", "task"), scored, located, cards, comparison,
-                       comparison.winner if comparison is not None else None, time.perf_counter() - start,
-                       {"n": n, "seed": seed, "families": families, "max_candidates": max_candidates,
-                        "n_pairs": n_pairs, "n_random": n_random})
+    found = Explanation(getattr(task, "name", "task"), scored, located, cards, comparison,
+                        comparison.winner if comparison is not None else None, 0.0,
+                        {"n": n, "seed": seed, "families": families, "max_candidates": max_candidates,
+                         "n_pairs": n_pairs, "n_random": n_random, "compose": compose})
+    chosen = found.chosen
+    if compose and chosen is not None and not located[chosen].candidate.reverse:
+        for composition in compositions_of(located[chosen].candidate.primitive.name):
+            note(f"locating {chosen} as {composition.name}: a site sweep per step")
+            here = locate_composition(model, task, located[chosen].candidate, composition, batch, n_pairs=n_pairs,
+                                      seed=seed, random_model=random_model)
+            note(f"checking {here.name}: interchange per step, treeified scrubbing")
+            located[here.name] = here
+            cards[here.name] = check_mechanism(model, task, here.mechanism, n=n, seed=seed + 1, n_pairs=n_pairs,
+                                               n_random=n_random, random_model=random_model)
+            found.composed.append(here.name)
+    found.seconds = time.perf_counter() - start
+    return found
 
 
 __all__ = ["Explanation", "explain"]

@@ -79,6 +79,11 @@ class SweepRow:
                 "margin": self.margin, "n_pairs": self.n_pairs}
 
 
+def row_order(row: SweepRow) -> tuple[float, float]:
+    """A sweep's ranking key: best margin first, then best IIA; rows without pairs (NaN) last."""
+    return (-row.margin if not math.isnan(row.margin) else math.inf, -row.iia if not math.isnan(row.iia) else math.inf)
+
+
 @dataclass
 class SiteSweep:
     """Every candidate site of one variable, best first (by :attr:`SweepRow.margin`)."""
@@ -155,7 +160,7 @@ def _das_basis(model: Any, mech: Mechanism, batch: Any, values: Values, name: st
 def site_sweep(model: Any, task: Any, mech: Mechanism, variable: str, *, n: int = 1000, n_pairs: int = 200,
                seed: int = 0, hooks: list[str] | tuple[str, ...] | None = None, das_k: int = 1,
                das: DASConfig | None = None, positions: list[int] | tuple[int, ...] | None = None,
-               random_model: Any = None, batch: Any = None) -> SiteSweep:
+               random_model: Any = None, batch: Any = None, groups: bool = False) -> SiteSweep:
     """The interchange accuracy of ``variable`` at every candidate site, ranked.
 
     Candidates: (a) every writer location of the model (component × position,
@@ -174,7 +179,9 @@ def site_sweep(model: Any, task: Any, mech: Mechanism, variable: str, *, n: int 
     Speed: activations are recorded once per model; each component candidate costs two
     patched forwards of the test pairs; each subspace candidate a DAS fit of ``das`` (default
     :data:`LEADS_DAS`, 40 steps, not the card's 400: a lead, not a verdict) and three forwards.
-    ``positions`` restricts both kinds to those residual positions (default: all).
+    ``positions`` restricts both kinds to those residual positions (default: all). ``groups``
+    adds, per layer and position, all that layer's heads together (``a0.*@9``: a value the heads
+    of a layer write between them, as a pair's sum read by several heads).
     """
     start = time.perf_counter()
     v = mech.variable(variable)
@@ -198,11 +205,18 @@ def site_sweep(model: Any, task: Any, mech: Mechanism, variable: str, *, n: int 
     pairs = variable_pairs(mech, batch, values, variable, test_rows, n_pairs, generator)
     outputs = torch.tensor(mech.outputs)
     rows: list[SweepRow] = []
-    for node in nodes:
-        site = Site.of(node)
+    candidates = [Site.of(node) for node in nodes]
+    if groups:
+        layers: dict[tuple[int, int], list[Node]] = {}
+        for node in nodes:
+            if node.kind == "head":
+                layers.setdefault((node.layer, node.position), []).append(node)
+        candidates += [Site.of(*heads) for heads in layers.values() if len(heads) > 1]
+    for site in candidates:
         iia = accuracy_on(model, graph, batch, acts, pairs, site, outputs)
         ctl = accuracy_on(random_model, graph, batch, random_acts, pairs, site, outputs)
-        rows.append(SweepRow(node.name, "node", iia, {"random_init": ctl}, len(pairs), site))
+        label = site.nodes[0].name if len(site.nodes) == 1 else f"a{site.nodes[0].layer}.*@{site.nodes[0].position}"
+        rows.append(SweepRow(label, "node", iia, {"random_init": ctl}, len(pairs), site))
     n_train = 0
     if hooks:
         train_pairs = variable_pairs(mech, batch, values, variable, train_rows, n_pairs, generator)
@@ -223,8 +237,7 @@ def site_sweep(model: Any, task: Any, mech: Mechanism, variable: str, *, n: int 
                                                     random_subspace(d, das_k, generator)),
                 }
                 rows.append(SweepRow(site.label, "das", iia, controls, len(pairs), site))
-    rows.sort(key=lambda r: (-r.margin if not math.isnan(r.margin) else math.inf, -r.iia if not math.isnan(r.iia)
-                             else math.inf))
+    rows.sort(key=row_order)
     claimed = v.site.label if v.site is not None else None  # a sweep label when it is one candidate
     return SiteSweep(mech.name, variable, claimed, rows, len(pairs), n_train, time.perf_counter() - start,
                      {"n": len(batch), "seed": seed, "n_pairs": n_pairs, "hooks": hooks, "das_k": das_k,

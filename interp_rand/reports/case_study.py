@@ -180,7 +180,7 @@ def explained_mechanism(model: Any, task: Any, label: str, seed: int, n: int | N
 
     found = explain_report(model=model, task=task, seed=seed, **({"n": n} if n else {}),
                            progress=lambda text: note(text, progress)).explanation
-    name = found.chosen or found.ranked[0]
+    name = found.stated or found.ranked[0]
     others = [v.mechanism for key, v in found.located.items() if key != name]
     report = MechanismReport(found.located[name].mechanism, found.cards[name], label, f"mechanism {name}: {label}",
                              found.comparison, others)

@@ -54,22 +54,22 @@ class ExplainReport(Displayed):
         e = self.explanation
         verdict = e.verdict if e.verdict in ("holds", "fails") else "inconclusive"
         short = e.shortfall()
-        return Headline(f"the algorithm found in {self.run}", e.chosen or "no winner: indistinguishable", verdict,
+        return Headline(f"the algorithm found in {self.run}", e.stated or "no winner: indistinguishable", verdict,
                         failing=short[0] if short else (None if e.chosen else e.headline()))
 
     def sections(self) -> list[Any]:
         e = self.explanation
         out: list[Any] = [f"<p>{html.escape(e.headline())}</p>"]
         if e.chosen is not None:
-            chosen = e.located[e.chosen].mechanism
-            others = [v.mechanism for name, v in e.located.items() if name != e.chosen]
-            page = MechanismReport(chosen, e.cards[e.chosen], self.run, f"{chosen.name}: {self.run}", e.comparison,
+            chosen = e.located[e.stated].mechanism
+            others = [v.mechanism for name, v in e.located.items() if name != e.stated]
+            page = MechanismReport(chosen, e.cards[e.stated], self.run, f"{chosen.name}: {self.run}", e.comparison,
                                    others)
             out += page.sections()
         table = "\n".join(s.line() for s in e.candidates)
         out.append(f"<h2>Candidates from the primitive library</h2><pre>{html.escape(table)}</pre>")
-        for name in e.ranked:
-            if name == e.chosen:
+        for name in e.ranked + e.composed:
+            if name == e.stated:
                 continue
             out += [f"<h2>Candidate {html.escape(name)}: {e.cards[name].verdict.upper()}</h2>",
                     claims_html(e.cards[name].claims)]
@@ -77,14 +77,14 @@ class ExplainReport(Displayed):
         return out
 
     def figure(self) -> Any:
-        """The chosen mechanism's graph as a plotly figure (``ValueError`` when the experiments
+        """The stated mechanism's graph as a plotly figure (``ValueError`` when the experiments
         chose none), for a notebook."""
         from circuits.draw.mechanism_figure import mechanism_figure
 
         e = self.explanation
         if e.chosen is None:
             raise ValueError(f"explain chose no mechanism ({e.headline()}): nothing to draw")
-        return mechanism_figure(e.located[e.chosen].mechanism, e.cards[e.chosen], title=f"{e.chosen}: {self.run}")
+        return mechanism_figure(e.located[e.stated].mechanism, e.cards[e.stated], title=f"{e.stated}: {self.run}")
 
     def write(self, out: str | Path) -> Path:
         """explain.json and explain.html in ``out``, replaced together."""
@@ -99,14 +99,15 @@ class ExplainReport(Displayed):
 
 
 def explain_report(run: str | Path | None = None, *, model: Any = None, task: Any = None, n: int = 1000,
-                   seed: int = 0, families: list[str] | None = None, max_candidates: int = 3,
+                   seed: int = 0, families: list[str] | None = None, max_candidates: int = 3, compose: bool = True,
                    progress: Any = None) -> ExplainReport:
     """:func:`circuits.explain.explain` on ``run`` (a run folder or ``zoo:NAME``) or on a given
     ``model`` and ``task``."""
     from interp_rand.reports.inputs import model_and_task
 
     model, task, label = model_and_task(run, model, task, "explain")
-    found = explain(model, task, n=n, seed=seed, families=families, max_candidates=max_candidates, progress=progress)
+    found = explain(model, task, n=n, seed=seed, families=families, max_candidates=max_candidates, compose=compose,
+                    progress=progress)
     return ExplainReport(found, label)
 
 
