@@ -7,7 +7,8 @@ level, inside a function (a lazy import that goes upward is still an upward arro
   sub-package directly under it) imports only its own unit and the units of lower layers; the
   units of one layer are independent of each other. Lowest first:
 
-  1. foundations, importing no other unit: ``threads``, ``validation``, ``registry``,
+  1. foundations, importing no other unit: ``threads``, ``host_memory`` (what memory the
+     machine has now), ``validation``, ``registry``,
      ``defaults``, ``progress``, ``distances``, ``output``, ``run_history``, ``run_names``
      (a run's folder or ``zoo:NAME``), ``variant_names``, ``batch`` (a task's data),
      ``job_runner`` (in process or on Ray), ``verdicts`` (the one verdict rule module, which
@@ -48,8 +49,8 @@ CIRCUIT_LAYERS = ("graph", "interventions", "methods", "analyses", "mechanisms",
 DRAWING = ("circuits.draw", "interp_rand.figures", "probes.report_html") + TOP
 # The core's own order, lowest first (see the module doc); "" is the package's own __init__.
 CORE_LAYERS = (
-    ("threads", "validation", "registry", "defaults", "progress", "distances", "output", "run_history", "display",
-     "run_names", "variant_names", "batch", "job_runner", "verdicts"),
+    ("threads", "host_memory", "validation", "registry", "defaults", "progress", "distances", "output", "run_history",
+     "display", "run_names", "variant_names", "batch", "job_runner", "verdicts"),
     ("model", "losses"),
     ("tasks",),
     ("evaluation",),

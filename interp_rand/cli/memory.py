@@ -23,32 +23,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from interp_rand.cli import catalogue
+from interp_rand.host_memory import available_bytes, human
 from interp_rand.validation import Bounds
 
 FLOAT_BYTES = 4
 # The smallest model: what the estimate assumes when neither a run nor a task says more.
 SMALLEST_MODEL = {"d_model": 1, "n_layers": 1, "n_heads": 1, "d_head": 1, "n_ctx": 2, "d_mlp": 0, "attn_only": True,
                   "d_vocab": 1, "d_input": 0, "d_vocab_out": 1, "d_seed": 0, "d_input_mlp": 0}
-
-
-def available_bytes() -> int | None:
-    """Memory a new allocation can get now: ``MemAvailable`` (Linux), else free physical pages;
-    ``None`` where neither is known."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def _dims(model: dict[str, Any]) -> dict[str, int]:
@@ -78,15 +63,6 @@ def training_bytes(model: dict[str, Any]) -> int:
     inputs = m["d_model"] * (m["d_vocab"] + m["d_input"] + m["n_ctx"] + m["d_seed"] + 2 * m["d_input_mlp"])
     params = m["n_layers"] * (attention + mlp) + inputs + m["d_model"] * m["d_vocab_out"]
     return 4 * FLOAT_BYTES * params
-
-
-def human(n: float) -> str:
-    """``12.3 GiB``."""
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        if n < 1024 or unit == "EiB":
-            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.3g} {unit}"
-        n /= 1024
-    return f"{n:.3g} EiB"
 
 
 def sized_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[tuple[Any, str, int, str]]:

@@ -75,7 +75,7 @@ def parameter_count(config: dict[str, Any]) -> int:
 def check_size(path: Path, config: dict[str, Any]) -> None:
     """Refuse a config whose model would not fit in memory (twice over: ours and the bridge that
     checks it), before anything is allocated."""
-    from interp_rand.cli.memory import available_bytes, human
+    from interp_rand.host_memory import available_bytes, human
 
     n = parameter_count(config)
     need = 2 * 4 * n
