@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from collections.abc import Iterator
 
-from interp_rand import output, progress
+from interp_rand import output, progress, run_names
 from interp_rand.cli import memory
 from interp_rand.cli.options import at_least
 from interp_rand.output import folder as output_folder
@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"torch intra-op threads (default: {DEFAULT_THREADS}: the models here are "
                         "small, and on a shared 2-core machine one thread trained about 10x faster than "
                         "two; bench/threads.py measures it)")
+    parser.add_argument("--debug", action="store_true",
+                        help="after an error's one line, print its traceback, the original one included (e.g. "
+                        "the exception raised inside your --model MODULE:FUNCTION)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"interp_rand.cli.{name}")
@@ -127,12 +130,84 @@ def _missing_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> s
                 return found
             continue
         value = getattr(args, action.dest, None)
-        if not str(action.metavar or "").startswith("RUN") or value is None or isinstance(value, list):
+        if value is None or isinstance(value, list):
             continue
-        if not str(value).startswith("zoo:") and not _exists(value):
-            shown = value if len(str(value)) <= 80 else f"{str(value)[:77]}..."
+        if action.metavar == "MODULE:FUNCTION":
+            found = _missing_module(str(value))
+            if found:
+                return found
+            continue
+        if not str(action.metavar or "").startswith("RUN"):
+            continue
+        shown = value if len(str(value)) <= 80 else f"{str(value)[:77]}..."
+        if str(value).startswith(run_names.PREFIX):
+            try:
+                run_names.resolve_run(str(value))  # an installed zoo model's name (no torch)
+            except ValueError as err:
+                return str(err)
+            continue
+        if not _exists(value):
             return f"{action.metavar} {shown} does not exist (a run folder, or zoo:NAME)"
+        if getattr(args, "command", None) not in CHECKPOINT_FREE and not _checkpoint_like(Path(value)):
+            return (f"{action.metavar} {shown} is neither a checkpoint folder (no checkpoint.json) nor a run "
+                    "directory with checkpoints/step_* folders")
     return None
+
+
+# commands whose run argument need not hold a checkpoint (a training history, a run being copied)
+CHECKPOINT_FREE = ("curve", "replay", "zoo")
+
+
+def _checkpoint_like(path: Path) -> bool:
+    """Could ``path`` be read as a checkpoint: a folder holding ``checkpoint.json`` or
+    ``checkpoints/step_*`` folders (what :func:`interp_rand.training.checkpoint.read_meta`
+    accepts, checked here without torch; the loader checks the rest)."""
+    try:
+        if (path / "checkpoint.json").is_file():
+            return True
+        folder = path / run_names.CHECKPOINTS_DIR
+        return folder.is_dir() and any(p.is_dir() and p.name.startswith("step_") for p in folder.iterdir())
+    except (OSError, ValueError):
+        return True  # unreadable: let the loader say what is wrong
+
+
+def _missing_module(target: str) -> str | None:
+    """The message for a ``MODULE:FUNCTION`` whose file or top-level module does not exist
+    (found without importing it, so before torch); ``None`` otherwise (the importer checks the
+    rest, and runs it)."""
+    import importlib.util
+    import os
+
+    module, sep, _ = target.rpartition(":")
+    if not sep or not module:
+        return None  # malformed: the importer says how it should look
+    if module.endswith(".py"):
+        return None if _exists(module) and Path(module).is_file() else f"{target!r}: no file {module}"
+    top = module.split(".")[0]
+    if not top.isidentifier():
+        return None
+    if os.getcwd() not in sys.path:  # as the importer finds it: a module of the folder the command runs in
+        sys.path.insert(0, os.getcwd())
+    try:
+        found = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    return None if found is not None else f"cannot import {module!r} (from {target!r}): No module named {top!r}"
+
+
+def print_traceback(err: BaseException) -> None:
+    """``err``'s traceback on stderr with the exceptions it was raised from or while handling,
+    those an error wrapped into one line hid (``raise ... from None``: the user's function's own
+    exception and where it was raised)."""
+    import traceback
+
+    seen = set()
+    link: BaseException | None = err
+    while link is not None and id(link) not in seen:  # show every wrapped exception
+        seen.add(id(link))
+        link.__suppress_context__ = False
+        link = link.__cause__ or link.__context__
+    traceback.print_exception(err, file=sys.stderr)
 
 
 class Stopped(KeyboardInterrupt):
@@ -194,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise
             message = err.args[0] if isinstance(err, KeyError) and err.args else err
             print(f"interp-rand {args.command}: error: {message}", file=sys.stderr)
+            if args.debug:
+                print_traceback(err)
             return 2
         except KeyboardInterrupt as err:
             if output_folder.nested():  # a command run by another (the demo's tour): the outer one says it

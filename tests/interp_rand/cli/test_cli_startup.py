@@ -117,3 +117,37 @@ def test_option_specs_refuse_a_type_the_cli_cannot_parse():
 
 def test_pyproject_ships_the_catalogue():
     assert '"interp_rand.cli" = ["catalogue.json"]' in (ROOT / "pyproject.toml").read_text()
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["eval", "zoo:nope"], "no zoo model 'nope'"),
+    (["report", "zoo:nope", "--out", "x"], "no zoo model 'nope'"),
+    (["case-study", "carry", "zoo:nope", "--out", "x"], "no zoo model 'nope'"),
+    (["gridworld", "eval", "zoo:nope"], "no zoo model 'nope'"),
+    (["eval", "tests"], "RUN_DIR tests is neither a checkpoint folder"),
+    (["circuit", "README.md", "--out", "x"], "RUN_DIR README.md is neither a checkpoint folder"),
+    (["compare", "zoo:sort", "tests", "--out", "x"], "RUN_B tests is neither a checkpoint folder"),
+    (["compare", "--model-a", "no_such_module_x:f", "--model-b", "os:getcwd", "--out", "x"],
+     "cannot import 'no_such_module_x'"),
+    (["eval", "--model", "no_such_file.py:f", "--out", "x"], "no file no_such_file.py"),
+])
+def test_file_errors_are_refused_before_torch(argv, expected):
+    """A run or model file that is not there (or is no run) is refused in one line before the
+    heavy imports (issue 38: it took 7-12 s, the imports first)."""
+    got, heavy, out, err = run_fresh(argv)
+    assert got == 2 and heavy == [], (argv, heavy, err)
+    assert expected in err and len(err.strip().splitlines()) == 1, err
+
+
+USER_FN = "def build():\n    return helper()\n\ndef helper():\n    raise ZeroDivisionError('inside the user code')\n"
+
+
+def test_user_function_error_is_one_line_and_its_traceback_only_under_debug(tmp_path):
+    (tmp_path / "mine.py").write_text(USER_FN)
+    target = f"{tmp_path / 'mine.py'}:build"
+    code, _, _, err = run_fresh(["eval", "--model", target, "--out", str(tmp_path / "a")])
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{target} raised ZeroDivisionError: inside the user code" in err and "Traceback" not in err
+    code, _, _, err = run_fresh(["--debug", "eval", "--model", target, "--out", str(tmp_path / "b")])
+    assert code == 2 and err.splitlines()[0].endswith("raised ZeroDivisionError: inside the user code"), err
+    assert "Traceback" in err and "in helper" in err and "mine.py" in err  # the user's own frames
