@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 from interp_rand.progress import bar
 
+from interp_rand.display import Displayed, bars_svg
 from interp_rand.tasks.base import Batch, Task
 from interp_rand.losses import answer_correct, answer_loss
 
@@ -21,9 +22,10 @@ from interp_rand.losses import answer_correct, answer_loss
 _MAX_BREAKDOWN_VALUES = 32
 
 
-@dataclass
-class EvalResult:
-    """Accuracy figures. ``correct`` (``[batch, n_answer]`` bool) stays out of JSON."""
+@dataclass(repr=False)
+class EvalResult(Displayed):
+    """Accuracy figures. ``correct`` (``[batch, n_answer]`` bool) stays out of JSON. In a
+    notebook: exact match and loss, and the accuracy per answer position as bars."""
 
     n_examples: int
     loss: float
@@ -31,6 +33,25 @@ class EvalResult:
     per_position: list[float]
     breakdown: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     correct: Tensor | None = field(default=None, repr=False)
+
+    def headline(self) -> str:
+        """One line: exact match and loss over the examples, and the weakest answer position."""
+        weakest = min(range(len(self.per_position)), key=self.per_position.__getitem__, default=None)
+        worst = "" if weakest is None else f"; weakest answer position {weakest}: {self.per_position[weakest]:.4f}"
+        return f"exact match {self.exact_match:.4f} on {self.n_examples} examples, loss {self.loss:.4g}{worst}"
+
+    def lines(self) -> list[str]:
+        """The headline, the accuracy per answer position, and per metadata value."""
+        out = [self.headline(), "per answer position: " + ", ".join(f"{a:.4f}" for a in self.per_position)]
+        for key, values in self.breakdown.items():
+            out.append(f"by {key}: " + ", ".join(f"{v} {row['exact_match']:.3f} (n {int(row['n'])})"
+                                                 for v, row in values.items()))
+        return out
+
+    def small_figure(self) -> str | None:
+        """The accuracy per answer position as bars."""
+        return bars_svg([(f"answer position {k}", a) for k, a in enumerate(self.per_position)], lo=0.0, hi=1.0,
+                        caption="accuracy per answer position")
 
     def to_dict(self) -> dict[str, Any]:
         return {

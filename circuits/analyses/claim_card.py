@@ -59,6 +59,7 @@ from circuits.analyses.comparison import RECOVERY_FLOOR, SHARE_MARGIN
 from circuits.analyses.faithfulness import TINY_GAP, ShareMeter
 from circuits.analyses.mib import MIB_FRACTIONS, FaithfulnessIntegrals, faithfulness_integrals
 from circuits.analyses.stability import AgreementMatrix, across_resamples, agreement_matrix
+from interp_rand.display import Displayed
 from interp_rand.verdicts import Claim, exceeds, exceeds_on_scale, gap_floor_reason, inconclusive, verdict_counts
 from circuits.graph.circuit import Circuit
 from circuits.graph.scores import EdgeScores
@@ -110,9 +111,12 @@ def _usable(gap: float) -> bool:
     return abs(gap) >= GAP_FLOOR
 
 
-@dataclass(frozen=True)
-class ClaimCard:
-    """Attributes:
+@dataclass(frozen=True, repr=False)
+class ClaimCard(Displayed):
+    """A circuit's claims with their verdicts (in a notebook: the verdict, the headline numbers
+    and each claim's value against its control; drawn by :mod:`circuits.draw.claim_card`).
+
+    Attributes:
     subject: what the card is about (``"zoo:sort, eap, 20 edges"``).
     found_with: metric, ablation, pair generator, positions, method, selection rule.
     circuit: the circuit (its edges and scores).
@@ -154,6 +158,20 @@ class ClaimCard:
     def effect(self, share: float | None) -> float | None:
         """A share of the trained gap back in the metric's units."""
         return None if share is None else share * self.gap
+
+    def headline(self) -> str:
+        """One line: the verdict, the subject, sufficiency against random circuits, necessity
+        and the integrals, and the first failing claim."""
+        p95 = _p95(self.random_sufficiency)
+        random = "" if p95 is None else f" (random circuits p95 {p95:.2f})"
+        bad = self.failing()
+        return (f"{self.verdict.upper()} · {self.subject}: sufficiency {self.sufficiency:.2f}{random}, necessity "
+                f"{self.necessity:.2f}, CPR {self.integrals.cpr:.2f}, CMD {self.integrals.cmd:.2f}"
+                + (f"; fails: {bad[0].text}" if bad else ""))
+
+    def lines(self) -> list[str]:
+        """The headline, then one line per claim with its verdict."""
+        return [self.headline()] + [c.line() for c in self.claims]
 
     def to_dict(self) -> dict[str, Any]:
         p95_suff, p95_removed = _p95(self.random_sufficiency), _p95([1 - g for g in self.random_necessity])

@@ -22,15 +22,19 @@ from circuits.analyses.agreement import spearman
 from circuits.analyses.faithfulness import TINY_GAP, faithfulness
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Edge
+from interp_rand.display import Displayed, bars_svg
 from interp_rand.verdicts import Claim, exceeds, inconclusive, meets
 
 # circuit X measured on model/data Y, in this order in `cross`
 CROSS_KEYS = ("a_on_a", "b_on_a", "b_on_b", "a_on_b")
 
 
-@dataclass(frozen=True)
-class CircuitComparison:
-    """Attributes:
+@dataclass(frozen=True, repr=False)
+class CircuitComparison(Displayed):
+    """Two circuits aligned (in a notebook: the overlap against random circuits' and the
+    cross-faithfulness; drawn by :func:`circuits.draw.comparison_figure.comparison_figure`).
+
+    Attributes:
     shared: ``(edge, score in A, score in B)`` for edges in both circuits, by ``-|A| - |B|``.
     only_a, only_b: ``(edge, score)`` for edges in one circuit only, by ``-|score|``.
     jaccard: ``|A ∩ B| / |A ∪ B|`` over edges; ``node_jaccard`` the same over nodes.
@@ -70,6 +74,38 @@ class CircuitComparison:
             "only_a": [{"edge": e.name, "score": s} for e, s in self.only_a],
             "only_b": [{"edge": e.name, "score": s} for e, s in self.only_b],
         }
+
+    def headline(self) -> str:
+        """One line: shared and unique edges, the Jaccard against random circuits', the
+        cross-faithfulness."""
+        la, lb = self.labels
+        random = "" if self.random_jaccard is None else f" (random {self.random_jaccard:.3f})"
+        cross = ", ".join(f"{(la, lb)['ab'.index(k[0])]} on {(la, lb)['ab'.index(k[-1])]} {v:.2f}"
+                          for k, v in self.cross.items() if k[0] != k[-1])
+        return (f"A = {la}, B = {lb}: {len(self.shared)} shared edges, {len(self.only_a)} only in A, "
+                f"{len(self.only_b)} only in B; Jaccard {self.jaccard:.3f}{random}"
+                + (f"; recovered share {cross}" if cross else ""))
+
+    def lines(self) -> list[str]:
+        """The headline, the rank correlation, then the strongest shared and unique edges."""
+        rho = "n/a" if self.spearman is None else f"{self.spearman:.3f}"
+        out = [self.headline(), f"node Jaccard {self.node_jaccard:.3f}; Spearman of shared scores {rho}"]
+        out += [f"shared {e.name}: A {a:+.4f}, B {b:+.4f}" for e, a, b in self.shared[:8]]
+        out += [f"only A {e.name}: {s:+.4f}" for e, s in self.only_a[:4]]
+        out += [f"only B {e.name}: {s:+.4f}" for e, s in self.only_b[:4]]
+        return out
+
+    def small_figure(self) -> str | None:
+        """Bars: the edge Jaccard against random circuits', and each cross-faithfulness
+        against random circuits of that size."""
+        rows = [("edge Jaccard", self.jaccard), ("random circuits' Jaccard", self.random_jaccard)]
+        for key, value in self.cross.items():
+            label = f"{key[0].upper()}'s circuit on {key[-1].upper()}"
+            rows.append((label, value))
+            if key in self.random_cross:
+                rows.append((f"  random circuits on {key[-1].upper()}", self.random_cross[key]))
+        return bars_svg(rows, lo=min(0.0, *(v for _, v in rows if v is not None)), hi=1.0,
+                        caption="A, B: " + " vs ".join(self.labels))
 
     @property
     def random_jaccard(self) -> float | None:

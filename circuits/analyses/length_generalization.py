@@ -39,7 +39,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from interp_rand.display import Displayed
+from interp_rand.display import Displayed, bars_svg
 from interp_rand.evaluation import check_model_fits_task, evaluate
 from interp_rand.figures.style import head_name
 from interp_rand.model.hook_names import hook_name
@@ -111,6 +111,14 @@ class Generalization(Displayed):
     mechanism: Any = None
     #: why the mechanism was not measured, when it was asked for and could not be
     mechanism_skipped: str | None = None
+
+    def small_figure(self) -> str | None:
+        """Exact match by length as bars, the threshold dashed, the trained lengths marked."""
+        lo, hi = self.trained
+        rows = [(f"length {s.length}" + (" (trained)" if lo <= s.length <= hi else ""), s.exact_match)
+                for s in sorted(self.scores, key=lambda s: s.length)]
+        return bars_svg(rows, lo=0.0, hi=1.0, threshold=self.threshold, max_rows=24,
+                        caption=f"exact match by length; dashed: {self.threshold:g}")
 
     # ------------------------------------------------------------------ the numbers
     def score_at(self, length: int) -> LengthScore | None:

@@ -21,14 +21,16 @@ import networkx as nx
 from circuits.graph.architecture import Architecture, architecture
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Edge, Node
+from interp_rand.display import Displayed, bars_svg
 from interp_rand.output import write_bytes, write_json, write_text
 
 FORMAT = "interp-rand-circuit/1"
 
 
-@dataclass(frozen=True)
-class Circuit:
-    """Scored edges of one model architecture.
+@dataclass(frozen=True, repr=False)
+class Circuit(Displayed):
+    """Scored edges of one model architecture (in a notebook: its size and how it was found,
+    and its strongest edges; drawn by :func:`circuits.draw.circuit_figure.circuit_figure`).
 
     Attributes:
         edges: edge → score (the method's score, positive = helps the clean metric).
@@ -64,6 +66,26 @@ class Circuit:
             data["inputs"] = ",".join(filter(None, [data["inputs"], edge.input]))
             data[f"score_{edge.input}"] = score
         return g
+
+    # ------------------------------------------------------------------ display
+    def top_edges(self, k: int = 10) -> list[tuple[Edge, float]]:
+        """The ``k`` edges of largest |score|, largest first."""
+        return sorted(self.edges.items(), key=lambda kv: -abs(kv[1]))[:k]
+
+    def headline(self) -> str:
+        """One line: its size, of the full graph's, and how it was found."""
+        found = ", ".join(f"{k} {self.settings[k]}" for k in ("task", "method", "metric") if self.settings.get(k))
+        of = f" of {self.total_edges}" if self.total_edges else ""
+        return f"{len(self)}{of} edges, {len(self.nodes)} nodes" + (f" ({found})" if found else "")
+
+    def lines(self) -> list[str]:
+        """The headline, then its strongest edges with their scores."""
+        return [self.headline()] + [f"{e.name}: {s:+.4f}" for e, s in self.top_edges(20)] + (
+            [f"... {len(self) - 20} more edges"] if len(self) > 20 else [])
+
+    def small_figure(self) -> str | None:
+        """Its strongest edges' scores as bars (blue helps the metric, red hurts)."""
+        return bars_svg([(e.name, s) for e, s in self.top_edges(10)], caption="the strongest edges' scores")
 
     # ------------------------------------------------------------------ files
     def to_dict(self) -> dict[str, Any]:

@@ -33,7 +33,7 @@ import torch
 from circuits.mechanisms.card import MechanismCard, check_mechanism
 from circuits.mechanisms.decisive import Experiment, edit_experiments, patch_experiments
 from circuits.mechanisms.hypothesis import Mechanism
-from interp_rand.display import Displayed
+from interp_rand.display import Displayed, bars_svg
 
 OUTCOMES = ("decided", "split", "neither", "indistinguishable")
 
@@ -112,6 +112,15 @@ class Comparison(Displayed):
                     out.append(f"    prediction {pred!r}: a rival predicts the same (not discriminating)")
         out.append(f"{self.seconds:.1f} s")
         return out
+
+    def small_figure(self) -> str | None:
+        """Per decisive experiment (one with enough disagreeing outputs), the share of those
+        outputs on which the model follows each mechanism."""
+        rows = []
+        for e in (e for p in self.pairs for e in p.experiments if e.winner is not None):
+            rows += [(f"{e.kind} {e.name}", ""), (f"  follows {e.a}", e.share_a), (f"  follows {e.b}", e.share_b)]
+        return bars_svg(rows, lo=0.0, hi=1.0, max_rows=9,
+                        caption="share of disagreeing outputs the model follows")
 
     def to_dict(self) -> dict[str, Any]:
         return {"mechanisms": self.mechanisms, "winner": self.winner, "headline": self.headline(),

@@ -208,6 +208,13 @@ class CircuitReport(Displayed):
         numbers = [f"{k}: {v}" for k, v in self.key_numbers().items() if not isinstance(v, (dict, list))]
         return [str(self.headline())] + numbers + self.card_lines() + self.qk_lines()
 
+    def small_figure(self) -> str | None:
+        """The card's claims, each value against its control; without a card, the circuit's
+        strongest edges."""
+        from interp_rand.display import claims_svg
+
+        return claims_svg(self.card.claims) if self.card is not None else self.circuit.small_figure()
+
     def headline(self) -> Any:
         """The drawing page's :class:`~interp_rand.figures.headline.Headline`: the circuit, the
         share it recovers and its card's verdict (linked to the card), naming the claim that

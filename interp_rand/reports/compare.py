@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_rand import progress as _progress
+from interp_rand.display import Displayed
 from interp_rand.output.files import json_text
 from interp_rand.reports.circuit import (
     DEFAULT_SEED,
@@ -35,9 +36,12 @@ KEY_NUMBERS = ("task", "pairs", "behaviour_gap", "method", "top_k", "edges", "n_
                "jaccard", "node_jaccard", "spearman_shared", "cross_faithfulness", "random_cross_faithfulness")
 
 
-@dataclass
-class ComparisonReport:
-    """Attributes:
+@dataclass(repr=False)
+class ComparisonReport(Displayed):
+    """In a notebook: the headline and verdict, each claim's value against its control, the
+    claim lines; :meth:`figure` is the drawing comparison.html shows.
+
+    Attributes:
     circuits: the two :class:`~circuits.Circuit` s (A, B); result: their
         :class:`~circuits.analyses.comparison.CircuitComparison`.
     claims: the comparison's claims with verdicts; lines: one line per claim and the summary line.
@@ -105,6 +109,13 @@ class ComparisonReport:
                    + (f" — {failing['reason']}" if failing["reason"] else ""))
         return Headline(f"{self.summary['method']} circuits of A = {la} ({len(self.circuits[0])} edges), "
                         f"B = {lb} ({len(self.circuits[1])} edges)", number, verdict, failing=why)
+
+    def figure(self) -> Any:
+        """The two circuits side by side as a plotly figure (what comparison.html shows)."""
+        from circuits.draw.comparison_figure import comparison_figure
+
+        return comparison_figure(*self.circuits, self.result, attention=self.attention,
+                                 position_names=self.position_names)
 
     def claims_table(self) -> str:
         """The claims with their verdicts (coloured), numbers and controls, as an HTML table."""

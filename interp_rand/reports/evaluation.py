@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_rand import progress as _progress
+from interp_rand.display import Displayed, bars_svg
 from interp_rand.reports.inputs import analysis_inputs
 
 EVAL_FILE, SEEDED_FILE = "eval.json", "seeded_eval.json"
@@ -30,9 +31,12 @@ def seeded_task_names() -> list[str]:
     return [name for name in task_names() if hasattr(task_class(name), "sample_seeds")]
 
 
-@dataclass
-class EvaluationReport:
-    """Attributes:
+@dataclass(repr=False)
+class EvaluationReport(Displayed):
+    """In a notebook: the headline (exact match, and the seeded metrics), the accuracy per
+    answer position as bars; :meth:`figure` draws them (and the seeded per-input histogram).
+
+    Attributes:
     result: what eval.json holds (checkpoint, step, task, eval seed, the evaluation figures).
     seeded: what seeded_eval.json holds (None without ``seeds``).
     run_dir: the run's folder (where results go by default; ``None`` for a model given directly).
@@ -47,6 +51,60 @@ class EvaluationReport:
 
     def seeded_key_numbers(self) -> dict[str, Any]:
         return {k: self.seeded[k] for k in SEEDED_KEY_NUMBERS}
+
+    def headline(self) -> str:
+        """One line: the run, exact match on the fresh examples, and with seeds the average and
+        the worst 5% over seeds."""
+        r = self.result
+        where = Path(str(r.get("checkpoint", ""))).parent.parent.name or "the model"
+        step = "" if r.get("step") is None else f", step {r['step']}"
+        line = f"{r['task']} ({where}{step}): exact match {r['exact_match']:.4f} on {r['n_examples']} fresh examples"
+        if self.seeded is not None:
+            s = self.seeded
+            line += (f"; over {s['n_seeds']} seeds per input: average {s['average']:.4f}, "
+                     f"worst 5% {s['worst_5pct']:.4f}")
+        return line
+
+    def lines(self) -> list[str]:
+        """What the command prints: the key numbers, then the seeded key numbers."""
+        out = [self.headline()]
+        out += [f"{k}: {v}" for k, v in self.key_numbers().items() if k != "per_position"]
+        out.append("per answer position: " + ", ".join(f"{a:.4f}" for a in self.result["per_position"]))
+        if self.seeded is not None:
+            out += [f"seeded {k}: {v}" for k, v in self.seeded_key_numbers().items()]
+        return out
+
+    def small_figure(self) -> str | None:
+        """The accuracy per answer position as bars (and the seeded average and worst 5%)."""
+        rows = [(f"answer position {k}", a) for k, a in enumerate(self.result["per_position"])]
+        if self.seeded is not None:
+            rows += [("over seeds: average", self.seeded["average"]), ("over seeds: worst 5%", self.seeded["worst_5pct"])]
+        return bars_svg(rows, lo=0.0, hi=1.0, caption="accuracy per answer position")
+
+    def figure(self) -> Any:
+        """A plotly figure: the accuracy per answer position, and with seeds the histogram of
+        each input's success rate over its seeds."""
+        import plotly.graph_objects as go
+        from plotly.subplots import make_subplots
+
+        per_position = self.result["per_position"]
+        histogram = (self.seeded or {}).get("histogram")
+        fig = make_subplots(rows=1, cols=2 if histogram else 1, subplot_titles=(
+            "accuracy per answer position", *(("inputs by success rate over seeds",) if histogram else ())))
+        fig.add_trace(go.Bar(x=list(range(len(per_position))), y=per_position, name="accuracy",
+                             marker_color="#4c78a8"), row=1, col=1)
+        fig.update_yaxes(range=[0, 1], title_text="accuracy", row=1, col=1)
+        fig.update_xaxes(title_text="answer position", dtick=1, row=1, col=1)
+        if histogram:
+            edges = histogram["edges"]
+            centres = [(a + b) / 2 for a, b in zip(edges[:-1], edges[1:])]
+            fig.add_trace(go.Bar(x=centres, y=histogram["counts"], name="inputs", marker_color="#72b7b2",
+                                 width=[b - a for a, b in zip(edges[:-1], edges[1:])]), row=1, col=2)
+            fig.update_xaxes(title_text="success rate over seeds", range=[0, 1], row=1, col=2)
+            fig.update_yaxes(title_text="inputs", row=1, col=2)
+        fig.update_layout(title=self.headline(), showlegend=False, height=360, template="plotly_white",
+                          title_font_size=13)
+        return fig
 
     def write(self, out: str | Path) -> tuple[Path, Path | None]:
         """eval.json (and seeded_eval.json) in ``out``, replaced together; returns their paths."""

@@ -37,6 +37,18 @@ class ExplainReport(Displayed):
     def headline(self) -> str:
         return self.explanation.headline()
 
+    def display_verdict(self) -> str | None:
+        """The explanation's verdict (the notebook view's colour)."""
+        verdict = self.explanation.verdict
+        return verdict if verdict in ("holds", "fails", "inconclusive") else None
+
+    def small_figure(self) -> str | None:
+        """The stated candidate's claims, each value against its control."""
+        from interp_rand.display import claims_svg
+
+        e = self.explanation
+        return claims_svg(e.cards[e.stated].claims) if e.stated in e.cards else None
+
     def text(self) -> str:
         return "\n".join([f"explain {self.run} ({self.explanation.task})"] + self.explanation.lines())
 

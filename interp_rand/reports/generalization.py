@@ -40,6 +40,9 @@ class GeneralizationReport(Displayed):
     def text(self) -> str:
         return "\n".join(self.lines())
 
+    def small_figure(self) -> str | None:
+        return self.found.small_figure()
+
     def to_dict(self) -> dict[str, Any]:
         return {"run": self.run, **self.found.to_dict()}
 
