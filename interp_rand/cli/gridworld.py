@@ -54,9 +54,20 @@ def add_parser(commands) -> argparse.ArgumentParser:
                        help="worst: fitness = worst cell's seed-averaged return (q = inf); erm: mean over cells")
     _add_training_options(train)
     train.add_argument("--out", type=output_path, default=None, help="run directory (default: runs/gridworld-VARIANT)")
-    evaluate = sub.add_parser("eval", help="evaluate a trained agent (writes evaluation.json and first_visit.html)")
+    evaluate = sub.add_parser(
+        "eval", help="evaluate a trained agent (evaluation.json, first_visit.html; route.json, route.html: what the "
+        "seed chooses)",
+        description="Evaluate an agent on every treasure cell under many seeds (evaluation.json, first_visit.html) "
+        "and say what its seed chooses (route.json, route.html): the seed directions that choose the first move and "
+        "the route, checked by swapping them between seeds against random directions; how many routes the seeds "
+        "give, each cell's visit rate across seeds, and the worst treasure cell for an adversary who cannot see the "
+        "seed and for one who can. --compare puts another agent (its ERM twin) beside it.")
     evaluate.add_argument("path", metavar="RUN", type=Path, help="run directory or checkpoint folder")
     evaluate.add_argument("--seeds", type=at_least(1, counts="examples"), default=None, help="seeds per cell (default: the scale's)")
+    evaluate.add_argument("--compare", metavar="RUN", type=Path, default=None,
+                          help="another agent (e.g. zoo:gridworld-AE_R, the ERM twin) drawn beside it on route.html")
+    evaluate.add_argument("--route-seeds", type=at_least(20, counts="examples"), default=1000,
+                          help="exploration routes (seeds) for route.json (default: 1000)")
     evaluate.add_argument("--out", type=output_path, default=None,
                           help="folder for evaluation.json (default: RUN; zoo-output/NAME for zoo:NAME)")
     compare = sub.add_parser("compare", help="train and compare ERM, randomized (m seeds) and m = 1")
@@ -109,15 +120,25 @@ def run(args: argparse.Namespace) -> int:
         from interp_rand.output import claim
         from interp_rand.run_names import output_folder
 
+        from interp_rand.reports.route import FILES as ROUTE_FILES, route_report
+
         where = load_agent(args.path).path.parent.parent  # the metadata only: cheap
-        claim(output_folder(args.path, where, args.out), (experiment.EVALUATION_FILE, "first_visit.html"))
-        summary = experiment.evaluate_run(args.path, n_seeds=args.seeds, out=args.out)
-        folder = Path(summary["folder"])
-        write_figure(first_visit_figure({str(args.path): summary["first_visit_map"]},
-                                        summary["scale"]["grid"]["episode_steps"]), folder / "first_visit.html")
+        if args.compare is not None:
+            load_agent(args.compare)  # refused before any work when it is not an agent
+        claim(output_folder(args.path, where, args.out), (experiment.EVALUATION_FILE, "first_visit.html") + ROUTE_FILES)
+        with progress.scope("gridworld eval"):
+            summary = experiment.evaluate_run(args.path, n_seeds=args.seeds, out=args.out)
+            folder = Path(summary["folder"])
+            write_figure(first_visit_figure({str(args.path): summary["first_visit_map"]},
+                                            summary["scale"]["grid"]["episode_steps"]), folder / "first_visit.html")
+            progress.note(f"what the seed chooses: {args.route_seeds} routes, swaps of seed directions"
+                          + (f", beside {args.compare}" if args.compare is not None else ""))
+            report = route_report(args.path, compare=args.compare, n_seeds=args.route_seeds)
+            report.write(folder)
         keys = ("average", "worst_5pct", "worst_cell", "first_visit_max", "first_visit_min", "n_distinct_routes")
         print(json.dumps({k: summary[k] for k in keys}, indent=2))
-        print(f"wrote {folder / experiment.EVALUATION_FILE} and {folder / 'first_visit.html'}")
+        print(report.text())
+        print(f"wrote {folder / experiment.EVALUATION_FILE}, first_visit.html, route.json and route.html in {folder}")
         return 0
     scale = _scale(args, **({"variant": args.variant} if args.gridworld_command == "train" else {}))
     num_actors = _num_actors(args)
