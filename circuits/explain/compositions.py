@@ -33,6 +33,7 @@ search says so; from four digits on they are rivals. A user adds a composition w
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -51,6 +52,10 @@ class Step:
         family, instance: the step's kind (``class``, ``carry``) and its index, for the pseudocode.
         description: the step in words (a pseudocode line).
         upto: the last task position the step may be computed at (its last consumer's).
+        reads: task positions whose tokens the step is, read off the input: its site is their
+            embeddings, not searched (an operand pair a step reads jointly with something else).
+        Steps and outputs may also name ``cue_k``, the token at output ``k``'s position (the
+        digit written just before it), as a parent.
     """
 
     name: str
@@ -60,6 +65,7 @@ class Step:
     compute: Callable[..., Tensor]
     parents: tuple[str, ...] = ()
     upto: int = 0
+    reads: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -115,14 +121,17 @@ def _lookahead(*classes: Tensor) -> Tensor:
     return carry
 
 
-def _digit_steps(frame: Frame, ripple: bool) -> list[Step]:
+def _digit_steps(frame: Frame, ripple: bool, written: bool = False) -> list[Step]:
+    """The steps of ``lookahead_carry`` / ``ripple_carry``; ``written``: the digit just below the
+    final carry (most significant first) is read jointly with that carry as written, ``R_k = a_p
+    + b_p - 10 w_k`` (``w_k``: the token at its position), and is ``R_k + C_k``."""
     task = frame.task
     a, _ = task.operand_digits(frame.batch)
     n, places = a.shape[1], [int(p) for p in task.answer_places()]
     last = frame.q(len(places) - 1)
     # place 0 has no carry in: only whether it makes one matters (T_0 == 2, the carry out of place 0)
     steps = [Step("class_0", "class", 0, "T_0 = 2 if a_0+b_0 >= 10 else 0  (place 0 makes a carry or not)",
-                  lambda batch: 2 * (_pair(task, 0)(batch) >= 10).long(), upto=last)]
+                  lambda batch: 2 * (_pair(task, 0)(batch) >= 10).long(), upto=last)]  # upto: see last_use
     steps += [Step(f"class_{j}", "class", j, f"T_{j} = 0 if a_{j}+b_{j} <= 8, 1 if 9, 2 if >= 10  (the carry class of "
                    f"place {j})", lambda batch, j=j: carry_class(_pair(task, j)(batch)), upto=last)
               for j in range(1, n)]
@@ -153,13 +162,36 @@ def _digit_steps(frame: Frame, ripple: bool) -> list[Step]:
                               lambda batch, carry=carry, **v: carry_step(v[f"class_{n - 1}"], v[carry] if carry else 0),
                               parents, upto=q))
             continue
+        if written and k >= 1 and places[k - 1] == n:  # the written final carry is read with the pair
+            names = task.position_names()
+            steps.append(Step(f"pair_{p}", "pair", p, f"P_p = a_p + b_p (the operand tokens, read)",
+                              lambda batch, p=p: _pair(task, p)(batch), upto=q,
+                              reads=(names.index(f"a{p}"), names.index(f"b{p}"))))
+            steps.append(Step(f"base_{k}", "base", k, "R_k = P_p - 10 w_k, w_k the final carry as written at r_k",
+                              lambda batch, p=p, k=k, **v: v[f"pair_{p}"] - 10 * v[f"cue_{k}"],
+                              (f"pair_{p}", f"cue_{k}"), upto=q))
+            parents = (f"base_{k}",) + ((carry,) if carry else ())
+            steps.append(Step(f"y_{k}", "y", k, "y_k = R_k + C_k",
+                              lambda batch, k=k, carry=carry, **v: v[f"base_{k}"] + (v[carry] if carry else 0),
+                              parents, upto=q))
+            continue
         steps.append(Step(f"base_{k}", "base", k, f"B_k = (a_p + b_p) % 10 at output k's place p",
                           lambda batch, p=p: _pair(task, p)(batch) % 10, upto=q))
         parents = (f"base_{k}",) + ((carry,) if carry else ())
         steps.append(Step(f"y_{k}", "y", k, "y_k = (B_k + C_k) % 10" if carry else "y_k = B_k",
                           lambda batch, k=k, carry=carry, **v: (v[f"base_{k}"] + (v[carry] if carry else 0)) % 10,
                           parents, upto=q))
-    return steps
+    return last_use(steps)
+
+
+def last_use(steps: list[Step]) -> list[Step]:
+    """Each step's ``upto`` set to its last consumer's (a step is computed by the time its last
+    reader reads it, and at no later position)."""
+    latest: dict[str, int] = {}
+    for step in steps:
+        for parent in step.parents:
+            latest[parent] = max(latest.get(parent, 0), step.upto)
+    return [dataclasses.replace(s, upto=latest[s.name]) if s.name in latest else s for s in steps]
 
 
 @register_composition("lookahead_carry", "digit_sum", "each digit from its pair's base add and the carry into its "
@@ -168,11 +200,17 @@ def _lookahead_carry(frame: Frame) -> list[Step]:
     return _digit_steps(frame, ripple=False)
 
 
+@register_composition("lookahead_carry_written", "digit_sum", "as lookahead_carry, with the digit below the final "
+                      "carry read jointly with that carry as written (R = a_p + b_p - 10 w, the digit R + C)")
+def _lookahead_carry_written(frame: Frame) -> list[Step]:
+    return _digit_steps(frame, ripple=False, written=True)
+
+
 @register_composition("ripple_carry", "digit_sum", "each digit from its pair's base add and the carry into its place, "
                       "the carry rippled up one place at a time (the carry into p from T_{p-1} and the carry into p-1)")
 def _ripple_carry(frame: Frame) -> list[Step]:
     return _digit_steps(frame, ripple=True)
 
 
-__all__ = ["COMPOSITIONS", "Composition", "Step", "carry_class", "carry_step", "compositions_of",
+__all__ = ["COMPOSITIONS", "Composition", "Step", "carry_class", "carry_step", "compositions_of", "last_use",
            "register_composition"]

@@ -188,16 +188,23 @@ def site_rank(site: Site) -> tuple[int, float]:
     return {"hook_resid_pre": (layer - 1, 2.0), "hook_resid_mid": (layer, 0.5)}.get(where, (layer, 2.0))
 
 
-def choose_step_site(sweep: SiteSweep) -> Site | None:
+def choose_step_site(sweep: SiteSweep, stream: bool = False) -> Site | None:
     """An intermediate step's site: the earliest site (:func:`site_rank`) whose IIA reaches
     :data:`SINGLE_SITE_IIA` and is within :data:`NEAR_BEST` of the best (an earlier site that
     holds the value only in part, a correlate, does not displace the one that holds it), components or a 1-dim subspace of a residual hook, the best margin
     among equally early ones; else the best site by margin (a component with the redundant ones
-    at its position, :func:`choose_site`'s rule)."""
-    rows = [r for r in sweep.rows if r.kind == "das" or r.site.nodes[0].kind in ("head", "mlp")]
+    at its position, :func:`choose_site`'s rule). ``stream``: the residual stream only (a hook
+    whole or a subspace of it), for a step the hypothesis reads off the input at one position
+    and later positions read from there, and the *latest* such site that holds it, where they
+    read it: a component site, or an earlier hook, would leave the writers after it at that
+    position, which those layers read too, to be resampled by the treeified scrub."""
+    rows = [r for r in sweep.rows if (r.kind != "node" if stream else r.kind == "das" or
+                                      r.site.nodes[0].kind in ("head", "mlp"))]
     top = max((r.iia for r in rows), default=0.0)
     holding = [r for r in rows if r.iia >= max(SINGLE_SITE_IIA, top - NEAR_BEST)]
-    if holding:  # rows come best margin first: min keeps the first of the earliest
+    if holding:  # rows come best margin first: min keeps the first of the earliest (max: of the latest)
+        if stream:
+            return max(reversed(holding), key=lambda r: site_rank(r.site)).site
         return min(holding, key=lambda r: site_rank(r.site)).site
     if not rows:
         return None
@@ -219,21 +226,34 @@ def composed_mechanism(composition: Composition, candidate: Candidate, model: An
     variables: list[Variable] = []
     readout: list[Node] = []
     outputs = []
+    cues: set[int] = set()
+
+    def cue(k: int) -> str:  # the token at output k's position, made once, before its first reader
+        if k not in cues:
+            cues.add(k)
+            r = frame.q(k) + offset
+            variables.append(Variable(f"cue_{k}", lambda b, k=k: Frame(b, task).current(k),
+                                      site=Site.of(Node("embed", position=r)), description=f"the current token at {r}",
+                                      family="cue", instance=k))
+        return f"cue_{k}"
+
     for step in composition.steps(frame):
         parents = step.parents
+        for name in parents:
+            if name.startswith("cue_"):
+                cue(int(name.removeprefix("cue_")))
+        site = sites.get(step.name)
+        if step.reads:  # read off the input: the embeddings of its tokens
+            site = Site.of(*(Node("embed", position=p + offset) for p in step.reads))
         if step.family == "y":
             k = step.instance
             r = frame.q(k) + offset
             outputs.append(k)
-            variables.append(Variable(f"cue_{k}", lambda b, k=k: Frame(b, task).current(k),
-                                      site=Site.of(Node("embed", position=r)), description=f"the current token at {r}",
-                                      family="cue", instance=k))
-            parents = parents + (f"cue_{k}",)
-            site = sites.get(step.name)
+            parents = parents + (cue(k),)
             if site is not None and site.nodes:
                 last = max(site.nodes, key=lambda n: (n.layer, n.kind != "head"))
                 readout += [n for n in _at(blocks, r) if _before(last, n) and n not in site.nodes]
-        variables.append(Variable(step.name, step.compute, parents, site=sites.get(step.name),
+        variables.append(Variable(step.name, step.compute, parents, site=site,
                                   description=step.description, family=step.family, instance=step.instance))
     K = len(outputs)
     return Mechanism(f"{candidate.name}/{composition.name}", getattr(task, "name", "task"), tuple(variables),
@@ -243,23 +263,28 @@ def composed_mechanism(composition: Composition, candidate: Candidate, model: An
 
 
 def step_sweep(model: Any, task: Any, mech: Mechanism, name: str, batch: Any, positions: list[int], *,
-               n_pairs: int, seed: int, random_model: Any, das_positions: int = DAS_POSITIONS) -> SiteSweep:
+               n_pairs: int, seed: int, random_model: Any, das_positions: int = DAS_POSITIONS,
+               leaf: bool = False) -> tuple[SiteSweep, bool]:
     """An intermediate step's sweep, pruned: every component (each layer's heads alone and
     together) at every position; where none holds the step (IIA below :data:`SINGLE_SITE_IIA`),
     also a 1-dim DAS subspace of each residual hook at only the ``das_positions`` positions of
-    the best components (a DAS fit costs as much as hundreds of component swaps); the rows of
-    both, best margin first."""
+    the best components (a DAS fit costs as much as hundreds of component swaps); the rows of all,
+    best margin first, and whether the step is to sit in the stream (:func:`choose_step_site`):
+    a ``leaf`` (a step read off the input) whose best components are at a position before its
+    last possible one, where later positions' layers read it; its sweep then also has, at
+    those positions, each residual hook replaced whole."""
     sweep = site_sweep(model, task, mech, name, batch=batch, positions=positions, hooks=(), n_pairs=n_pairs,
                        seed=seed, random_model=random_model, groups=True)
     best = list(dict.fromkeys(r.site.nodes[0].position for r in sweep.rows if r.iia > 0))[:das_positions]
-    if not best or any(r.iia >= SINGLE_SITE_IIA for r in sweep.rows):  # a component holds it: no subspace needed
-        return sweep
+    stream = leaf and bool(best) and best[0] < max(positions)
+    if not best or not stream and any(r.iia >= SINGLE_SITE_IIA for r in sweep.rows):  # no subspace needed
+        return sweep, stream
     subspaces = site_sweep(model, task, mech, name, batch=batch, positions=best, hooks=residual_hooks(model), das_k=1,
-                           n_pairs=n_pairs, seed=seed, random_model=random_model)
-    rows = sweep.rows + [r for r in subspaces.rows if r.kind == "das"]
+                           n_pairs=n_pairs, seed=seed, random_model=random_model, whole=stream)
+    rows = sweep.rows + [r for r in subspaces.rows if r.kind != "node"]
     rows.sort(key=row_order)
     return dataclasses.replace(sweep, rows=rows, n_train_pairs=subspaces.n_train_pairs,
-                               seconds=sweep.seconds + subspaces.seconds)
+                               seconds=sweep.seconds + subspaces.seconds), stream
 
 
 def locate_composition(model: Any, task: Any, candidate: Candidate, composition: Composition, batch: Any, *,
@@ -272,6 +297,8 @@ def locate_composition(model: Any, task: Any, candidate: Candidate, composition:
     unlocated = composed_mechanism(composition, candidate, model, task, batch, {})
     sweeps, swept, sites = [], [], {}
     for i, step in enumerate(composition.steps(frame)):
+        if step.reads:  # read off the input: its site is the embeddings of its tokens, nothing to search
+            continue
         if step.family == "y":  # at its position, outside its parents' sites
             sweep = site_sweep(model, task, unlocated, step.name, batch=batch, positions=[frame.q(step.instance) + offset],
                                hooks=(), n_pairs=n_pairs, seed=seed + i, random_model=random_model)
@@ -280,9 +307,10 @@ def locate_composition(model: Any, task: Any, candidate: Candidate, composition:
             nodes = choose_site(sweep)
             site = Site.of(*nodes) if nodes else None
         else:
-            sweep = step_sweep(model, task, unlocated, step.name, batch, [p + offset for p in range(step.upto + 1)],
-                               n_pairs=n_pairs, seed=seed + i, random_model=random_model)
-            site = choose_step_site(sweep)
+            sweep, stream = step_sweep(model, task, unlocated, step.name, batch,
+                                       [p + offset for p in range(step.upto + 1)], n_pairs=n_pairs, seed=seed + i,
+                                       random_model=random_model, leaf=not step.parents)
+            site = choose_step_site(sweep, stream=stream)
         sweeps.append(sweep)
         swept.append(step.name)
         if site is not None:

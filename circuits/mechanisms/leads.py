@@ -160,7 +160,7 @@ def _das_basis(model: Any, mech: Mechanism, batch: Any, values: Values, name: st
 def site_sweep(model: Any, task: Any, mech: Mechanism, variable: str, *, n: int = 1000, n_pairs: int = 200,
                seed: int = 0, hooks: list[str] | tuple[str, ...] | None = None, das_k: int = 1,
                das: DASConfig | None = None, positions: list[int] | tuple[int, ...] | None = None,
-               random_model: Any = None, batch: Any = None, groups: bool = False) -> SiteSweep:
+               random_model: Any = None, batch: Any = None, groups: bool = False, whole: bool = False) -> SiteSweep:
     """The interchange accuracy of ``variable`` at every candidate site, ranked.
 
     Candidates: (a) every writer location of the model (component × position,
@@ -181,7 +181,8 @@ def site_sweep(model: Any, task: Any, mech: Mechanism, variable: str, *, n: int 
     :data:`LEADS_DAS`, 40 steps, not the card's 400: a lead, not a verdict) and three forwards.
     ``positions`` restricts both kinds to those residual positions (default: all). ``groups``
     adds, per layer and position, all that layer's heads together (``a0.*@9``: a value the heads
-    of a layer write between them, as a pair's sum read by several heads).
+    of a layer write between them, as a pair's sum read by several heads); ``whole`` adds each
+    hook x position replaced whole (kind ``"hook"``: everything later layers read there).
     """
     start = time.perf_counter()
     v = mech.variable(variable)
@@ -226,6 +227,11 @@ def site_sweep(model: Any, task: Any, mech: Mechanism, variable: str, *, n: int 
                              "(its value never changes the answer)")
         for hook in hooks:
             for p in positions:
+                if whole:
+                    site = Site.at(hook, p)
+                    iia = accuracy_on(model, graph, batch, acts, pairs, site, outputs)
+                    ctl = accuracy_on(random_model, graph, batch, random_acts, pairs, site, outputs)
+                    rows.append(SweepRow(site.label, "hook", iia, {"random_init": ctl}, len(pairs), site))
                 site = Site.at(hook, p, subspace=das_k)
                 basis = _das_basis(model, mech, batch, values, variable, train_pairs, hook, p, das_k, generator, das)
                 d = basis.shape[0]

@@ -20,10 +20,10 @@ from interp_rand.training import load_checkpoint
 from probes.controls import random_init_like
 
 
-def _values(steps, batch):
-    values = {}
+def _values(steps, frame):
+    values = {f"cue_{k}": frame.current(k) for k in range(frame.n_outputs)}  # the token at each output's position
     for step in steps:
-        values[step.name] = step.compute(batch, **{p: values[p] for p in step.parents})
+        values[step.name] = step.compute(frame.batch, **{p: values[p] for p in step.parents})
     return values
 
 
@@ -33,9 +33,9 @@ def test_each_composition_computes_its_primitives_answer(n_digits, order):
     batch = task.sample(3000, torch.Generator().manual_seed(n_digits))
     frame = Frame(batch, task)
     compositions = compositions_of("digit_sum")
-    assert {c.name for c in compositions} == {"lookahead_carry", "ripple_carry"}
+    assert {c.name for c in compositions} == {"lookahead_carry", "lookahead_carry_written", "ripple_carry"}
     for composition in compositions:
-        values = _values(composition.steps(frame), batch)
+        values = _values(composition.steps(frame), frame)
         answers = torch.stack([values[f"y_{k}"] for k in range(n_digits + 1)], 1)
         assert torch.equal(answers, batch.answer_targets()), composition.name
 
@@ -49,6 +49,22 @@ def test_ripple_and_lookahead_name_different_steps_from_four_digits_on():
     assert ahead["carry3_0"] == ("class_0", "class_1", "class_2")
     assert ripple["carry3_0"] == ("class_2", "carry2_0") and ripple["carry2_0"] == ("class_1", "carry1_0")
     assert "carry2_0" not in ahead
+    # each step is computed by its last reader's position: place 3's class only by the final carry's ('=')
+    upto = {s.name: s.upto for s in COMPOSITIONS.get("lookahead_carry").steps(frame)}
+    assert upto["class_3"] == int(task.answer_positions()[0]) and upto["class_0"] == int(task.answer_positions()[-2])
+
+
+def test_the_written_composition_reads_the_final_carry_as_written_and_breaks_off_distribution():
+    task = make_task("addition", n_digits=3)
+    batch = task.sample(2000, torch.Generator().manual_seed(3))
+    frame = Frame(batch, task)
+    steps = {s.name: s for s in COMPOSITIONS.get("lookahead_carry_written").steps(frame)}
+    assert steps["base_1"].parents == ("pair_2", "cue_1") and steps["pair_2"].reads == (0, 4)  # a2 and b2
+    # a wrong final carry written at s2's position moves R by 10: the digit leaves 0..9 (the wrap a model must hold)
+    values = _values(list(steps.values()), frame)
+    wrong = dict(values, cue_1=1 - values["cue_1"])
+    flipped = steps["base_1"].compute(batch, pair_2=wrong["pair_2"], cue_1=wrong["cue_1"])
+    assert torch.equal((flipped - values["base_1"]).abs(), torch.full_like(flipped, 10))
 
 
 def _row(site: Site, iia: float, kind: str = "node") -> SweepRow:
@@ -81,8 +97,9 @@ def test_on_zoo_addition_the_search_finds_the_carry_into_place_2_in_layer_1_atte
     composition = COMPOSITIONS.get("lookahead_carry")
     mech = composed_mechanism(composition, Candidate(PRIMITIVES.get("digit_sum")), model, task, batch, {})
     equals = int(task.answer_positions()[0])  # '=' predicts the final carry s3
-    sweep = step_sweep(model, task, mech, "carry2_0", batch, list(range(equals + 1)), n_pairs=120, seed=0,
-                       random_model=random_init_like(model, seed=1))
+    sweep, stream = step_sweep(model, task, mech, "carry2_0", batch, list(range(equals + 1)), n_pairs=120, seed=0,
+                               random_model=random_init_like(model, seed=1))
+    assert not stream  # computed from its parents: components may hold it
     site = choose_step_site(sweep)
     # the hand-written carry mechanism: c2 gathered by layer-1 attention at '=' (resid_mid.1 @ 7)
     layers = {n.layer for n in site.nodes} if site.nodes else {int(site.hook.split(".")[1])}
