@@ -66,6 +66,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
+from circuits.explain.compositions import carry_class
 from circuits.graph.nodes import Node
 from circuits.mechanisms import Mechanism, Prediction, Site, Variable
 
@@ -129,11 +130,6 @@ class Layout:
 
 def _pair_sum(p: int) -> Callable[[Any], Tensor]:
     return lambda batch: batch.metadata["a_digits"][:, p] + batch.metadata["b_digits"][:, p]
-
-
-def carry_class(total: Tensor) -> Tensor:
-    """``0`` for a pair sum <= 8 (kills a carry), ``1`` for 9 (passes one on), ``2`` for >= 10."""
-    return (total >= 9).long() + (total >= 10).long()
 
 
 def _class(p: int) -> Callable[[Any], Tensor]:
