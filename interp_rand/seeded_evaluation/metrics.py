@@ -13,10 +13,13 @@ from torch import Tensor
 
 from interp_rand.seeded_evaluation.amplification import (
     DEFAULT_N_GROUPS,
-    draw_seed_groups,
-    group_success,
     las_vegas_exact,
+    majority_rates,
+    smallest_int,
 )
+
+# elements per chunk of the sampled baseline (inputs drawn at once; samples judged at once)
+_SAMPLE_CHUNK = 1 << 24
 from interp_rand.losses import pack_bits
 from interp_rand.seeded_evaluation.run import SeedRun
 
@@ -81,32 +84,42 @@ def sampled_success(
     """
     if run.probs is None:
         raise ValueError("sampled_success needs the output distribution: run success_matrix with keep_probs=True")
-    n, n_seeds, _, width = run.probs.shape
+    n, n_seeds, n_answer, width = run.probs.shape
     n_samples = n_seeds if n_samples is None else n_samples
     if n_samples < 1:
         raise ValueError(f"n_samples={n_samples} must be >= 1")
-    if n_samples == n_seeds:
-        probs = run.probs  # sample t from seed t: no copy
-    else:
-        seed_of = torch.arange(n_samples, device=run.probs.device) % n_seeds
-        probs = run.probs[:, seed_of]  # [n, n_samples, n_answer, width]
-    if run.bits:
-        u = torch.rand(probs.shape, generator=generator).to(probs.device)
-        sampled = pack_bits(u < probs)
-    else:  # inverse CDF: the first class whose cumulative probability exceeds u
-        u = torch.rand(probs.shape[:-1] + (1,), generator=generator).to(probs.device)
-        sampled = (probs.cumsum(-1) <= u).sum(-1).clamp(max=width - 1)
     correct_fn = run.judge if correct_fn is None else correct_fn
-    if correct_fn is None:
-        if run.target_outputs is None:
-            raise ValueError(
-                f"loss kind {run.loss_kind!r} has no target outputs to compare with; pass correct_fn"
-            )
-        correct = (sampled == run.target_outputs[:, None]).all(-1)
-    else:
-        correct = correct_fn(sampled)
-        if correct.shape != (n, n_samples):
-            raise ValueError(f"correct_fn must return [n={n}, n_samples={n_samples}]; got {tuple(correct.shape)}")
+    if correct_fn is None and run.target_outputs is None:
+        raise ValueError(f"loss kind {run.loss_kind!r} has no target outputs to compare with; pass correct_fn")
+    seed_of = None if n_samples == n_seeds else torch.arange(n_samples, device=run.probs.device) % n_seeds
+    # drawn one chunk of inputs at a time (the same draws as at once: the generator's stream is
+    # consumed in the same order), kept in the smallest type that holds them, judged in slices
+    # of samples: no full-size cumulative sums, uniforms or long outputs
+    sampled = torch.empty(n, n_samples, n_answer, device=run.probs.device,
+                          dtype=torch.long if run.bits else smallest_int(0, max(0, width - 1)))
+    rows = max(1, _SAMPLE_CHUNK // max(1, n_samples * n_answer * width))
+    for start in range(0, n, rows):
+        part = slice(start, min(start + rows, n))
+        probs = run.probs[part] if seed_of is None else run.probs[part][:, seed_of]  # [c, n_samples, n_answer, width]
+        if run.bits:
+            u = torch.rand(probs.shape, generator=generator).to(probs.device)
+            sampled[part] = pack_bits(u < probs)
+        else:  # inverse CDF: the first class whose cumulative probability exceeds u
+            u = torch.rand(probs.shape[:-1] + (1,), generator=generator).to(probs.device)
+            sampled[part] = (probs.cumsum(-1) <= u).sum(-1).clamp(max=width - 1).to(sampled.dtype)
+    correct = torch.empty(n, n_samples, dtype=torch.bool, device=run.probs.device)
+    step = max(1, _SAMPLE_CHUNK // max(1, n * n_answer))
+    for first in range(0, n_samples, step):
+        last = min(first + step, n_samples)
+        outputs = sampled[:, first:last].long()
+        if correct_fn is None:
+            correct[:, first:last] = (outputs == run.target_outputs[:, None]).all(-1)
+            continue
+        judged = correct_fn(outputs)
+        if judged.shape != (n, last - first):
+            raise ValueError(f"correct_fn must return [n={n}, n_samples={last - first}] for samples {first}:{last} "
+                             f"of {n_samples}; got {tuple(judged.shape)}")
+        correct[:, first:last] = judged
     return correct.float().mean(1)
 
 
@@ -189,13 +202,15 @@ def summarize(
     }
     judged = run if run.judge is not None or correct_fn is None else dataclasses.replace(run, judge=correct_fn)
     for k in majority_ks:
-        groups = draw_seed_groups(run.n_inputs, run.n_seeds, k, n_groups, generator) if k <= run.n_seeds else None
+        # the groups of draw_seed_groups, voted on by every rule one chunk of inputs at a time
+        rates = majority_rates(run, k, generator, rules=rules, n_groups=n_groups, judged=judged) \
+            if k <= run.n_seeds else None
         for rule in rules:
             key = f"majority_{k}" if rule == "majority_whole" else f"{rule}_{k}"
-            if groups is None:
+            if rates is None:
                 out[key] = None
                 continue
-            entry = avg_worst(group_success(judged, groups, rule).float().mean(-1))
+            entry = avg_worst(rates[rule])
             out[key] = {**entry, "rule": rule, "k": k, "n_groups": n_groups}
             if rule == "las_vegas":
                 out[key]["exact"] = avg_worst(las_vegas_exact(run, k))
