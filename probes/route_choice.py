@@ -212,11 +212,15 @@ def route_choice(model: Any, grid: Any, evaluation: Any, label: str, *, n_seeds:
 
     def route_iia(basis: Tensor) -> float:
         b, s = i[routes_differ], j[routes_differ]
+        if not len(b):  # every seed took one route: nothing to swap (the claim is then inconclusive)
+            return float("nan")
         patched = _routes(model, grid, _swap(seeds[b], seeds[s], basis))
         return float(_same_route(patched, _index(run, s), steps).double().mean())
 
     def first_iia(basis: Tensor) -> float:
         b, s = i[moves_differ], j[moves_differ]
+        if not len(b):  # every seed took one first move
+            return float("nan")
         patched = _routes(model, grid, _swap(seeds[b], seeds[s], basis))
         return float((patched.actions[:, 0] == first[s]).double().mean())
 

@@ -52,7 +52,10 @@ class RouteReport(Displayed):
         return "\n".join(self.lines())
 
     def to_dict(self) -> dict[str, Any]:
-        return {"agents": {k: v.to_dict() for k, v in self.agents.items()}, "first_visit": self.first_visit}
+        m = self.main  # the report's claims are its agent's (the demo's index reads the top-level ones)
+        return {"subject": f"what the seed chooses in {m.label}", "verdict": m.verdict,
+                "claims": [c.to_dict() for c in m.claims], "agents": {k: v.to_dict() for k, v in self.agents.items()},
+                "first_visit": self.first_visit}
 
     def figure(self) -> Any:
         """Each agent's visit rate per cell across seeds (its worst treasure cell outlined)."""

@@ -57,12 +57,21 @@ def test_erm_follows_a_near_fixed_route_where_the_randomized_agent_spreads(choic
     assert choices["gridworld-Aq_R"].n_distinct_routes > choices["gridworld-AE_R"].n_distinct_routes
 
 
+def test_seeds_that_all_take_one_first_move_leave_that_claim_inconclusive():
+    ckpt = load_agent("zoo:gridworld-AE_R")  # its first move is 'up' for 97% of seeds
+    model, grid = ckpt.model(), ckpt.scale.grid
+    choice = route_choice(model, grid, evaluate_agent(model, grid, 4), "erm", n_seeds=8, n_pairs=20, seed=3)
+    assert choice.n_first_pairs == 0 and choice.n_pairs > 0  # 8 seeds, one first move, several routes
+    assert choice.claims[0].verdict.outcome == "inconclusive" and choice.route_curve[-1] == 1.0
+
+
 def test_gridworld_eval_with_compare_writes_the_route_page(tmp_path, capsys):
     out = tmp_path / "gw"
     assert main(["gridworld", "eval", "zoo:gridworld-Aq_R", "--seeds", "20", "--route-seeds", "100",
                  "--compare", "zoo:gridworld-AE_R", "--out", str(out)]) == 0
     data = json.loads((out / "route.json").read_text())
     assert list(data["agents"]) == ["zoo:gridworld-Aq_R", "zoo:gridworld-AE_R"]
+    assert data["verdict"] == data["agents"]["zoo:gridworld-Aq_R"]["verdict"] and len(data["claims"]) == 2
     page = (out / "route.html").read_text()
     verdict = data["agents"]["zoo:gridworld-Aq_R"]["verdict"].upper()
     assert page.index(verdict) < page.index("share of seeds whose exploration route")  # the verdict leads
