@@ -51,9 +51,23 @@ class RouteReport(Displayed):
     def text(self) -> str:
         return "\n".join(self.lines())
 
+    def finding(self) -> str:
+        """What the agent's seed does, in one sentence (the demo's index leads with it)."""
+        m = self.main
+        k90 = next((k + 1 for k, v in enumerate(m.route_curve) if v >= 0.9), None)
+        text = (f"{m.label}: the seed chooses the exploration route through "
+                + (f"{k90} of its {m.d_seed} directions" if k90 and k90 < m.d_seed else f"all {m.d_seed} of its directions"
+                   f" (no smaller subspace carries it: {m.route_curve[-2]:.2f} at {m.d_seed - 1})")
+                + f", {m.n_distinct_routes} routes over {m.n_seeds} seeds, cells visited by {_range(m)} of them")
+        if len(self.agents) > 1:
+            b = list(self.agents.values())[1]
+            text += (f"; its ERM twin takes {b.n_distinct_routes} routes, cells visited by {_range(b)}; the worst "
+                     f"treasure cell {m.worst_cell_return:.2f} against the twin's {b.worst_cell_return:.2f}")
+        return text
+
     def to_dict(self) -> dict[str, Any]:
         m = self.main  # the report's claims are its agent's (the demo's index reads the top-level ones)
-        return {"subject": f"what the seed chooses in {m.label}", "verdict": m.verdict,
+        return {"subject": f"what the seed chooses in {m.label}", "verdict": m.verdict, "finding": self.finding(),
                 "claims": [c.to_dict() for c in m.claims], "agents": {k: v.to_dict() for k, v in self.agents.items()},
                 "first_visit": self.first_visit}
 

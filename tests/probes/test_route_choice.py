@@ -72,6 +72,7 @@ def test_gridworld_eval_with_compare_writes_the_route_page(tmp_path, capsys):
     data = json.loads((out / "route.json").read_text())
     assert list(data["agents"]) == ["zoo:gridworld-Aq_R", "zoo:gridworld-AE_R"]
     assert data["verdict"] == data["agents"]["zoo:gridworld-Aq_R"]["verdict"] and len(data["claims"]) == 2
+    assert data["finding"].startswith("zoo:gridworld-Aq_R: the seed chooses") and "ERM twin" in data["finding"]
     page = (out / "route.html").read_text()
     verdict = data["agents"]["zoo:gridworld-Aq_R"]["verdict"].upper()
     assert page.index(verdict) < page.index("share of seeds whose exploration route")  # the verdict leads
