@@ -35,7 +35,7 @@ CASES: collections.Counter = collections.Counter()
 LINES: dict[str, set[str]] = collections.defaultdict(set)
 _ids = itertools.count()
 
-N, S, V, D, E = 4, 3, 2, 8, 2  # the port fixture's sizes (test_haiku_recall.py)
+from port_checkpoints import port_config as _port_config, port_params as _port_params  # noqa: E402
 
 # values of the wrong type or out of range, for any field
 BAD = st.sampled_from([None, True, False, -1, 0, 2.5, float("nan"), float("inf"), 10**9, 10**12, 2**70, "x", "",
@@ -86,26 +86,6 @@ def _run(place, argv, out=None):
 
 
 # ---------------------------------------------------------------------- haiku-recall (the port's .npy)
-
-def _port_config():
-    return {"seed": 42, "num_steps": 10, "num_token": N, "target_size": V, "batch_size": 8, "probabilistic": "random",
-            "data_pooling": "lp", "p": 100, "num_seed": 30, "loss": "bce", "hardcoded_randomness": False, "mlp": False,
-            "widening_factor": 1, "first_mlp": True, "seed_size": S, "reverse_block": True, "num_layers": 2,
-            "num_heads": 1, "kq_dim": E, "v_dim": E, "embed_dim": D, "softmax": "none", "positional_embedding": False,
-            "GD_PARAM": {"lr": 0.003, "betas": (0.9, 0.95), "eps": 1e-05, "grad_norm_clip": 1, "weight_decay": 0.0,
-                         "lr_alpha": 0.1, "warmup_steps": 3}}
-
-
-def _port_params():
-    g = np.random.default_rng(0)
-    w = lambda *shape: g.normal(0, 0.7, shape).astype(np.float32)  # noqa: E731
-    root = "custom_transformer"
-    params = {f"{root}/linear": {"w": w(N + S + V, D), "b": w(D)}, f"{root}/linear_1": {"w": w(D, D), "b": w(D)},
-              f"{root}/linear_2": {"w": w(D, V), "b": w(V)}}
-    for name in ("custom_multi_head_attention", "custom_multi_head_attention_1"):
-        params[f"{root}/{name}"] = {"w_q": w(1, D, E), "w_k": w(1, D, E), "w_v": w(1, D, E), "w_o": w(1, E, D)}
-    return params
-
 
 class _Declared:
     """Pickles as a float32 array that declares ``shape`` (its data far shorter)."""
@@ -367,8 +347,8 @@ def test_import_bridge_refuses_every_task_config_the_model_does_not_fit(place, u
 def test_the_property_tests_counts():
     """Run after the property tests (file order): how many cases each saw and how many distinct
     error lines (paths and numbers aside) they were refused with, printed for the record."""
-    if not CASES:
-        pytest.skip("run together with the property tests")
+    if not {"--model", "import hf", "import haiku-recall"} <= set(CASES):  # pytest-xdist spreads the file over workers
+        pytest.skip("run in one process with every property test (pytest -p no:xdist -s)")
     print(f"\nimport/--model property test: {sum(CASES.values())} cases: {dict(CASES)}; distinct error lines: "
           + ", ".join(f"{k} {len(v)}" for k, v in LINES.items()))
     assert CASES["--model"] > 0 and CASES["import hf"] > 0 and CASES["import haiku-recall"] > 0

@@ -5,8 +5,6 @@ small checkpoint this test writes in the port's own pickle format (jax arrays pi
 import hashlib
 import json
 import pickle
-import sys
-import types
 
 import numpy as np
 import pytest
@@ -16,67 +14,12 @@ from interp_rand.importers import IMPORTERS, import_model
 from interp_rand.importers import haiku_recall as port
 from interp_rand.importers.jax_prng import port_fixed_seed, prng_key, split, threefry2x32
 from interp_rand.training.checkpoint import load_checkpoint
-
-N, S, V, D, E = 4, 3, 2, 8, 2  # pairs, seed bits, value bits, width, key size
-
-
-def _port_config(variant="random", p=100, seed=42):
-    return {"seed": seed, "num_steps": 10, "num_token": N, "target_size": V, "batch_size": 8, "probabilistic": variant,
-            "data_pooling": "lp", "p": p, "num_seed": 30, "loss": "bce", "hardcoded_randomness": False, "mlp": False,
-            "widening_factor": 1, "first_mlp": True, "seed_size": S, "reverse_block": True, "num_layers": 2,
-            "num_heads": 1, "kq_dim": E, "v_dim": E, "embed_dim": D, "softmax": "none", "positional_embedding": False,
-            "GD_PARAM": {"lr": 0.003, "betas": (0.9, 0.95), "eps": 1e-05, "grad_norm_clip": 1, "weight_decay": 0.0,
-                         "lr_alpha": 0.1, "warmup_steps": 3}}
-
-
-def _port_params(seed=0):
-    g = np.random.default_rng(seed)
-    w = lambda *shape: g.normal(0, 0.7, shape).astype(np.float32)  # noqa: E731
-    root = "custom_transformer"
-    params = {f"{root}/linear": {"w": w(N + S + V, D), "b": w(D)}, f"{root}/linear_1": {"w": w(D, D), "b": w(D)},
-              f"{root}/linear_2": {"w": w(D, V), "b": w(V)}}
-    for name in ("custom_multi_head_attention", "custom_multi_head_attention_1"):
-        params[f"{root}/{name}"] = {"w_q": w(1, D, E), "w_k": w(1, D, E), "w_v": w(1, D, E), "w_o": w(1, E, D)}
-    return params
-
-
-class _JaxArray:
-    """Pickles as a jax array does: ``jax._src.array._reconstruct_array(fun, args, state, aval)``."""
-
-    def __init__(self, array):
-        self.array = array
-
-    def __reduce__(self):
-        fun, args, state = self.array.__reduce__()
-        return _reconstruct_array, (fun, args, state, {"weak_type": False})
-
-
-def _reconstruct_array(*args):  # pickled by name as jax._src.array._reconstruct_array
-    raise AssertionError("never called")
-
-
-def write_port_checkpoint(path, config, params):
-    """``np.save(path, (cfg, params))`` as the port does, its arrays pickled as jax arrays."""
-    fake = types.ModuleType("jax._src.array")
-    fake._reconstruct_array = _reconstruct_array
-    _reconstruct_array.__module__, _reconstruct_array.__qualname__ = "jax._src.array", "_reconstruct_array"
-    wrapped = {m: {k: _JaxArray(v) for k, v in leaves.items()} for m, leaves in params.items()}
-    saved = {name: sys.modules.get(name) for name in ("jax", "jax._src", "jax._src.array")}
-    sys.modules.update({"jax": types.ModuleType("jax"), "jax._src": types.ModuleType("jax._src"), "jax._src.array": fake})
-    try:
-        np.save(path, np.array([config, wrapped], dtype=object), allow_pickle=True)
-    finally:
-        for name, module in saved.items():
-            if module is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module
-
+from port_checkpoints import D, E, N, S, V, port_config, port_params, write_port_checkpoint  # noqa: F401
 
 @pytest.fixture(scope="module")
 def fixture_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("port") / f"associative_recall_test_random_q100_c{N}.npy"
-    write_port_checkpoint(path, _port_config(), _port_params())
+    write_port_checkpoint(path, port_config(), port_params())
     assert b"jax._src.array" in path.read_bytes()  # the port's format, not plain numpy
     return path
 
@@ -119,7 +62,7 @@ def test_import_matches_the_numpy_forward_to_the_rounding_floor(fixture_file, tm
 
 def test_deterministic_variant_stores_the_ports_r0(tmp_path):
     path = tmp_path / "associative_recall_x_deterministic_q1_c4.npy"
-    write_port_checkpoint(path, _port_config("deterministic", p=1, seed=7), _port_params(1))
+    write_port_checkpoint(path, port_config("deterministic", p=1, seed=7), port_params(1))
     folder = import_model("haiku-recall", str(path), tmp_path / "run")
     ckpt = load_checkpoint(tmp_path / "run")
     bits = port_fixed_seed(7, S)
@@ -142,7 +85,7 @@ def test_unpickler_refuses_anything_but_arrays(tmp_path):
     np.save(path, np.array([{"a": 1}, {"m": {"w": Evil()}}], dtype=object), allow_pickle=True)
     with pytest.raises(ValueError, match="refusing to load builtins.eval"):
         port.read_port_checkpoint(path)
-    config = _port_config()
+    config = port_config()
     config["layer_norm"] = True
     with pytest.raises(ValueError, match="layer_norm=True is not supported"):
         port.check_config(config)
@@ -154,7 +97,7 @@ def test_damaged_headers_huge_arrays_and_wrong_config_types_are_one_line(tmp_pat
     seed is a list: each a ValueError naming the file or the key, never a traceback from numpy,
     tokenize or the allocator."""
     good = tmp_path / "good.npy"
-    write_port_checkpoint(good, _port_config(), _port_params())
+    write_port_checkpoint(good, port_config(), port_params())
     data = good.read_bytes()
     broken = tmp_path / "header.npy"
     broken.write_bytes(data[:10] + b"{'descr': '|O', 'fortran_order': False, 'shape': (2," + data[60:])
@@ -172,7 +115,7 @@ def test_damaged_headers_huge_arrays_and_wrong_config_types_are_one_line(tmp_pat
     with pytest.raises(ValueError, match="huge.npy"):
         port.read_port_checkpoint(huge)
     for key, value in (("seed", [1, 2]), ("seed_size", 10 ** 9), ("num_token", True)):
-        config = _port_config()
+        config = port_config()
         config[key] = value
         with pytest.raises(ValueError, match=f"port config {key}="):
             port.check_config(config)
