@@ -209,12 +209,13 @@ def choose_step_site(sweep: SiteSweep, stream: bool = False) -> Site | None:
     if not rows:
         return None
     best = rows[0]
-    if best.kind == "das":
+    if best.kind != "node":  # a residual hook, whole or a subspace
         return best.site
     # redundant components at the best one's position (choose_site's rule), never across positions
     here = dataclasses.replace(sweep, rows=[r for r in rows if r.kind == "node" and
                                             r.site.nodes[0].position == best.site.nodes[0].position])
-    return Site.of(*choose_site(here))
+    nodes = choose_site(here)
+    return Site.of(*nodes) if nodes else None
 
 
 def composed_mechanism(composition: Composition, candidate: Candidate, model: Any, task: Any, batch: Any,

@@ -88,6 +88,13 @@ def test_a_step_sits_at_the_earliest_site_that_holds_it_near_its_best():
     assert choose_step_site(sweep(_row(mid, 0.7, "das"), _row(heads7, 0.6))) == mid
     m5, m7 = Node("mlp", 0, position=5), Node("mlp", 1, position=7)
     assert choose_step_site(sweep(_row(Site.of(m5), 0.6), _row(Site.of(m7), 0.55))) == Site.of(m5)
+    # in the stream: the latest hook that holds it near its best, a whole hook too; components never
+    whole = Site.at("blocks.1.hook_resid_pre", 6)
+    early = Site.at("blocks.0.hook_resid_mid", 6)
+    rows = (_row(early, 0.98, "hook"), _row(whole, 0.96, "hook"), _row(Site.of(m5), 0.99))
+    assert choose_step_site(sweep(*rows), stream=True) == whole
+    assert choose_step_site(sweep(_row(early, 0.5, "hook"), _row(Site.of(m5), 0.7)), stream=True) == early
+    assert choose_step_site(sweep(_row(Site.of(m5), 0.7)), stream=True) is None
 
 
 def test_on_zoo_addition_the_search_finds_the_carry_into_place_2_in_layer_1_attention_at_equals():
