@@ -1,4 +1,4 @@
-"""Start-up time of the command line: ``--help``, ``tasks``, ``zoo list`` and argument errors,
+"""Start-up time of the command line: ``--help``, ``tasks``, ``zoo list``, argument and file errors,
 each in a fresh subprocess (median of ``--runs``), next to ``python -c "import torch"`` measured
 in the same run, with the ratio. None of these commands should import torch: target <= 0.5 s on
 an idle machine, a small fraction of torch's import.
@@ -29,6 +29,11 @@ COMMANDS = [
     ["nope"],                                          # unknown command
     ["train", "sortt"],                                # typo'd task name
     ["circuit", "zoo:sort", "--out", "x", "--method", "nope"],  # bad choice
+    # file errors, refused before the heavy imports (issue 38: 7-12 s with the imports first)
+    ["eval", "/nonexistent"],                          # no such run
+    ["report", "zoo:nope", "--out", "x"],              # no such zoo model
+    ["circuit", "tests", "--out", "x"],                # a folder that is no run
+    ["eval", "--model", "no_such_module:f", "--out", "x"],  # a --model whose module does not exist
 ]
 
 
