@@ -58,7 +58,7 @@ def test_tour_runs_every_step_on_the_zoo(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(case_studies, "CarryConfig", functools.partial(case_studies.CarryConfig, **SMALL_CARRY))
     monkeypatch.setattr(claim_card, "claim_card", functools.partial(claim_card.claim_card, **SMALL_CARD))
     small_mechanisms(monkeypatch)
-    assert main(["demo", "--out", str(tmp_path)]) == 0
+    assert main(["demo", "--jobs", "2", "--out", str(tmp_path)]) == 0  # side by side, as on 2 idle cores
     printed = capsys.readouterr().out
     steps = json.loads((tmp_path / "tour.json").read_text())
     # every step, in the tour's order, each shown as a user would type it, writing into its own folder
@@ -94,6 +94,61 @@ def test_tour_runs_every_step_on_the_zoo(tmp_path, monkeypatch, capsys):
     assert index.index("What the randomized models learned") < index.index("<section id=")
     assert "zoo:recall-Aq_R&#x27;s seed decides its success" in index and "random hash of its key codes" in index
     assert "zoo:coloring-Aq_R&#x27;s seed decides its success" in index and "its noise decides" in index
+
+
+def _fake_tour(monkeypatch, log):
+    """A tour of fake steps: each sleeps, prints, writes a file and logs when it ran."""
+    import time
+
+    tour = [(name, f"step {name}", ["fake", name, "--out", "OUT"])
+            for name in ("zoo", "carry", "sort", "addition", "report", "nope")]
+    monkeypatch.setattr(demo, "TOUR", tour)
+
+    def fake_main(argv):
+        name, out = argv[3], argv[5]
+        with open(log, "a") as f:
+            f.write(f"start {name} {time.time()}\n")
+        time.sleep({"carry": 0.6, "sort": 0.4}.get(name, 0.1))
+        print(f"output of {name}")
+        from pathlib import Path
+
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "result.json").write_text(json.dumps({"name": name}))
+        with open(log, "a") as f:
+            f.write(f"end {name} {time.time()}\n")
+        return 3 if name == "fail" else 0
+
+    return tour, fake_main
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_tour_side_by_side_prints_in_order_and_keeps_carry_and_sort_apart(jobs, tmp_path, monkeypatch, capsys):
+    tour, fake_main = _fake_tour(monkeypatch, tmp_path / "log.txt")
+    steps = demo.run_tour(tmp_path / "out", fake_main, jobs=jobs)
+    printed = capsys.readouterr().out
+    assert [s["folder"] for s in steps] == [name for name, _, _ in tour]
+    positions = [printed.index(f"output of {name}") for name, _, _ in tour]
+    assert positions == sorted(positions)  # each step's output after its command, in the tour's order
+    for name, _, _ in tour:
+        assert printed.index(f"$ interp-rand --threads 1 fake {name}") < printed.index(f"output of {name}")
+        assert (tmp_path / "out" / name / "printed.txt").read_text() == f"output of {name}\n"
+    times = {}
+    for line in (tmp_path / "log.txt").read_text().splitlines():
+        what, name, at = line.split()
+        times.setdefault(name, {})[what] = float(at)
+    carry, sort = times["carry"], times["sort"]
+    assert carry["end"] <= sort["start"] or sort["end"] <= carry["start"]  # never together
+    overlapped = any(a != b and times[a]["start"] < times[b]["end"] and times[b]["start"] < times[a]["end"]
+                     for a in times for b in times)
+    assert overlapped == (jobs == 2)
+
+
+def test_tour_side_by_side_stops_at_a_failed_step(tmp_path, monkeypatch, capsys):
+    tour, fake_main = _fake_tour(monkeypatch, tmp_path / "log.txt")
+    monkeypatch.setattr(demo, "TOUR", [*tour[:2], ("fail", "a failing step", ["fake", "fail", "--out", "OUT"])])
+    with pytest.raises(RuntimeError, match="demo step failed \\(3\\): interp-rand --threads 1 fake fail"):
+        demo.run_tour(tmp_path / "out", fake_main, jobs=2)
+    assert not (tmp_path / "out" / "tour.json").exists()
 
 
 def test_train_demo_trains_evaluates_and_draws(tmp_path, monkeypatch, capsys):
