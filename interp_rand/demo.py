@@ -110,11 +110,10 @@ def _run_step(out: Path, folder: str, argv: list[str], main: Callable[[list[str]
 def _step_child(out: Path, folder: str, argv: list[str], main: Callable[[list[str]], int], report: Path) -> None:
     """A forked child's body: run the step with its output kept (printed by the parent, in the
     tour's order) and its stderr (progress) in a file; write ``{"code", "printed"}`` to ``report``."""
-    import json
     import os
     import traceback
 
-    with open(report.with_suffix(".err"), "w") as err:
+    with open(report.with_suffix(".err"), "w") as err:  # scratch: the step's progress, not an output
         os.dup2(err.fileno(), 2)
     sys.stderr = open(2, "w", closefd=False)
     sys.stdout = io.StringIO()  # _Tee writes through to it: the parent prints it
@@ -124,7 +123,7 @@ def _step_child(out: Path, folder: str, argv: list[str], main: Callable[[list[st
         code, printed = 1, traceback.format_exc()
         sys.stderr.write(printed)
     sys.stderr.flush()
-    report.write_text(json.dumps({"code": code, "printed": printed}))
+    write_json(report, {"code": code, "printed": printed})
 
 
 def _run_side_by_side(out: Path, main: Callable[[list[str]], int], jobs: int) -> list[tuple[int, str, float]]:

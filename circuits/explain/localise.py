@@ -191,9 +191,10 @@ def site_rank(site: Site) -> tuple[int, float]:
 def choose_step_site(sweep: SiteSweep, stream: bool = False) -> Site | None:
     """An intermediate step's site: the earliest site (:func:`site_rank`) whose IIA reaches
     :data:`SINGLE_SITE_IIA` and is within :data:`NEAR_BEST` of the best (an earlier site that
-    holds the value only in part, a correlate, does not displace the one that holds it), components or a 1-dim subspace of a residual hook, the best margin
-    among equally early ones; else the best site by margin (a component with the redundant ones
-    at its position, :func:`choose_site`'s rule). ``stream``: the residual stream only (a hook
+    holds the value only in part, a correlate, does not displace the one that holds it),
+    components or a 1-dim subspace of a residual hook, the best margin among equally early
+    ones; else the best site by margin (a component with the redundant ones at its position,
+    :func:`choose_site`'s rule). ``stream``: the residual stream only (a hook
     whole or a subspace of it), for a step the hypothesis reads off the input at one position
     and later positions read from there, and the *latest* such site that holds it, where they
     read it: a component site, or an earlier hook, would leave the writers after it at that

@@ -7,6 +7,7 @@ ran (or what it left)."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 from pathlib import Path
 
@@ -58,6 +59,15 @@ def test_a_linked_output_file_is_refused_before_any_work(command, tmp_path, caps
     assert code == 2 and "is a symbolic link" in err[-1] and target.read_text() == "keep"
 
 
+def a_run(folder):
+    """A copy of the zoo's sort run at ``folder`` (its checkpoint's metadata; the weights are
+    not read before an output is claimed)."""
+    from interp_rand.zoo import zoo_path
+
+    shutil.copytree(zoo_path("sort"), folder)
+    return folder
+
+
 @pytest.fixture
 def never(monkeypatch):
     """``never(module, name)``: replace an expensive function by one that records a call."""
@@ -73,8 +83,7 @@ def never(monkeypatch):
 def test_a_linked_default_output_is_refused_before_the_evaluation(tmp_path, capsys, never):
     # the issue: an eval.json symlinked elsewhere overwrote its target (after computing everything)
     calls = never("interp_rand.reports.evaluation", "evaluation_report")
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
+    run_dir = a_run(tmp_path / "run")
     target = tmp_path / "elsewhere.json"
     target.write_text("the user's file")
     (run_dir / "eval.json").symlink_to(target)
@@ -198,7 +207,10 @@ def test_every_writing_command_claims_its_output_before_any_work(command, tmp_pa
     argv, name, expensive = CLAIMS[command]
     calls = never(*expensive.rsplit(".", 1))
     out = tmp_path / "out"
-    out.mkdir()
+    if argv[1] == "OUT":  # the output is the run's own folder: a run, or it is refused as none first
+        a_run(out)
+    else:
+        out.mkdir()
     target = tmp_path / "target"
     target.write_text("untouched")
     (out / name).symlink_to(target)
