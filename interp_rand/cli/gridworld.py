@@ -133,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
                                             summary["scale"]["grid"]["episode_steps"]), folder / "first_visit.html")
             progress.note(f"what the seed chooses: {args.route_seeds} routes, swaps of seed directions"
                           + (f", beside {args.compare}" if args.compare is not None else ""))
-            report = route_report(args.path, compare=args.compare, n_seeds=args.route_seeds)
+            report = route_report(args.path, compare=args.compare, n_seeds=args.route_seeds,
+                                  eval_seeds=summary["n_seeds"])  # the adversaries over evaluation.json's seeds
             report.write(folder)
         keys = ("average", "worst_5pct", "worst_cell", "first_visit_max", "first_visit_min", "n_distinct_routes")
         print(json.dumps({k: summary[k] for k in keys}, indent=2))

@@ -67,7 +67,7 @@ def test_seeds_that_all_take_one_first_move_leave_that_claim_inconclusive():
 
 def test_gridworld_eval_with_compare_writes_the_route_page(tmp_path, capsys):
     out = tmp_path / "gw"
-    assert main(["gridworld", "eval", "zoo:gridworld-Aq_R", "--seeds", "20", "--route-seeds", "100",
+    assert main(["gridworld", "eval", "zoo:gridworld-Aq_R", "--seeds", "4", "--route-seeds", "40",
                  "--compare", "zoo:gridworld-AE_R", "--out", str(out)]) == 0
     data = json.loads((out / "route.json").read_text())
     assert list(data["agents"]) == ["zoo:gridworld-Aq_R", "zoo:gridworld-AE_R"]

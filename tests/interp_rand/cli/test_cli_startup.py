@@ -142,12 +142,14 @@ def test_file_errors_are_refused_before_torch(argv, expected):
 USER_FN = "def build():\n    return helper()\n\ndef helper():\n    raise ZeroDivisionError('inside the user code')\n"
 
 
-def test_user_function_error_is_one_line_and_its_traceback_only_under_debug(tmp_path):
+def test_user_function_error_is_one_line_and_its_traceback_only_under_debug(tmp_path, capsys):
+    from interp_rand.cli.main import main  # in process: what is printed does not depend on a fresh start
+
     (tmp_path / "mine.py").write_text(USER_FN)
     target = f"{tmp_path / 'mine.py'}:build"
-    code, _, _, err = run_fresh(["eval", "--model", target, "--out", str(tmp_path / "a")])
+    code, err = main(["eval", "--model", target, "--out", str(tmp_path / "a")]), capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert f"{target} raised ZeroDivisionError: inside the user code" in err and "Traceback" not in err
-    code, _, _, err = run_fresh(["--debug", "eval", "--model", target, "--out", str(tmp_path / "b")])
+    code, err = main(["--debug", "eval", "--model", target, "--out", str(tmp_path / "b")]), capsys.readouterr().err
     assert code == 2 and err.splitlines()[0].endswith("raised ZeroDivisionError: inside the user code"), err
     assert "Traceback" in err and "in helper" in err and "mine.py" in err  # the user's own frames
