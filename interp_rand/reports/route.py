@@ -134,11 +134,14 @@ def _range(choice: Any) -> str:
     return f"{min(rates):.2f}-{max(rates):.2f}"
 
 
-def route_report(run: str | Path, *, compare: str | Path | None = None, n_seeds: int = 1000, eval_seeds: int = 200,
-                 seed: int = 0) -> RouteReport:
+def route_report(run: str | Path, *, compare: str | Path | None = None, n_seeds: int = 1000, eval_seeds: int = 100,
+                 seed: int = 0, eval_seed: int | None = None) -> RouteReport:
     """What the seed chooses in agent ``run`` (a run folder, checkpoint or ``zoo:NAME``) and,
-    beside it, in ``compare``: ``n_seeds`` exploration routes each, the adversaries over every
-    treasure cell x ``eval_seeds`` seeds."""
+    beside it, in ``compare``: ``n_seeds`` exploration routes each (drawn from ``seed``), the
+    adversaries over every treasure cell x ``eval_seeds`` seeds drawn from ``eval_seed`` (default
+    the grid world's evaluation seed, so that the worst cell is ``gridworld eval``'s)."""
+    from interp_rand.gridworld.experiment import EVAL_SEED
+
     from interp_rand.gridworld.checkpoint import load_agent
     from interp_rand.gridworld.evaluation import evaluate_agent
     from probes.route_choice import route_choice
@@ -147,7 +150,7 @@ def route_report(run: str | Path, *, compare: str | Path | None = None, n_seeds:
     for path in [run] + ([compare] if compare is not None else []):
         ckpt = load_agent(path)
         model, grid = ckpt.model(), ckpt.scale.grid
-        evaluation = evaluate_agent(model, grid, eval_seeds, seed=seed)
+        evaluation = evaluate_agent(model, grid, eval_seeds, seed=EVAL_SEED if eval_seed is None else eval_seed)
         label = str(path)
         agents[label] = route_choice(model, grid, evaluation, label, n_seeds=n_seeds, seed=seed)
         maps[label] = evaluation.first_visit_map()
