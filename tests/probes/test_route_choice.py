@@ -21,7 +21,7 @@ def choices():
     for name in ("gridworld-Aq_R", "gridworld-AE_R"):
         ckpt = load_agent(f"zoo:{name}")
         model, grid = ckpt.model(), ckpt.scale.grid
-        out[name] = route_choice(model, grid, evaluate_agent(model, grid, 40), name, n_seeds=400, n_pairs=200)
+        out[name] = route_choice(model, grid, evaluate_agent(model, grid, 8), name, n_seeds=300, n_pairs=150)
     return out
 
 
