@@ -83,6 +83,12 @@ class RouteChoice(Displayed):
         return "fails" if "fails" in outcomes else ("holds" if outcomes == {"holds"} else "inconclusive")
 
     @property
+    def route_rank(self) -> int | None:
+        """The fewest of the route's top directions whose swap makes the whole route the source
+        seed's on at least :data:`IIA_TARGET` of pairs (``None``: no number of them does)."""
+        return next((k + 1 for k, v in enumerate(self.route_curve) if v >= IIA_TARGET), None)
+
+    @property
     def oblivious_gap(self) -> float:
         """The worst cell's seed-averaged return minus the seed-aware adversary's: what the
         seed buys against an adversary who places the treasure without seeing it."""
@@ -90,7 +96,7 @@ class RouteChoice(Displayed):
 
     def headline(self) -> str:
         moves = ", ".join(f"{p:.2f}" for p in self.first_move)
-        k90 = next((k + 1 for k, v in enumerate(self.route_curve) if v >= IIA_TARGET), None)
+        k90 = self.route_rank
         return (f"{self.label}: {self.verdict.upper()} — the seed chooses the first move (shares {moves}) in "
                 f"{self.rank_first} of its {self.d_seed} directions (IIA {self.iia_first:.3f}, random subspaces "
                 f"{self.iia_first_random:.3f}) and the route in {self.rank_route} (IIA {self.iia_route:.3f}, random "

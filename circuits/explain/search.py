@@ -51,21 +51,19 @@ class Explanation(Displayed):
     config: dict[str, Any] = field(default_factory=dict)
     composed: list[str] = field(default_factory=list)  # the chosen candidate's compositions (in located, cards)
 
+    def _scrubbed(self, name: str) -> tuple[float, float]:
+        """The ranking by scrubbing: whole outputs kept, then the log-prob share (best first)."""
+        s = self.cards[name].scrubbing
+        return (-s.scrubbed["accuracy"], -s.share["logprob"])
+
     def _best(self, names: list[str]) -> list[str]:
-        """``names`` best first: a card that holds, then whole outputs kept under scrubbing, then the share."""
-        def key(name: str) -> tuple[bool, float, float]:
-            s = self.cards[name].scrubbing
-            return (self.cards[name].verdict != "holds", -s.scrubbed["accuracy"], -s.share["logprob"])
-        return sorted(names, key=key)
+        """``names`` best first: a card that holds, then :meth:`_scrubbed`."""
+        return sorted(names, key=lambda name: (self.cards[name].verdict != "holds", *self._scrubbed(name)))
 
     @property
     def ranked(self) -> list[str]:
-        """The located candidates (not their compositions), best first: whole outputs kept under
-        scrubbing, then the share."""
-        def key(name: str) -> tuple[float, float]:
-            s = self.cards[name].scrubbing
-            return (-s.scrubbed["accuracy"], -s.share["logprob"])
-        return sorted((n for n in self.cards if n not in self.composed), key=key)
+        """The located candidates (not their compositions), best first by :meth:`_scrubbed`."""
+        return sorted((n for n in self.cards if n not in self.composed), key=self._scrubbed)
 
     @property
     def fits(self) -> bool:

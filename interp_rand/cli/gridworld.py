@@ -127,14 +127,14 @@ def run(args: argparse.Namespace) -> int:
             load_agent(args.compare)  # refused before any work when it is not an agent
         claim(output_folder(args.path, where, args.out), (experiment.EVALUATION_FILE, "first_visit.html") + ROUTE_FILES)
         with progress.scope("gridworld eval"):
-            summary = experiment.evaluate_run(args.path, n_seeds=args.seeds, out=args.out)
+            summary, evaluation = experiment.evaluate_saved(args.path, n_seeds=args.seeds, out=args.out)
             folder = Path(summary["folder"])
             write_figure(first_visit_figure({str(args.path): summary["first_visit_map"]},
                                             summary["scale"]["grid"]["episode_steps"]), folder / "first_visit.html")
             progress.note(f"what the seed chooses: {args.route_seeds} routes, swaps of seed directions"
                           + (f", beside {args.compare}" if args.compare is not None else ""))
             report = route_report(args.path, compare=args.compare, n_seeds=args.route_seeds,
-                                  eval_seeds=summary["n_seeds"])  # the adversaries over evaluation.json's seeds
+                                  eval_seeds=summary["n_seeds"], evaluation=evaluation)  # evaluation.json's seeds
             report.write(folder)
         keys = ("average", "worst_5pct", "worst_cell", "first_visit_max", "first_visit_min", "n_distinct_routes")
         print(json.dumps({k: summary[k] for k in keys}, indent=2))

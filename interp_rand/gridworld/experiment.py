@@ -9,7 +9,7 @@ from typing import Any
 
 from interp_rand.gridworld.checkpoint import load_agent, save_agent
 from interp_rand.gridworld.config import GridworldScale
-from interp_rand.gridworld.evaluation import evaluate_agent, save_json
+from interp_rand.gridworld.evaluation import AgentEvaluation, evaluate_agent, save_json
 from interp_rand.gridworld.pgpe import train_agent
 from interp_rand.output.lock import run_lock
 from interp_rand.run_names import output_folder
@@ -41,15 +41,21 @@ def evaluate_run(path: str | Path, n_seeds: int | None = None, seed: int = EVAL_
     """Evaluate a saved agent (run directory, checkpoint folder or ``zoo:NAME``) and write
     ``evaluation.json`` into ``out`` (default: the run directory; ``zoo-output/NAME`` for a zoo
     agent, see :func:`~interp_rand.run_names.output_folder`); returns the summary, whose
-    ``folder`` is where it was written."""
+    ``folder`` is where it was written (:func:`evaluate_saved` also gives the evaluation)."""
+    return evaluate_saved(path, n_seeds, seed, out)[0]
+
+
+def evaluate_saved(path: str | Path, n_seeds: int | None = None, seed: int = EVAL_SEED,
+                   out: str | Path | None = None) -> tuple[dict[str, Any], AgentEvaluation]:
+    """:func:`evaluate_run`'s summary and the :class:`AgentEvaluation` it summarises."""
     ckpt = load_agent(path)
     n = n_seeds or ckpt.scale.pgpe.eval_seeds
-    summary = evaluate_agent(ckpt.model(), ckpt.scale.grid, n, seed=seed).summary()
+    evaluation = evaluate_agent(ckpt.model(), ckpt.scale.grid, n, seed=seed)
     folder = output_folder(path, ckpt.path.parent.parent, out)
     summary = {"scale": ckpt.scale.to_dict(), "checkpoint": str(ckpt.path), "folder": str(folder), "eval_seed": seed,
-               **summary}
+               **evaluation.summary()}
     save_json(summary, folder / EVALUATION_FILE)
-    return summary
+    return summary, evaluation
 
 
 def run_variant(scale: GridworldScale, out: str | Path, num_actors: int | str | None = None,
@@ -108,4 +114,4 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["EVAL_SEED", "PAPER_VALUES", "compare", "evaluate_run", "run_variant", "table"]
+__all__ = ["EVAL_SEED", "PAPER_VALUES", "compare", "evaluate_run", "evaluate_saved", "run_variant", "table"]

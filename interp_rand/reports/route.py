@@ -54,7 +54,7 @@ class RouteReport(Displayed):
     def finding(self) -> str:
         """What the agent's seed does, in one sentence (the demo's index leads with it)."""
         m = self.main
-        k90 = next((k + 1 for k, v in enumerate(m.route_curve) if v >= 0.9), None)
+        k90 = m.route_rank
         text = (f"{m.label}: the seed chooses the exploration route through "
                 + (f"{k90} of its {m.d_seed} directions" if k90 and k90 < m.d_seed else f"all {m.d_seed} of its directions"
                    f" (no smaller subspace carries it: {m.route_curve[-2]:.2f} at {m.d_seed - 1})")
@@ -99,7 +99,7 @@ class RouteReport(Displayed):
 
         m = self.main
         failing = next((c.line().removeprefix("claim: ") for c in m.claims if c.verdict.outcome != "holds"), None)
-        k90 = next((k + 1 for k, v in enumerate(m.route_curve) if v >= 0.9), None)
+        k90 = m.route_rank
         number = (f"route chosen by {k90 if k90 else 'all'} of the seed's {m.d_seed} directions; first move "
                   f"{m.iia_first:.3f} in {m.rank_first}; {m.n_distinct_routes} routes / {m.n_seeds} seeds")
         return Headline(f"what the seed chooses in {m.label}", number, m.verdict, failing=failing)
@@ -135,25 +135,27 @@ def _range(choice: Any) -> str:
 
 
 def route_report(run: str | Path, *, compare: str | Path | None = None, n_seeds: int = 1000, eval_seeds: int = 100,
-                 seed: int = 0, eval_seed: int | None = None) -> RouteReport:
+                 seed: int = 0, eval_seed: int | None = None, evaluation: Any = None) -> RouteReport:
     """What the seed chooses in agent ``run`` (a run folder, checkpoint or ``zoo:NAME``) and,
     beside it, in ``compare``: ``n_seeds`` exploration routes each (drawn from ``seed``), the
     adversaries over every treasure cell x ``eval_seeds`` seeds drawn from ``eval_seed`` (default
-    the grid world's evaluation seed, so that the worst cell is ``gridworld eval``'s)."""
-    from interp_rand.gridworld.experiment import EVAL_SEED
-
+    the grid world's evaluation seed, so that the worst cell is ``gridworld eval``'s);
+    ``evaluation``: ``run``'s own, when already made (``gridworld eval`` has it)."""
     from interp_rand.gridworld.checkpoint import load_agent
     from interp_rand.gridworld.evaluation import evaluate_agent
+    from interp_rand.gridworld.experiment import EVAL_SEED
     from probes.route_choice import route_choice
 
+    given = {} if evaluation is None else {str(run): evaluation}
     agents, maps, steps = {}, {}, 0
     for path in [run] + ([compare] if compare is not None else []):
         ckpt = load_agent(path)
         model, grid = ckpt.model(), ckpt.scale.grid
-        evaluation = evaluate_agent(model, grid, eval_seeds, seed=EVAL_SEED if eval_seed is None else eval_seed)
         label = str(path)
-        agents[label] = route_choice(model, grid, evaluation, label, n_seeds=n_seeds, seed=seed)
-        maps[label] = evaluation.first_visit_map()
+        found = given.get(label) or evaluate_agent(model, grid, eval_seeds,
+                                                   seed=EVAL_SEED if eval_seed is None else eval_seed)
+        agents[label] = route_choice(model, grid, found, label, n_seeds=n_seeds, seed=seed)
+        maps[label] = found.first_visit_map()
         steps = grid.episode_steps
     return RouteReport(agents, maps, steps)
 
