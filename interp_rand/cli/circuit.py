@@ -8,7 +8,7 @@ import argparse
 import json
 from pathlib import Path
 
-from interp_rand.cli.model_option import add_model_option, exactly_one, model_or_run
+from interp_rand.cli.model_option import add_model_option, check_args, model_or_run  # noqa: F401 (check_args: main's)
 from interp_rand.cli import catalogue
 from interp_rand.cli.options import (
     add_method_options,
@@ -68,7 +68,6 @@ def run(args: argparse.Namespace) -> int:
     from interp_rand.output import claim
     from interp_rand.reports.circuit import CircuitReport, circuit_report
 
-    exactly_one(args.run_dir, args.model)
     claim(args.out, CircuitReport.FILES)
     given = model_or_run(args.run_dir, args.model)
     own = {} if given is None else {"model": given[0], "task": given[1], "seed_source": given[2]}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from interp_rand.cli.model_option import add_model_option, model_or_run
+from interp_rand.cli.model_option import add_model_option, exactly_one, model_or_run
 from interp_rand.cli import catalogue
 from interp_rand.cli.circuit import add_card_options, add_pairs_option, add_size_options
 from interp_rand.cli.options import (
@@ -65,11 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from interp_rand.reports.compare import ComparisonReport, compare_report
 
     claim(args.out, ComparisonReport.FILES)
-    runs = [r for r in (args.run_a, args.run_b) if r is not None]  # RUN_A RUN_B, or the ones --model-* leave
-    run_a = runs.pop(0) if args.model_a is None and runs else None
-    run_b = runs.pop(0) if args.model_b is None and runs else None
-    if runs:
-        raise ValueError(f"{len(runs)} run folder(s) too many beside --model-a/--model-b")
+    run_a, run_b = _runs(args)
     a = model_or_run(run_a, args.model_a, "RUN_A", "--model-a")
     b = model_or_run(run_b, args.model_b, "RUN_B", "--model-b")
     if a and b and not _same_task(a[1], b[1]):  # one task is passed on: never replace B's with A's
@@ -87,6 +83,23 @@ def run(args: argparse.Namespace) -> int:
     print(report.text())
     print(f"wrote {args.out}/comparison.json, comparison.html, circuit_a.json, circuit_b.json")
     return 0
+
+
+def _runs(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
+    """RUN_A and RUN_B: the positional runs in order, each in the place --model-a/--model-b leave."""
+    runs = [r for r in (args.run_a, args.run_b) if r is not None]
+    run_a = runs.pop(0) if args.model_a is None and runs else None
+    run_b = runs.pop(0) if args.model_b is None and runs else None
+    if runs:
+        raise ValueError(f"{len(runs)} run folder(s) too many beside --model-a/--model-b")
+    return run_a, run_b
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Each side a run or a model function, exactly one; checked by main before the heavy imports."""
+    run_a, run_b = _runs(args)
+    exactly_one(run_a, args.model_a, "RUN_A", "--model-a")
+    exactly_one(run_b, args.model_b, "RUN_B", "--model-b")
 
 
 def _task_label(task) -> str:

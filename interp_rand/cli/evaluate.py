@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from interp_rand.cli import catalogue
-from interp_rand.cli.model_option import add_model_option, exactly_one, model_or_run
+from interp_rand.cli.model_option import add_model_option, check_args, model_or_run  # noqa: F401 (check_args: main's)
 from interp_rand.cli.options import at_least, output_path, seed_option
 
 from interp_rand.defaults import DEFAULT_SEED as DEFAULT_EVAL_SEED
@@ -44,11 +44,8 @@ def run(args: argparse.Namespace) -> int:
     from interp_rand.training.checkpoint import META_FILE
     from interp_rand.run_names import output_folder, resolve_run
 
-    exactly_one(args.run_dir, args.model)
     files = (EVAL_FILE,) + ((SEEDED_FILE,) if args.seeds else ())
-    if args.model is not None:
-        if args.out is None:
-            raise ValueError("--model needs --out (there is no run folder to write into)")
+    if args.model is not None:  # with --out (check_args)
         out = claim(args.out, files)  # before the model function runs (it may train)
         given = model_or_run(args.run_dir, args.model)
         own = {"model": given[0], "task": given[1], "seed_source": given[2]}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from interp_rand import progress
-from interp_rand.cli.model_option import add_run_or_model, exactly_one, given_model
+from interp_rand.cli.model_option import add_run_or_model, check_args, given_model  # noqa: F401 (check_args: main's)
 from interp_rand.cli.options import at_least, output_path, seed_option
 
 
@@ -51,7 +51,6 @@ def run(args: argparse.Namespace) -> int:
     from interp_rand.output import claim
     from interp_rand.reports.explain import ExplainReport, explain_report
 
-    exactly_one(args.run_dir, args.model)
     families = None if args.families is None else [f.strip() for f in args.families.split(",") if f.strip()]
     if families is not None:
         from circuits.explain import families as known

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from interp_rand import progress
-from interp_rand.cli.model_option import add_run_or_model, exactly_one, given_model
+from interp_rand.cli.model_option import add_run_or_model, check_args, given_model  # noqa: F401 (check_args: main's)
 from interp_rand.cli.options import at_least, output_path, seed_option
 
 
@@ -50,7 +50,6 @@ def run(args: argparse.Namespace) -> int:
     from interp_rand.reports.generalization import GeneralizationReport, generalization_report
     from interp_rand.tasks.lengths import parse_lengths
 
-    exactly_one(args.run_dir, args.model)
     lengths = None if args.lengths is None else parse_lengths(args.lengths)
     trained = None if args.trained is None else parse_lengths(args.trained)
     claim(args.out, GeneralizationReport.FILES)

@@ -2,7 +2,9 @@
 the library's configs and calls the library.
 
 A command module has ``add_parser(commands) -> ArgumentParser`` (it adds itself to the
-sub-parsers) and ``run(args) -> int``; to add a command, write the module and list it in
+sub-parsers) and ``run(args) -> int``, and may have ``check_args(args)``: the rules between its
+arguments (e.g. a run or ``--model``, not both), light, raising ``ValueError``, which :func:`main`
+checks before the command's heavy imports. To add a command, write the module and list it in
 ``COMMANDS``. Command modules import only light modules at the top (argparse, the catalogue of
 choices, :mod:`interp_rand.progress`) and the library inside ``run``, so that ``--help``,
 argument errors, ``tasks`` and ``zoo list`` return without importing torch; a parser that
@@ -80,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"interp_rand.cli.{name}")
-        module.add_parser(commands).set_defaults(run=module.run)
+        module.add_parser(commands).set_defaults(run=module.run, check_args=getattr(module, "check_args", None))
     return parser
 
 
@@ -99,7 +101,8 @@ def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> arg
     parser = parser or build_parser()
     args = parser.parse_args(argv)
     memory.check(parser, args)
-    args.missing_run = _missing_run(parser, args)  # reported by main before any work (parse alone does not refuse)
+    # reported by main before any work (parse alone does not refuse)
+    args.early_error = _broken_rule(args) or _missing_run(parser, args)
     if clamp(args.threads) < args.threads:
         print(f"interp-rand: --threads {args.threads} is more than the {cores()} cores this process may use; "
               f"using {clamp(args.threads)}", file=sys.stderr)
@@ -107,6 +110,18 @@ def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> arg
     args.argv = argv  # for messages that repeat the command (how to resume)
     args.main = main  # for a command that runs commands (the demo's tour), which never imports this module
     return args
+
+
+def _broken_rule(args: argparse.Namespace) -> str | None:
+    """The message of the command's ``check_args`` (the rules between its arguments), ``None``
+    when they hold or it has none. :func:`main` refuses it before the command's heavy imports."""
+    check = getattr(args, "check_args", None)
+    try:
+        if check is not None:
+            check(args)
+    except ValueError as err:
+        return str(err)
+    return None
 
 
 def _exists(path: str) -> bool:
@@ -254,8 +269,8 @@ def interrupt_line(command: str, argv: list[str], err: KeyboardInterrupt, second
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse(argv)
-    if args.missing_run:  # one line, before torch is imported
-        print(f"interp-rand {args.command}: error: {args.missing_run}", file=sys.stderr)
+    if args.early_error:  # one line, before torch is imported
+        print(f"interp-rand {args.command}: error: {args.early_error}", file=sys.stderr)
         return 2
     threads = use_threads(args.threads) if getattr(args, "uses_torch", True) else contextlib.nullcontext()
     began = time.perf_counter()

@@ -28,6 +28,17 @@ def given_model(args: argparse.Namespace) -> dict[str, Any]:
     return {} if given is None else {"model": given[0], "task": given[1]}
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """The rules of ``RUN_DIR`` and ``--model`` that need no file: exactly one of the two, and
+    ``--model`` with ``--out`` where the output's default is the run folder (there is none).
+    A command module that exposes it as ``check_args`` has it checked by
+    :func:`interp_rand.cli.main.main` while parsing, before the heavy imports; raises
+    ``ValueError``."""
+    exactly_one(args.run_dir, args.model)
+    if args.model is not None and getattr(args, "out", None) is None:
+        raise ValueError("--model needs --out (there is no run folder to write into)")
+
+
 def exactly_one(run: Any, target: str | None, run_name: str = "RUN_DIR", flag: str = "--model") -> None:
     """A run or a model function, exactly one of the two (checked before any output is claimed)."""
     if (run is None) == (target is None):

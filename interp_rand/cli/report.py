@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from interp_rand import progress
-from interp_rand.cli.model_option import add_model_option, exactly_one, model_or_run
+from interp_rand.cli.model_option import add_model_option, check_args, model_or_run  # noqa: F401 (check_args: main's)
 from interp_rand.cli import catalogue
 from interp_rand.cli.options import add_dataclass_options, add_qk_head_option, collect, output_file
 
@@ -44,9 +44,6 @@ def run(args: argparse.Namespace) -> int:
 
     began = time.perf_counter()
     config = ReportConfig(**collect(args, args.report_fields))
-    exactly_one(args.run_dir, args.model)
-    if args.model is not None and args.out is None:
-        raise ValueError("--model needs --out (there is no run folder to write into)")
     out = args.out if args.out is not None else output_folder(args.run_dir, args.run_dir) / REPORT_FILE
     claim(out, kind="file")  # before any work (a --model function may train)
     given = model_or_run(args.run_dir, args.model)

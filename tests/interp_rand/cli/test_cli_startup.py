@@ -139,6 +139,28 @@ def test_file_errors_are_refused_before_torch(argv, expected):
     assert expected in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("argv, expected", [
+    (["eval", "--model", "os:getcwd"], "--model needs --out"),
+    (["eval", "--model", "no_such_module_x:f"], "--model needs --out"),
+    (["report", "--model", "os:getcwd"], "--model needs --out"),
+    (["eval"], "give RUN_DIR or --model MODULE:FUNCTION"),
+    (["eval", "zoo:sort", "--model", "os:getcwd", "--out", "x"], "give RUN_DIR or --model MODULE:FUNCTION, not both"),
+    (["circuit", "--out", "x"], "give RUN_DIR or --model MODULE:FUNCTION"),
+    (["randomness", "zoo:sort", "--model", "os:getcwd", "--out", "x"], "not both"),
+    (["explain", "--out", "x"], "give RUN_DIR or --model"),
+    (["generalization", "--out", "x"], "give RUN_DIR or --model"),
+    (["compare", "--model-b", "os:getcwd", "--out", "x"], "give RUN_A or --model-a"),
+    (["compare", "zoo:sort", "zoo:sort", "--model-a", "os:getcwd", "--out", "x"], "1 run folder(s) too many"),
+])
+def test_argument_rules_are_refused_before_torch(argv, expected):
+    """A run and --model both or neither, and --model without --out where the output would go
+    into the run folder, are refused in one line before the heavy imports (the commands'
+    ``check_args``; issue 38: ``eval --model M:F`` without --out took 8 s, the imports first)."""
+    got, heavy, out, err = run_fresh(argv)
+    assert got == 2 and heavy == [], (argv, heavy, err)
+    assert expected in err and len(err.strip().splitlines()) == 1, err
+
+
 USER_FN = "def build():\n    return helper()\n\ndef helper():\n    raise ZeroDivisionError('inside the user code')\n"
 
 
