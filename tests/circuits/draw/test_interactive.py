@@ -1,7 +1,8 @@
 """The interactive circuit page (issue 38, item 2): the node table's scores, each edge trace
 naming the nodes it joins, each head's attention in its own colour, hover reachable along every
 line, and in the browser a click on a node that dims every edge but its own and a second click
-that restores them."""
+that restores them, a row of the node table that does what a click does, and a hovered node that
+shows its edges until the pointer leaves it (then the clicked node's, or none)."""
 
 from __future__ import annotations
 
@@ -91,21 +92,52 @@ def test_hover_is_reachable_along_every_line(drawn):
 
 _CLICK = """<script>
 window.addEventListener('load', function () { setTimeout(function () {
-  var gd = document.getElementById(%(div)s), out = {steps: []};
+  var gd = document.getElementById(%(div)s), out = {steps: [], hover: []};
   function snap() { return gd.data.map(function (t) {
     return {opacity: t.opacity === undefined ? 1 : t.opacity, ends: t.meta && t.meta.ends ? t.meta.ends : null,
             marks: t.customdata && t.marker ? t.marker.opacity : null, names: t.customdata || null}; }); }
+  function nodes(name) { return gd.data.findIndex(function (t) { return t.name === 'nodes' && t.customdata.indexOf(name) >= 0; }); }
   function click(name) {
-    var i = gd.data.findIndex(function (t) { return t.name === 'nodes'; });
+    var i = nodes(name);
     gd.emit('plotly_click', {points: [{curveNumber: i, pointNumber: gd.data[i].customdata.indexOf(name)}]});
   }
-  out.before = snap();
-  click(%(node)s); out.steps.push(snap());
-  click(%(node)s); out.steps.push(snap());
-  click(%(node)s);
-  document.querySelector('#nodes tr[data-node]').click(); out.steps.push(snap());
-  var pre = document.createElement('pre'); pre.id = 'click-check';
-  pre.textContent = JSON.stringify(out); document.body.appendChild(pre);
+  // the pointer as a reader moves it: a mousemove over the node's marker, on whatever element is there
+  // (plotly's hover layer finds the point), and a mouseout of the plot
+  function hover(name) {
+    var t = gd.data[nodes(name)], j = t.customdata.indexOf(name), full = gd._fullLayout;
+    var xa = full[(t.xaxis || 'x').replace('x', 'xaxis')], ya = full[(t.yaxis || 'y').replace('y', 'yaxis')];
+    var box = gd.querySelector('.main-svg').getBoundingClientRect();
+    var x = box.left + xa._offset + xa.l2p(t.x[j]), y = box.top + ya._offset + ya.l2p(t.y[j]);
+    document.elementFromPoint(x, y).dispatchEvent(new MouseEvent('mousemove', {clientX: x, clientY: y, bubbles: true, view: window}));
+  }
+  function leave() {  // to the plot's corner, where no node is
+    var box = gd.querySelector('.main-svg').getBoundingClientRect(), x = box.left + 3, y = box.top + 3;
+    document.elementFromPoint(x, y).dispatchEvent(new MouseEvent('mousemove', {clientX: x, clientY: y, bubbles: true,
+                                                                               view: window}));
+  }
+  function record(into) { into.push({data: snap(), hover: gd.getAttribute('data-hover'),
+                                     picked: gd.getAttribute('data-highlight')}); }
+  var steps = [
+    function () { out.before = snap(); click(%(node)s); out.steps.push(snap()); },
+    function () { click(%(node)s); out.steps.push(snap()); },
+    function () { var row = document.querySelector('#nodes tr[data-node]');
+                  click(%(node)s); row.click(); out.steps.push(snap());
+                  out.row = [row.getAttribute('data-node'), gd.getAttribute('data-highlight')]; row.click(); },
+    // hover a node, still on it a moment later (no restyle loop), leave: back to none
+    function () { hover(%(node)s); },
+    function () { record(out.hover); },
+    function () { leave(); },
+    function () { record(out.hover); },
+    // a node clicked, another hovered: the hovered one's edges; leave: the clicked one's again
+    function () { click(%(node)s); hover(%(other)s); },
+    function () { record(out.hover); leave(); },
+    function () { record(out.hover); },
+  ];
+  (function next(k) {
+    if (k < steps.length) { steps[k](); setTimeout(function () { next(k + 1); }, 60); return; }
+    var pre = document.createElement('pre'); pre.id = 'click-check';
+    pre.textContent = JSON.stringify(out); document.body.appendChild(pre);
+  })(0);
 }, 500); });
 </script>"""
 
@@ -124,9 +156,10 @@ def test_a_click_on_a_node_dims_the_other_edges_in_the_browser(drawn, tmp_path):
     heads = sorted({f.dest.name for f in flows if f.share is not None} - keys)
     assert heads
     node = heads[0]
+    other = next(n.name for n, _, _ in node_scores(circuit) if n.name != node)  # the largest node: hovered
     clicked = page.with_name("clicked.html")
-    clicked.write_text(text.replace("</body>", _CLICK % {"div": json.dumps(FIGURE_ID), "node": json.dumps(node)}
-                                    + "</body>"))
+    clicked.write_text(text.replace("</body>", _CLICK % {"div": json.dumps(FIGURE_ID), "node": json.dumps(node),
+                                                         "other": json.dumps(other)} + "</body>"))
     dom, console = browser.load(clicked, browser.screenshot_path(tmp_path, "circuit-clicked.png"), "1000,800")
     assert not browser.page_errors(console), console
     found = re.search(r'<pre id="click-check">(.*?)</pre>', dom, flags=re.S)
@@ -148,6 +181,25 @@ def test_a_click_on_a_node_dims_the_other_edges_in_the_browser(drawn, tmp_path):
     assert elsewhere and all(marks[n] < 1 for n in elsewhere)
     # clicked again: everything as before
     assert [t["opacity"] for t in off] == pytest.approx([t["opacity"] for t in before])
-    # a row of the node table highlights its node (the largest node of the circuit: some edge dims)
-    assert any(row[i]["opacity"] == pytest.approx(DIMMED) for i in edges)
-    assert any(row[i]["opacity"] == pytest.approx(before[i]["opacity"]) for i in edges)
+    # a row of the node table highlights its node (the largest node of the circuit)
+    assert out["row"][0] == out["row"][1] == other
+    assert [t["opacity"] for t in row] == pytest.approx(lit(before, other))
+
+    # hovered: the node's edges as a click shows them, still a moment later; the pointer off it: as before
+    (hovered, left, other_hovered, back) = out["hover"]
+    assert (hovered["hover"], hovered["picked"]) == (node, "")
+    assert [t["opacity"] for t in hovered["data"]] == pytest.approx([t["opacity"] for t in on])
+    assert hovered["data"][nodes]["marks"] == on[nodes]["marks"]
+    assert (left["hover"], left["picked"]) == ("", "")
+    assert [t["opacity"] for t in left["data"]] == pytest.approx([t["opacity"] for t in before])
+    # a node clicked and another hovered: the hovered one's edges; the pointer off it: the clicked one's
+    assert (other_hovered["hover"], other_hovered["picked"]) == (other, node)
+    assert [t["opacity"] for t in other_hovered["data"]] == pytest.approx(lit(before, other))
+    assert lit(before, other) != pytest.approx(lit(before, node))  # the check tells the two apart
+    assert (back["hover"], back["picked"]) == ("", node)
+    assert [t["opacity"] for t in back["data"]] == pytest.approx([t["opacity"] for t in on])
+
+
+def lit(before: list[dict], name: str) -> list[float]:
+    """Every trace's opacity with ``name`` highlighted: its edges as ``before``, the other edges dimmed."""
+    return [t["opacity"] if t["ends"] is None or name in t["ends"] else DIMMED for t in before]
