@@ -27,7 +27,11 @@ codes and that a randomized model's seed redraws which codes collide:
   the share of inputs that fail under every seed;
 - (c) **the seed switch**: for a failing (input, seed) with a colliding pair, switching to a
   seed under which that pair does not collide (chosen by the codes, not by the outcome) rescues
-  recall how often, against switching to a random other seed;
+  recall how often, against switching to a seed under which the pair still collides (and, for
+  the base rate, to a random other seed); then the same rescue as interventions on the codes
+  (:func:`code_transplant`): only the colliding pair's key code, only a control pair's, only
+  the query's code, all codes, or only the values, taken from the separating seed into the
+  failing run;
 - (d) **the adversaries**: one who knows the seed picks an input that fails under it (the
   share of seeds for which one of the inputs fails); an oblivious one picks the input whose
   failure is likeliest over seeds (the worst input's failure rate across seeds).
@@ -181,10 +185,88 @@ class CodeStudy(Displayed):
             f"{self.fail_every_seed:.3f} (under some seed {self.fail_some_seed:.3f})",
             f"(c) switching a failing recall to a seed that separates its colliding pair rescues "
             f"{self.rescue_switch:.3f}, to a seed where no pair collides {self.details['rescue_no_collision']:.3f}, "
-            f"to a random other seed {self.rescue_random:.3f} ({self.n_switch} cases)",
+            f"to a random other seed {self.rescue_random:.3f}, to one where the pair still collides "
+            f"{self.details['rescue_still_colliding']:.3f} ({self.n_switch} cases)",
+            "(c) taken from the separating seed into the failing run alone, these rescue: "
+            + ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in self.details["transplant"].items() if k != "n_cases")
+            + f" ({self.details['transplant']['n_cases']} cases); from a random other seed into any failing recall: "
+            + ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in self.details["transplant_any"].items() if k != "n_cases")
+            + f" ({self.details['transplant_any']['n_cases']} cases)",
             f"(d) an adversary who knows the seed finds a failing input for {self.knowing_adversary:.3f} of seeds; "
             f"an oblivious one's best input fails on {self.oblivious_adversary:.3f} of seeds",
         ]
+
+
+# (c)'s code transplants: which of the separating seed's codes, moved alone into the failing
+# run, rescue it. Each arm: (label, [(hook, whose)]): ``whose`` is "pair" (the colliding pair's
+# position), "control" (a pair neither queried nor colliding), "query" (the query's position)
+# or "pairs" (every pair's position); the hook fires in every layer.
+TRANSPLANTS = (
+    ("pair_key", [("hook_k", "pair")]),
+    ("control_key", [("hook_k", "control")]),
+    ("query_code", [("hook_q", "query")]),
+    ("all_codes", [("hook_q", "query"), ("hook_k", "pairs")]),
+    ("values", [("hook_v", "pairs")]),
+)
+# the arms that need no colliding pair: run on every failing recall with a random other seed
+SEED_ARMS = TRANSPLANTS[2:]
+ANY_FAILURE_CASES = 600  # failing (input, seed) cases drawn for them
+
+
+@torch.no_grad()
+def code_transplant(model: Any, task: Any, base: Any, seeds: Tensor, cases: list[tuple[int, int, int, int, int]],
+                    arms: tuple[tuple[str, list[tuple[str, str]]], ...] = TRANSPLANTS) -> dict[str, Any]:
+    """(c) as interventions on the codes. Each case ``(s, i, j, t, c)``: input ``i`` fails
+    under seed ``s``, pair ``j`` collides there, seed ``t`` separates it, pair ``c`` (neither
+    queried nor colliding under ``s``) is the control. Input ``i`` runs under seed ``s`` with one
+    :data:`TRANSPLANTS` arm's activations taken from its run under seed ``t`` (everything else
+    keeps seed ``s``), and the share of cases recalled is the arm's rescue; ``whole_seed`` is
+    the run under ``t`` itself. The hypothesis (the seed acts through the overlaps of the
+    codes) predicts: the colliding pair's key rescues beyond a control pair's, and all codes
+    (the query's and every key) beyond the values (the rival: the seed acts on what a pair
+    stores, not on where it is stored).
+
+    ``arms`` (default :data:`TRANSPLANTS`) names the arms run.
+
+    Returns ``{arm: share recalled, "whole_seed": share, "n_cases": n}`` (NaN without cases)."""
+    labels = [label for label, _ in arms] + ["whole_seed"]
+    if not cases:
+        return {**{label: float("nan") for label in labels}, "n_cases": 0}
+    s, i, j, t, c = (torch.tensor(col) for col in zip(*cases))
+    rows = base[i]
+    n = len(rows)
+    donor = task.with_seeds(rows, seeds[t].clone())
+    failing = task.with_seeds(rows, seeds[s].clone())
+    N = int(failing.answer_positions[0])
+    L = model.cfg.n_layers
+    hooks = {hook for _, arm in arms for hook, _ in arm}
+    names = [hook_name(l, f"attn.{hook}") for l in range(L) for hook in hooks]
+    donor_logits, cache = model.run_with_cache(donor.inputs, **donor.model_kwargs(),
+                                               names_filter=lambda name: name in names)
+    arange = torch.arange(n)
+    positions = {"pair": j, "control": c, "query": torch.full((n,), N)}
+
+    def recalled(logits: Tensor, batch: Any) -> float:
+        return float(((logits[:, N] > 0).float() == batch.targets[:, N]).all(1).float().mean())
+
+    def patcher(whose: str):
+        def patch(x: Tensor, hook: Any) -> Tensor:
+            x = x.clone()
+            if whose == "pairs":
+                x[:, :N] = cache[hook.name][:, :N]
+            else:
+                x[arange, positions[whose]] = cache[hook.name][arange, positions[whose]]
+            return x
+        return patch
+
+    out: dict[str, Any] = {}
+    for label, arm in arms:
+        fwd_hooks = [(hook_name(l, f"attn.{hook}"), patcher(whose)) for hook, whose in arm for l in range(L)]
+        out[label] = recalled(model.run_with_hooks(failing.inputs, **failing.model_kwargs(), fwd_hooks=fwd_hooks),
+                              failing)
+    out["whole_seed"] = recalled(donor_logits, donor)
+    out["n_cases"] = n
+    return out
 
 
 def _mean_pairwise_correlation(patterns: Tensor, generator: torch.Generator, n_pairs: int = 256) -> float:
@@ -224,23 +306,43 @@ def code_study(model: Any, task: Any, *, n_inputs: int = 300, n_seeds: int = 64,
     some = collide.any(0)
     every_seed = collide.all(0)
     # (c) a failing (seed, input) with a colliding pair j: a seed where j does not collide, by the codes
-    rescued, random_rescued, all_clear = [], [], []
+    rescued, random_rescued, all_clear, still, transplants = [], [], [], [], []
+    queried = base.metadata["query_index"].long()
+
+    controls = torch.Generator().manual_seed(seed + 1)  # the controls' draws leave (a)-(d)'s as they were
+
+    def pick(options: Tensor, draws: torch.Generator = generator) -> int:
+        return int(options[torch.randint(len(options), (1,), generator=draws)])
+
     for s, i in fails.nonzero().tolist():
         pairs = collide[s, i].nonzero()[:, 0]
         if not len(pairs):
             continue
-        j = int(pairs[torch.randint(len(pairs), (1,), generator=generator)])
+        j = pick(pairs)
         separating = (~collide[:, i, j]).nonzero()[:, 0]
         others = torch.tensor([t for t in range(S) if t != s])
         if not len(separating) or not len(others):
             continue
-        t = int(separating[torch.randint(len(separating), (1,), generator=generator)])
+        t = pick(separating)
         rescued.append(not bool(fails[t, i]))
-        u = int(others[torch.randint(len(others), (1,), generator=generator)])
+        u = pick(others)
         random_rescued.append(not bool(fails[u, i]))
+        # the matched control: another seed under which the same pair still collides
+        colliding_too = torch.tensor([v for v in collide[:, i, j].nonzero()[:, 0].tolist() if v != s])
+        if len(colliding_too):
+            still.append(not bool(fails[pick(colliding_too, controls), i]))
+        quiet = torch.tensor([p for p in range(collide.shape[2]) if p != int(queried[i]) and not bool(collide[s, i, p])])
+        if len(quiet):
+            transplants.append((s, i, j, t, pick(quiet, controls)))
         clear = (~collide[:, i].any(1)).nonzero()[:, 0]  # seeds where no pair collides
         if len(clear):
             all_clear.append(not bool(fails[int(clear[torch.randint(len(clear), (1,), generator=generator)]), i]))
+    transplant = code_transplant(model, task, base, seeds, transplants)
+    # every failing recall (not only those one pair overturns) with a random other seed
+    failing = fails.nonzero()
+    failing = failing[torch.randperm(len(failing), generator=controls)[:ANY_FAILURE_CASES]].tolist() if S > 1 else []
+    anywhere = [(s, i, 0, (s + 1 + int(torch.randint(S - 1, (1,), generator=controls))) % S, 0) for s, i in failing]
+    transplant_any = code_transplant(model, task, base, seeds, anywhere, arms=SEED_ARMS)
     rescue = sum(rescued) / len(rescued) if rescued else float("nan")
     rescue_random = sum(random_rescued) / len(random_rescued) if random_rescued else float("nan")
     flat_fail, flat_over = fails.flatten(), over.flatten()
@@ -257,7 +359,10 @@ def code_study(model: Any, task: Any, *, n_inputs: int = 300, n_seeds: int = 64,
         oblivious_adversary=float(fails.float().mean(0).max()) if fails.numel() else float("nan"),
         details={"seed": seed, "colliding_cases": int(some.sum()), "seeds": seeds.tolist(),
                  "rescue_no_collision": sum(all_clear) / len(all_clear) if all_clear else float("nan"),
-                 "n_no_collision": len(all_clear)},
+                 "n_no_collision": len(all_clear),
+                 "rescue_still_colliding": sum(still) / len(still) if still else float("nan"),
+                 "n_still_colliding": len(still),
+                 "transplant": transplant, "transplant_any": transplant_any},
     )
 
 
@@ -268,9 +373,16 @@ def code_claims(randomized: dict[str, Any], erm: dict[str, Any], name: str, twin
     predicts failure beyond the signal alone (AUC above chance, 0.5); (b) the seed redraws the
     codes (1 - the overlap correlation between seeds) beyond the twin's; the twin's collisions
     hold under every seed beyond the randomized model's; inputs fail under every seed for the
-    twin beyond the randomized model; (c) a seed switch chosen by the codes rescues beyond a
-    random switch; (d) the oblivious adversary's best input is still recalled (over seeds)
-    beyond the twin's."""
+    twin beyond the randomized model; (c) among failing recalls one pair overturns, switching to
+    a seed that separates that pair rescues beyond switching to one under which it still
+    collides, and the pair's key code alone from the separating seed rescues beyond a control
+    pair's, each by more than the same difference for the twin (its failures are borderline:
+    anything flips some of them, so the difference within one model is no evidence alone);
+    across every failing recall, another seed's codes alone (the query's and every key's)
+    rescue beyond its values alone (:func:`code_transplant`); (d) the oblivious adversary's
+    best input is still recalled (over seeds) beyond the twin's. (Until 2026-12-06 (c) was the
+    separating switch against a random switch within the model: the base rate of success, not
+    the separation.)"""
     from interp_rand.verdicts import exceeds
 
     r, e = randomized, erm
@@ -283,8 +395,17 @@ def code_claims(randomized: dict[str, Any], erm: dict[str, Any], name: str, twin
                 e["collide_every_seed"], r["collide_every_seed"], control_label=name),
         exceeds(f"(b) inputs fail under every seed for {twin}, not for {name} (share of inputs)",
                 e["fail_every_seed"], r["fail_every_seed"], control_label=name),
-        exceeds(f"(c) {name}: a seed that separates the colliding pair rescues recall (share rescued)",
-                r["rescue_switch"], r["rescue_random"], control_label="a random other seed"),
+        exceeds(f"(c) {name}: a seed that separates the colliding pair rescues recall beyond one under which it "
+                f"still collides, by more than for {twin} (difference of shares rescued)",
+                r["rescue_switch"] - r["details"]["rescue_still_colliding"],
+                e["rescue_switch"] - e["details"]["rescue_still_colliding"], control_label=twin),
+        exceeds(f"(c) {name}: the colliding pair's key code alone, from the separating seed, rescues recall beyond "
+                f"another pair's key code, by more than for {twin} (difference of shares rescued)",
+                r["details"]["transplant"]["pair_key"] - r["details"]["transplant"]["control_key"],
+                e["details"]["transplant"]["pair_key"] - e["details"]["transplant"]["control_key"], control_label=twin),
+        exceeds(f"(c) {name}'s seed acts through the codes: another seed's query and key codes alone rescue its "
+                "failing recalls (share rescued)", r["details"]["transplant_any"]["all_codes"],
+                r["details"]["transplant_any"]["values"], control_label="that seed's values alone"),
         exceeds(f"(d) {name} recalls the oblivious adversary's best input on some seeds (its success over seeds)",
                 1 - r["oblivious_adversary"], 1 - e["oblivious_adversary"], control_label=twin),
     ]

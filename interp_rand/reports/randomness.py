@@ -218,7 +218,14 @@ def key_numbers(run: dict[str, Any]) -> dict[str, Any]:
                     "codes: (b) collisions under every seed": codes["collide_every_seed"],
                     "codes: (b) inputs failing under every seed": codes["fail_every_seed"],
                     "codes: (c) rescue by a separating seed": codes["rescue_switch"],
+                    "codes: (c) rescue by a seed where the pair still collides":
+                        codes["details"].get("rescue_still_colliding", float("nan")),
                     "codes: (c) rescue by a random seed": codes["rescue_random"],
+                    **{f"codes: (c) rescue by the separating seed's {k.replace('_', ' ')} alone": v
+                       for k, v in codes["details"].get("transplant", {}).items() if k not in ("n_cases", "whole_seed")},
+                    **{f"codes: (c) any failure: rescue by another seed's {k.replace('_', ' ')}"
+                       + ("" if k == "whole_seed" else " alone"): v
+                       for k, v in codes["details"].get("transplant_any", {}).items() if k != "n_cases"},
                     "codes: (d) oblivious adversary's failure": codes["oblivious_adversary"]})
     row.update(mechanism_numbers(run))
     return row
@@ -335,6 +342,12 @@ class RandomnessReport(Displayed):
                      f"key collisions hold under every seed ({second['name']}: {twin['collide_every_seed']:.2f}), and "
                      f"the input an oblivious adversary picks still succeeds under {1 - codes['oblivious_adversary']:.0%} "
                      f"of seeds ({second['name']}: {1 - twin['oblivious_adversary']:.0%})")
+            moved, twin_moved = codes["details"].get("transplant_any"), twin["details"].get("transplant_any")
+            if moved and twin_moved and moved["n_cases"]:
+                text += (f"; another seed rescues {moved['whole_seed']:.2f} of its failing recalls, that seed's query "
+                         f"and key codes alone {moved['all_codes']:.2f}, its values alone {moved['values']:.2f} "
+                         f"({second['name']}: {twin_moved['whole_seed']:.2f}, {twin_moved['all_codes']:.2f}, "
+                         f"{twin_moved['values']:.2f})")
         use = first.get("noise_use")
         if use is not None and second is not None:
             text += (f"; its noise decides {use['decided']:.2f} of vertices, {use['decided_where_conflict']:.2f} of "
