@@ -95,22 +95,6 @@ def test_library_is_quiet_by_default_and_reports_when_asked(capsys):
     assert "faithfulness: bootstrap resamples 2/2" in err
 
 
-def test_case_study_names_its_stages(tmp_path, capsys, monkeypatch):
-    from mechanism_sizes import small_mechanisms
-
-    small_mechanisms(monkeypatch)
-    code = main(["case-study", "sort", "zoo:sort", "--out", str(tmp_path), "--n", "100", "--controls", "2"])
-    err = capsys.readouterr().err
-    assert code == 0
-    # the mechanism's stage names its verdict (which one, at these small sizes, is the mechanism
-    # tests' business: 40 pairs put an IIA of 0.95 one pair either side of the 0.9 bar)
-    assert re.search(r"case-study sort: mechanism: (HOLDS|FAILS|INCONCLUSIVE) \(\d+ s\)", err), err
-    for stage in ("case-study sort: checking the sort mechanism",
-                  "case-study sort: scoring heads", "case-study sort: ablating 2 random head sets 2/2",
-                  "case-study sort: writing case_study.json"):
-        assert stage in err, err
-
-
 def test_gridworld_progress_says_k_of_n(capsys):
     from interp_rand.cli.gridworld import _printer
 
