@@ -38,6 +38,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from interp_rand.display import Displayed
+from interp_rand.evaluation import EvalResult
 from interp_rand.model.config import ModelConfig
 from interp_rand.model.transformer import HookedTransformer
 from interp_rand.tasks.base import Task, make_task, task_names
@@ -94,13 +96,55 @@ class RunSpec:
         )
 
 
-@dataclass(frozen=True)
-class Checkpoint:
+@dataclass(frozen=True, repr=False)
+class Checkpoint(Displayed):
+    """A loaded ``checkpoint.json`` (the weights load on :meth:`model`). In a notebook: the
+    task, step and stored held-out evaluation in one line, and the accuracy per answer position
+    as bars. (Its run's training curve is ``interp-rand curve`` or
+    :func:`interp_rand.figures.training_curve.training_curve_figure`: the training layer draws
+    nothing.)"""
+
     path: Path
     step: int
     spec: RunSpec
     metrics: dict[str, Any]
     forward_check: dict[str, Any] | None = None
+
+    def evaluation(self) -> Any:
+        """The held-out evaluation stored with the checkpoint as an
+        :class:`~interp_rand.evaluation.EvalResult` (``None`` when it stores none)."""
+        m = self.metrics
+        if not all(k in m for k in ("n_examples", "loss", "exact_match", "per_position")):
+            return None
+        return EvalResult(n_examples=m["n_examples"], loss=m["loss"], exact_match=m["exact_match"],
+                          per_position=list(m["per_position"]), breakdown=dict(m.get("breakdown", {})))
+
+    def headline(self) -> str:
+        """One line: the task with its options, the step, and the stored held-out evaluation."""
+        options = ", ".join(f"{k} {v}" for k, v in self.spec.task_config.items())
+        task = f"{self.spec.task_name}" + (f" ({options})" if options else "")
+        evaluation = self.evaluation()
+        return f"{task} at step {self.step}: " + ("no stored evaluation" if evaluation is None else
+                                                 f"held-out {evaluation.headline()}")
+
+    def lines(self) -> list[str]:
+        """The headline, the folder, the model and training configs in brief, the forward check."""
+        m, t = self.spec.model_config, self.spec.train_config
+        mlp = "attention only" if m.attn_only else f"d_mlp {m.d_mlp}"
+        out = [self.headline(), f"folder: {self.path}",
+               f"model: {m.n_layers} layers x {m.n_heads} heads, d_model {m.d_model}, {mlp}; {m.attention} attention, "
+               f"{m.mask} mask, positions {m.positional}" + (f", seed width {m.d_seed}" if m.d_seed else ""),
+               f"training: {t.objective} objective, {t.seed_source} seeds, {t.steps} steps"
+               + ("" if self.metrics.get("train_loss") is None else f", last training loss {self.metrics['train_loss']:.4g}"),
+               "forward check: " + ("stored (the weights must give its answers back on load)"
+                                    if self.forward_check is not None else "none (an older checkpoint)")]
+        evaluation = self.evaluation()
+        return out + ([] if evaluation is None else evaluation.lines()[1:])
+
+    def small_figure(self) -> str | None:
+        """The stored evaluation's accuracy per answer position as bars."""
+        evaluation = self.evaluation()
+        return None if evaluation is None else evaluation.small_figure()
 
     def model(self) -> HookedTransformer:
         """The model with this checkpoint's weights, in eval mode; where the checkpoint stores a

@@ -128,3 +128,38 @@ def test_every_result_on_the_zoo_has_a_short_repr_and_a_picture(zoo_results):
     for report in (circuit, compare, zoo_results["eval"], zoo_results["seeded"]):
         assert isinstance(report.figure(), go.Figure)
     assert len(zoo_results["seeded"].figure().data) == 2  # accuracy per position, the seeded histogram
+
+
+def test_a_checkpoint_shows_its_task_step_and_stored_evaluation():
+    """A loaded checkpoint (no weights read) shows itself instead of a dataclass repr of its
+    configs and metrics (1,500 characters on zoo:sort)."""
+    from dataclasses import replace
+
+    from interp_rand.training import load_checkpoint
+
+    ckpt = load_checkpoint("zoo:sort")
+    page = check_shows_itself(ckpt)
+    assert repr(ckpt).startswith("<Checkpoint: sort (length 5, vocab 10) at step 1250: held-out exact match 0.9995")
+    assert "ModelConfig" not in repr(ckpt) and "2 layers x 4 heads" in page
+    bars = ["".join(t.itertext()) for s in svgs(page) for t in s.iter("{http://www.w3.org/2000/svg}text")]
+    assert "answer position 4" in bars  # the stored accuracy per answer position
+    bare = replace(ckpt, metrics={})
+    assert "no stored evaluation" in repr(bare)
+    check_shows_itself(bare, figure=False)
+
+
+def test_the_seed_studies_show_themselves():
+    """NoiseUse and CodeStudy on small samples of the zoo's models: a one-line repr and the
+    headline in the HTML view (neither draws a picture yet)."""
+    from circuits.analyses.recall_codes import code_study
+    from interp_rand.seeded_evaluation.noise_use import noise_use
+    from interp_rand.training import load_checkpoint
+
+    recall = load_checkpoint("zoo:recall-Aq_R")
+    study = code_study(recall.model().eval(), recall.spec.make_task(), n_inputs=40, n_seeds=8)
+    page = check_shows_itself(study, figure=False)
+    assert repr(study).startswith("<CodeStudy: recall fails on ") and "(d) an adversary" in page
+    randomized, erm = load_checkpoint("zoo:coloring-Aq_R"), load_checkpoint("zoo:coloring-AE_R")
+    use = noise_use(randomized.model().eval(), erm.model().eval(), randomized.spec.make_task(), n_cycles=50, n_noise=4)
+    page = check_shows_itself(use, figure=False)
+    assert repr(use).startswith("<NoiseUse: 50 cycles x 4 noise draws") and "in conflict" in page
