@@ -49,7 +49,7 @@ import torch
 from torch import Tensor
 
 from interp_rand.model.hook_names import hook_name
-from interp_rand.display import Displayed
+from interp_rand.display import Displayed, bars_svg
 
 
 @dataclass
@@ -195,6 +195,22 @@ class CodeStudy(Displayed):
             f"(d) an adversary who knows the seed finds a failing input for {self.knowing_adversary:.3f} of seeds; "
             f"an oblivious one's best input fails on {self.oblivious_adversary:.3f} of seeds",
         ]
+
+    def small_figure(self) -> str | None:
+        """(a), (c) and (d) as bars, each share beside its reference within the model (the
+        claims against the ERM twin are :func:`code_claims`')."""
+        d = self.details
+        moved = d.get("transplant_any", {})
+        return bars_svg([
+            ("(a) failure predicted by (AUC)", ""), ("the crosstalk", self.interference_auc),
+            ("the signal alone", self.signal_auc),
+            ("(c) a failing recall switched to a seed where", ""), ("its colliding pair separates", self.rescue_switch),
+            ("the pair still collides", d.get("rescue_still_colliding")), ("any other seed", self.rescue_random),
+            ("(c) moved alone from another seed", ""), ("the query and key codes", moved.get("all_codes")),
+            ("the values", moved.get("values")),
+            ("(d) adversaries", ""), ("knowing the seed: seeds it beats", self.knowing_adversary),
+            ("oblivious: seeds its input fails", self.oblivious_adversary),
+        ], lo=0.0, hi=1.0, max_rows=13, caption="(a) AUC; (c) share of failing recalls rescued; (d) share of seeds")
 
 
 # (c)'s code transplants: which of the separating seed's codes, moved alone into the failing

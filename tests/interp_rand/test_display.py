@@ -150,15 +150,17 @@ def test_a_checkpoint_shows_its_task_step_and_stored_evaluation():
 
 def test_the_seed_studies_show_themselves():
     """NoiseUse and CodeStudy on small samples of the zoo's models: a one-line repr and the
-    headline in the HTML view (neither draws a picture yet)."""
+    headline in the HTML view; the code study's shares as bars (NoiseUse draws none)."""
     from circuits.analyses.recall_codes import code_study
     from interp_rand.seeded_evaluation.noise_use import noise_use
     from interp_rand.training import load_checkpoint
 
     recall = load_checkpoint("zoo:recall-Aq_R")
     study = code_study(recall.model().eval(), recall.spec.make_task(), n_inputs=40, n_seeds=8)
-    page = check_shows_itself(study, figure=False)
+    page = check_shows_itself(study)
     assert repr(study).startswith("<CodeStudy: recall fails on ") and "(d) an adversary" in page
+    bars = ["".join(t.itertext()) for s in svgs(page) for t in s.iter("{http://www.w3.org/2000/svg}text")]
+    assert {"the crosstalk", "its colliding pair separates", "the values", "oblivious: seeds its input fails"} <= set(bars)
     randomized, erm = load_checkpoint("zoo:coloring-Aq_R"), load_checkpoint("zoo:coloring-AE_R")
     use = noise_use(randomized.model().eval(), erm.model().eval(), randomized.spec.make_task(), n_cycles=50, n_noise=4)
     page = check_shows_itself(use, figure=False)
