@@ -149,16 +149,20 @@ def dictated_colours(model: Any, margin: float = 10.0) -> Tensor:
 
 
 @torch.no_grad()
-def agreement_over_cycles(model: Any, task: Any, draws: int = 1, seed: int = 0, chunk: int = 20000) -> dict[str, float]:
+def agreement_over_cycles(model: Any, task: Any, draws: int = 1, seed: int = 0, chunk: int = 20000,
+                          n_cycles: int | None = None) -> dict[str, Any]:
     """The rule against the model's argmax colours on every distinct cycle of the task
     (:meth:`~interp_rand.tasks.coloring.ColoringTask.exhaustive`, 181,440 for N = 10), each
     with ``draws`` fresh Uniform noise draws: vertex agreement, whole-cycle agreement, two
     controls (``noise_shuffled``: the rule on the same cycle with another row's noise, what the
     ids alone explain; ``cycle_shuffled``: the rule's colours of another cycle and noise,
-    chance), and the agreement where the rule says v is strong / weak."""
+    chance), the agreement where the rule says v is strong / weak, and the shortfall located:
+    ``per_class`` the vertex agreement for each id class (:data:`CLASS_NAMES`), strong and weak
+    apart (``{class: {"all", "strong", "weak", "weak_share"}}``). ``n_cycles``: only the first
+    that many cycles (``None``: all)."""
     from interp_rand.seeded_evaluation.forward import logits_of
 
-    cycles = task.exhaustive()
+    cycles = task.exhaustive()[:n_cycles]
     g = torch.Generator().manual_seed(seed)
     parts: dict[str, list[Tensor]] = {"same": [], "noise_shuffled": [], "cycle_shuffled": [], "strong": []}
     for _ in range(draws):
@@ -174,7 +178,16 @@ def agreement_over_cycles(model: Any, task: Any, draws: int = 1, seed: int = 0, 
             parts["cycle_shuffled"].append(state["colour"][perm] == colour)
             parts["strong"].append(state["read"] < WEAK)
     same, noise_shuffled, cycle_shuffled, strong = (torch.cat(parts[k]) for k in parts)
+    cls = ID_CLASS[torch.arange(same.shape[1])].expand_as(same)
+
+    def share(mask: Tensor) -> float:
+        return float(same[mask].float().mean()) if bool(mask.any()) else float("nan")
+
+    per_class = {name: {"all": share(cls == c), "strong": share((cls == c) & strong),
+                        "weak": share((cls == c) & ~strong), "weak_share": float((~strong[cls == c]).float().mean())}
+                 for c, name in enumerate(CLASS_NAMES)}
     return {"vertices": float(same.float().mean()), "cycles": float(same.all(1).float().mean()),
+            "per_class": per_class,
             "noise_shuffled": float(noise_shuffled.float().mean()),
             "cycle_shuffled": float(cycle_shuffled.float().mean()), "strong": float(same[strong].float().mean()),
             "weak": float(same[~strong].float().mean()), "strong_share": float(strong.float().mean()),
