@@ -379,7 +379,7 @@ ROW_PX = 21  # px per layout row: labels of neighbouring heads do not overlap
 
 def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None,
                    position_names: list[str] | None = None, min_share: float = 0.1, qk=(),
-                   components: bool = True, by_head: bool = False) -> go.Figure:
+                   components: bool = True, by_head: bool = True) -> go.Figure:
     """A plotly figure of ``circuit`` (module docstring), its width following the window.
 
     ``attention``: ``[layer, head, q, k]`` mean pattern (:func:`~circuits.analyses.flow.mean_attention`)
@@ -387,8 +387,10 @@ def circuit_figure(circuit: Circuit, title: str | None = None, *, attention=None
     one name per position (with a seed token first if the model has one), for the axis and
     hover; ``qk``: pairs ``(QKAttribution, QKPatchCheck)`` (:func:`probes.qk_attribution.explain_heads`)
     drawn by :func:`~circuits.draw.qk_overlay.add_qk_overlay`; ``components``: for a
-    position-resolved circuit, the view summed over positions beside it; ``by_head``: each
-    head's attention lane and branches in its own colour, named in the legend (grey otherwise).
+    position-resolved circuit, the view summed over positions beside it; ``by_head`` (default
+    on: every page that draws a circuit, the circuit page and the case studies', colours its
+    heads so): each head's attention lane and branches in its own colour (:func:`head_colours`),
+    named in the legend (grey with ``by_head=False``).
     """
     by_position = any(n.position is not None for n in circuit.nodes)
     flows = attention_flow(circuit, attention, min_share)
@@ -470,7 +472,7 @@ FIGURE_ID = "circuit"
 
 def write_circuit_html(circuit: Circuit, path: str | Path, title: str | None = None,
                        headline: Headline | None = None, **options) -> Path:
-    """Write the figure (``options``: :func:`circuit_figure`'s; ``by_head`` on unless given) as
+    """Write the figure (``options``: :func:`circuit_figure`'s) as
     a page of its own, after its ``headline``, with the click-to-highlight handler and the node
     table under it (:mod:`circuits.draw.interactive`; a page loading its folder's plotly.min.js:
     works offline)."""
@@ -478,7 +480,7 @@ def write_circuit_html(circuit: Circuit, path: str | Path, title: str | None = N
 
     from circuits.draw.interactive import highlight_script, node_table
 
-    fig = circuit_figure(circuit, title, **{"by_head": True, **options})
+    fig = circuit_figure(circuit, title, **options)
     text = title or fig.layout.title.text
     sections = [(FIGURE_ID, fig), highlight_script(FIGURE_ID), node_table(circuit, options.get("position_names"))]
     return write_page(path, re.sub(r"<[^>]+>", "", text), sections, heading=False, headline=headline)

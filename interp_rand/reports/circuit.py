@@ -243,7 +243,7 @@ class CircuitReport(Displayed):
         from circuits.draw.circuit_figure import circuit_figure
 
         return circuit_figure(self.circuit, self.figure_title(), attention=self.attention,
-                              position_names=self.example or self.position_names, qk=self.qk, by_head=True)
+                              position_names=self.example or self.position_names, qk=self.qk)
 
     def write_tracer(self, path: Path) -> Path:
         """circuit.tracer.json: :attr:`tracer`, or without one the circuit on the position names

@@ -95,7 +95,9 @@ def write_case_study_html(path: str | Path, title: str, claims: list[str], figur
 
 
 def study_circuit_figure(study: Any, title: str) -> go.Figure:
-    """The study's circuit with its attention flow and the task's position names."""
+    """The study's circuit with its attention flow (each head in its own colour, as on the
+    circuit page: :func:`~circuits.draw.circuit_figure.circuit_figure`'s default) and the task's
+    position names."""
     names = list(study.position_names) or None
     return circuit_figure(study.circuit, f"{title}: {len(study.circuit)} of {study.circuit.total_edges} edges",
                           attention=study.attention, position_names=names)

@@ -5,6 +5,8 @@ element, the sort study finds that head and its ablation breaks every output pos
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -75,11 +77,12 @@ def test_carry_removal_breaks_carry_digits_only(carry_run, tmp_path):
 
 def test_carry_drawing_has_the_attention_flow_and_reads_at_a_first_look(carry_run, tmp_path):
     """The case study's circuit drawing: key/value edges reach the query positions (no part an
-    island), positions named by the task's tokens, only the positions where something happens;
-    its page passes the first look."""
+    island), each head's attention in its own colour as on the circuit page, positions named by
+    the task's tokens, only the positions where something happens; its page passes the first look."""
     import browser
     from circuits.analyses.flow import attention_flow
-    from circuits.draw.circuit_figure import ATTENTION
+    from circuits.draw.circuit_figure import head_colours
+    from interp_rand.figures.style import head_name
     from interp_rand.figures.headline import Headline
 
     task, study = carry_run
@@ -88,7 +91,13 @@ def test_carry_drawing_has_the_attention_flow_and_reads_at_a_first_look(carry_ru
     moved = [f for f in flows if f.share is not None]
     kv = [e for e in study.circuit.edges if e.input in ("k", "v")]
     assert kv and moved and all(f.reaches for f in flows)  # every key/value edge reaches a query position
-    assert any(t.line.color == ATTENTION for t in fig.data if t.mode == "lines")
+    # one colour per head (circuit_figure's head_colours, as on the circuit page), named in the legend
+    colours = head_colours({(f.dest.layer, f.dest.head) for f in moved})
+    lanes = [t for t in fig.data if isinstance(t.meta, dict) and t.meta.get("lane")]
+    assert lanes and all(t.line.color == colours[tuple(map(int, re.search(r"a(\d+)\.(\d+)", t.hovertext[0]).groups()))]
+                         for t in lanes)
+    legend = {t.name: t.line.color for t in fig.data if t.name and t.name.endswith(" reads key → query")}
+    assert legend == {f"{head_name(l, h)} reads key → query": c for (l, h), c in colours.items()}
     names = list(study.position_names)
     ticks = list(fig.layout.yaxis.ticktext)
     assert ticks == [names[p] for p in sorted({n.position for f in flows for n in (f.source, f.dest)})]
