@@ -52,6 +52,20 @@ from interp_rand.model.hook_names import hook_name
 from interp_rand.display import Displayed, bars_svg
 
 
+# The algorithm, as the claims test it: each step names its components and the claim that
+# checks it (code_claims); the numbers are on the page beside it, not here.
+PSEUDOCODE = """\
+for each token t (pair j, then the query N):  x_t = input_mlp(token_t, seed)  # the seed enters every code
+for layer l in 0, 1 (a{l}.0: linear attention, score q.k, no softmax):
+    q = hook_q @ N;  k_j = hook_k @ j;  v_j = hook_v @ j                     # the codes and the values
+    out_N += sum_j (q . k_j) * v_j W_O                                      # overlap times the pair's value
+bits = sign(W_U out_N + rest) = sign(signal[queried] + sum_{j != queried} crosstalk_j + rest)  # exact
+recall fails  <=>  the crosstalk overturns the signal                     # (a) AUC beside the signal alone
+the seed redraws q and every k_j: which pairs collide moves with it       # (b) collisions under every seed
+    another seed's q and k alone rescue a failing recall, its v alone not  # (c) code transplants
+    so no input fails under every seed: a random hash against an oblivious adversary  # (b), (d)"""
+
+
 @dataclass
 class Decomposition:
     """The query's answer per bit, split exactly (module docstring); every term signed by the
@@ -427,4 +441,4 @@ def code_claims(randomized: dict[str, Any], erm: dict[str, Any], name: str, twin
     ]
 
 
-__all__ = ["CodeStudy", "Decomposition", "auc", "check_architecture", "code_claims", "code_study", "decompose"]
+__all__ = ["PSEUDOCODE", "CodeStudy", "Decomposition", "auc", "check_architecture", "code_claims", "code_study", "decompose"]

@@ -263,8 +263,8 @@ def _claims_table(claims: list[dict[str, Any]]) -> str:
 
 def write_randomness_html(report: Any, path: str | Path) -> Path:
     """The page (``report``: a ``RandomnessReport`` or its JSON dict): the headline, the
-    figures (seed usage of every run beside the random-init control first), then the claims
-    and the key numbers."""
+    figures (seed usage of every run beside the random-init control first), the algorithm the
+    claims test (recall's key codes) where there is one, then the claims and the key numbers."""
     report = _as_dict(report)
     runs = report["runs"]
     note = ("<p class='note'>What the seed decides (the headline): the probability that the model is right under "
@@ -275,7 +275,9 @@ def write_randomness_html(report: Any, path: str | Path) -> Path:
             "no seed information to the output): where the seed flows, which a random network also shows. Random "
             "init: the first run's architecture with fresh random weights, its seed use by accident.</p>")
     title = "randomness channel: " + " vs ".join(run_label(r) for r in runs)
-    sections = [*randomness_figures(report), note, _claims_table(report.get("claims", [])),
+    algorithm = report.get("algorithm")
+    pseudocode = ([f"<h2>The algorithm the claims test</h2><pre>{html.escape(algorithm)}</pre>"] if algorithm else [])
+    sections = [*randomness_figures(report), note, *pseudocode, _claims_table(report.get("claims", [])),
                 "<h2>Key numbers</h2>" + _summary_table(report.get("summary", {}))]
     return write_page(path, title, sections, heading=False, headline=randomness_headline(report))
 

@@ -354,11 +354,21 @@ class RandomnessReport(Displayed):
                      f"those where {second['name']} colours a vertex like its neighbour")
         return text
 
+    def algorithm(self) -> str | None:
+        """The algorithm the claims test, as pseudocode naming its components: recall's key
+        codes as a random hash (:data:`circuits.analyses.recall_codes.PSEUDOCODE`) where the
+        first run has its code study; ``None`` otherwise."""
+        if "failure_rate" not in self.runs[0].get("codes", {}):
+            return None
+        from circuits.analyses.recall_codes import PSEUDOCODE
+
+        return PSEUDOCODE
+
     def to_dict(self) -> dict[str, Any]:
-        """``{"runs": [...], "summary": {...}, "claims": [...], "finding": ...}``: randomness.json,
-        and what the drawing and the demo index read."""
+        """``{"runs": [...], "summary": {...}, "claims": [...], "finding": ..., "algorithm": ...}``:
+        randomness.json, and what the drawing and the demo index read."""
         return {"runs": self.runs, "summary": self.summary, "claims": [c.to_dict() for c in self.claims],
-                "finding": self.finding()}
+                "finding": self.finding(), "algorithm": self.algorithm()}
 
     FILES = ("randomness.json", "randomness.html")  # what write() writes, together
 
@@ -381,7 +391,9 @@ class RandomnessReport(Displayed):
         from interp_rand.verdicts import summary_line
 
         claims = self.claims
-        return "\n".join(lines + [c.line() for c in claims] + [summary_line(claims)])
+        algorithm = self.algorithm()
+        lead = ["the algorithm the claims test:", algorithm, ""] if algorithm else []
+        return "\n".join(lead + lines + [c.line() for c in claims] + [summary_line(claims)])
 
     def figure(self) -> Any:
         """The seed usage of every run beside the random-init control as a plotly figure (the

@@ -127,6 +127,14 @@ def test_randomness_report_is_what_the_command_writes_and_prints(runs, tmp_path,
     assert claims[2]["verdict"] == ("holds" if mix["mixes"] else "inconclusive" if mix["size_ratio"] is None
                                     else "fails")
     assert all(c["line"] in stdout for c in claims)
+    # recall's algorithm, where its key codes were read: every claim letter the pseudocode cites is a claim
+    import re as _re
+    algorithm = report.to_dict()["algorithm"]
+    assert (algorithm is None) == ("failure_rate" not in first.get("codes", {}))
+    if algorithm is not None:
+        assert algorithm in report.text() and "hook_k @ j" in (out / "randomness.html").read_text()
+        cited = set(_re.findall(r"# \((\w)\)", algorithm)) | set(_re.findall(r", \((\w)\)", algorithm))
+        assert cited and all(any(c["claim"].startswith(f"({x})") for c in claims) for x in cited)
     # what a reader sees first: the headline (verdict over the claims), then the usage chart with
     # every run and the random-init control, each bar labelled with its value
     import browser
