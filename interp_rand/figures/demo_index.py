@@ -161,6 +161,24 @@ def rival_headlines(files: list[Path]) -> list[str]:
     return out
 
 
+def shortfalls(files: list[Path]) -> list[str]:
+    """Where each claim-stating result in ``files`` falls short, one measured line each (a
+    JSON's ``shortfall``, top level or under ``mechanism``; a result that holds has none)."""
+    out = []
+    for _, data in _json_files(files):
+        for holder in (data, data.get("mechanism")) if isinstance(data, dict) else ():
+            line = holder.get("shortfall") if isinstance(holder, dict) else None
+            if isinstance(line, str) and line not in out:
+                out.append(line)
+    return out
+
+
+def _step_files(out: Path, step: dict[str, Any]) -> list[Path]:
+    folder = out / step["folder"]
+    return sorted(p for p in folder.rglob("*") if p.suffix in (".html", ".json") and ".measured" not in p.name) \
+        if folder.is_dir() else []
+
+
 def findings(out: Path, steps: list[dict[str, Any]]) -> list[str]:
     """What each randomized model learned, one sentence each: the ``finding`` of each step's
     randomness report (:meth:`interp_rand.reports.randomness.RandomnessReport.finding`)."""
@@ -178,10 +196,14 @@ def _rivals_block(files: list[Path]) -> str:
     return "".join(f"<p class='rivals'><b>Against its rivals:</b> {html.escape(line)}</p>" for line in lines)
 
 
+def _shortfall_block(files: list[Path]) -> str:
+    return "".join(f"<p class='shortfall'><b>Where it falls short:</b> {html.escape(line)}</p>"
+                   for line in shortfalls(files))
+
+
 def _step(out: Path, step: dict[str, Any]) -> str:
     folder = out / step["folder"]
-    files = sorted(p for p in folder.rglob("*") if p.suffix in (".html", ".json") and ".measured" not in p.name) \
-        if folder.is_dir() else []
+    files = _step_files(out, step)
     rows, compared = [], []
     for path, data in _json_files(files):
         if _claims(data):  # its claims speak for it (the verdict block), not its raw numbers
@@ -202,7 +224,7 @@ def _step(out: Path, step: dict[str, Any]) -> str:
         table = f"<pre class='printed'>{html.escape(printed.read_text(encoding='utf-8').strip())}</pre>"
     return (f"<section id='step-{html.escape(step['folder'], quote=True)}'><h2>{html.escape(step['what'])}</h2>"
             f"<p class='muted'>{step['seconds']} s &middot; <code>{html.escape(step['command'])}</code></p>"
-            f"{_verdict_block(folder)}{_rivals_block(files)}{table}" + (f"<p class='files'>{links}</p>" if links else "")
+            f"{_verdict_block(folder)}{_shortfall_block(files)}{_rivals_block(files)}{table}" + (f"<p class='files'>{links}</p>" if links else "")
             + "</section>")
 
 
@@ -212,15 +234,19 @@ def step_words(out: Path, steps: list[dict[str, Any]]) -> dict[str, str | None]:
             for step in steps}
 
 
-def _overview(steps: list[dict[str, Any]], words: dict[str, str | None]) -> str:
-    """One line per step, its verdict word coloured, linking to its section."""
+def _overview(out: Path, steps: list[dict[str, Any]], words: dict[str, str | None]) -> str:
+    """One line per step, its verdict word coloured, linking to its section; a step that does
+    not hold adds where it falls short (:func:`shortfalls`), where its results say."""
     items = []
     for step in steps:
         word = words[step["folder"]]
         mark = (f"<b style='color:{verdict_colour(word)}'>{word.upper()}</b>" if word
                 else "<span class='muted'>no claims</span>")
+        short = shortfalls(_step_files(out, step)) if word and word != "holds" else []
         items.append(f"<li>{mark} · <a href='#step-{html.escape(step['folder'], quote=True)}'>"
-                     f"{html.escape(step['folder'])}</a> <span class='muted'>{html.escape(step['what'])}</span></li>")
+                     f"{html.escape(step['folder'])}</a> <span class='muted'>{html.escape(step['what'])}</span>"
+                     + "".join(f"<br><span class='shortfall'>falls short: {html.escape(line)}</span>" for line in short)
+                     + "</li>")
     return f"<ol class='overview'>{''.join(items)}</ol>"
 
 
@@ -250,8 +276,8 @@ def demo_index(out: str | Path, steps: list[dict[str, Any]], title: str = "inter
     learned = findings(out, steps)
     block = ("<h2>What the randomized models learned</h2><ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in learned)
              + "</ul>") if learned else ""
-    return page_html(title, [block, _overview(steps, words), intro, "".join(_step(out, step) for step in steps)],
+    return page_html(title, [block, _overview(out, steps, words), intro, "".join(_step(out, step) for step in steps)],
                      style=_STYLE, headline=tour_headline(steps, words))
 
 
-__all__ = ["PRINTED", "demo_index", "findings", "key_numbers", "rival_headlines", "side_by_side", "step_words", "tour_headline", "verdict_lines"]
+__all__ = ["PRINTED", "demo_index", "findings", "key_numbers", "rival_headlines", "shortfalls", "side_by_side", "step_words", "tour_headline", "verdict_lines"]

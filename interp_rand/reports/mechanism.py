@@ -39,11 +39,13 @@ class MechanismReport(Displayed):
     rivals: list[Any] = field(default_factory=list)  # the rival Mechanisms compared
     origin: str = ""  # where the mechanism came from, when not a flagship's hand-written one
     explanation: Any = None  # the circuits.explain.Explanation that found it, if any
+    shortfall: str | None = None  # where a flagship that does not hold falls short, measured (one line)
 
     @property
     def lines(self) -> list[str]:
         lines = self.card.lines()
-        return lines[:1] + ([self.origin] if self.origin else []) + self.rival_lines() + lines[1:]
+        short = [f"where it falls short: {self.shortfall}"] if self.shortfall else []
+        return lines[:1] + short + ([self.origin] if self.origin else []) + self.rival_lines() + lines[1:]
 
     def placement_lines(self, components: Any, label: str) -> list[str]:
         """Where ``components`` (an edge-level study's heads or components, at any position)
@@ -84,6 +86,8 @@ class MechanismReport(Displayed):
             out["rivals"] = self.comparison.to_dict()
         if self.origin:
             out["origin"] = self.origin
+        if self.shortfall:
+            out["shortfall"] = self.shortfall
         if self.explanation is not None:
             out["explain"] = self.explanation.to_dict()
         return out
@@ -141,7 +145,8 @@ def mechanism_report(mechanism: str | Mechanism, run: str | Path | None = None, 
     flagship's zoo run) or on a given ``model`` and ``task``; a flagship is also put to the
     decisive experiments against its registered rivals (``rivals``; the module's
     ``rivals(task)``, on ``n_rivals`` inputs), and the report says which mechanism wins and by
-    which experiment."""
+    which experiment. A flagship that does not hold and has a ``shortfall(model, task)`` says
+    in one measured line where it falls short (``MechanismReport.shortfall``)."""
     from interp_rand.reports.inputs import model_and_task
 
     module = None
@@ -163,7 +168,11 @@ def mechanism_report(mechanism: str | Mechanism, run: str | Path | None = None, 
 
         others = list(module.rivals(task).values())
         comparison = compare_mechanisms(model, task, [mech, *others], n=n_rivals, seed=seed, cards=False)
-    return MechanismReport(mech, card, label, f"mechanism {mech.name}: {label}", comparison, others)
+    # a flagship that does not hold says where it falls short, measured on the model (its ``shortfall``)
+    shortfall = (module.shortfall(model, task) if module is not None and hasattr(module, "shortfall")
+                 and card.verdict != "holds" else None)
+    return MechanismReport(mech, card, label, f"mechanism {mech.name}: {label}", comparison, others,
+                           shortfall=shortfall)
 
 
 __all__ = ["MechanismReport", "claims_html", "mechanism_report"]

@@ -65,9 +65,22 @@ class RouteReport(Displayed):
                      f"treasure cell {m.worst_cell_return:.2f} against the twin's {b.worst_cell_return:.2f}")
         return text
 
+    def shortfall(self) -> str | None:
+        """Where the agent's card falls short, in one line (``None`` when it holds): how many of
+        the seed's directions the route and the first move need beyond those the card names."""
+        m = self.main
+        if m.verdict == "holds":
+            return None
+        k90 = m.route_rank
+        route = (f"the route needs {k90} of the seed's {m.d_seed} directions" if k90 and k90 < m.d_seed else
+                 f"the route needs all {m.d_seed} of the seed's directions (IIA {m.route_curve[-2]:.2f} at "
+                 f"{m.d_seed - 1}): the seed acts as a hash of all its numbers, not a low-dimensional choice")
+        return f"{route}; the first move needs more than the {m.rank_first} its logits move along (IIA {m.iia_first:.2f})"
+
     def to_dict(self) -> dict[str, Any]:
         m = self.main  # the report's claims are its agent's (the demo's index reads the top-level ones)
         return {"subject": f"what the seed chooses in {m.label}", "verdict": m.verdict, "finding": self.finding(),
+                "shortfall": self.shortfall(),
                 "claims": [c.to_dict() for c in m.claims], "agents": {k: v.to_dict() for k, v in self.agents.items()},
                 "first_visit": self.first_visit}
 

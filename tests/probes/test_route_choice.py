@@ -73,6 +73,10 @@ def test_gridworld_eval_with_compare_writes_the_route_page(tmp_path, capsys):
     assert list(data["agents"]) == ["zoo:gridworld-Aq_R", "zoo:gridworld-AE_R"]
     assert data["verdict"] == data["agents"]["zoo:gridworld-Aq_R"]["verdict"] and len(data["claims"]) == 2
     assert data["finding"].startswith("zoo:gridworld-Aq_R: the seed chooses") and "ERM twin" in data["finding"]
+    main_agent = data["agents"]["zoo:gridworld-Aq_R"]  # a card that does not hold says where it falls short
+    assert (data["shortfall"] is None) == (data["verdict"] == "holds")
+    if data["shortfall"]:
+        assert data["shortfall"].startswith("the route needs") and f"more than the {main_agent['rank_first']}" in data["shortfall"]
     page = (out / "route.html").read_text()
     verdict = data["agents"]["zoo:gridworld-Aq_R"]["verdict"].upper()
     assert page.index(verdict) < page.index("share of seeds whose exploration route")  # the verdict leads

@@ -260,6 +260,23 @@ def mechanism(task: Any, n_vertices: int | None = None) -> Mechanism:
                      pseudocode=PSEUDOCODE, correct=correct, per_output=True)
 
 
+SHORTFALL_CYCLES = 20000  # distinct cycles (of 181,440) the shortfall line is measured on
+
+
+def shortfall(model: Any, task: Any) -> str:
+    """Where the rule falls short, in one line measured on the model
+    (:func:`agreement_over_cycles` on the first :data:`SHORTFALL_CYCLES` distinct cycles): the
+    vertices that copy a colour against the weak ones, whose colour the noise split sets, per id
+    class."""
+    found = agreement_over_cycles(model, task, n_cycles=SHORTFALL_CYCLES)
+    weak = [found["per_class"][name]["weak"] for name in CLASS_NAMES]
+    strong = [found["per_class"][name]["strong"] for name in CLASS_NAMES]
+    return (f"step 3, the weak vertices' noise split: the rule is the model on {found['weak']:.2f} of weak vertices "
+            f"({min(weak):.2f}-{max(weak):.2f} per id class) against {found['strong']:.2f} of those that copy a colour "
+            f"({min(strong):.2f}-{max(strong):.2f}), so on whole colourings of {found['cycles']:.2f} of cycles "
+            f"({found['n_cycles']:,} cycles measured)")
+
+
 def load() -> tuple[Any, Any]:
     """``(model, task)`` of :data:`RUN`."""
     from interp_rand.training import load_checkpoint
@@ -329,6 +346,6 @@ def rivals(task: Any, n_vertices: int | None = None) -> dict[str, Mechanism]:
 
 
 __all__ = ["ABOVE_PREFS", "BELOW_PREFS", "CLASS_NAMES", "DICTATES", "ID_CLASS", "PRIORITY", "PSEUDOCODE", "RUN",
-           "agreement_over_cycles", "blocked_of", "colours_of", "dictated_colours", "load", "mechanism",
+           "agreement_over_cycles", "blocked_of", "colours_of", "dictated_colours", "load", "mechanism", "shortfall",
            "proper_at", "rule_colours", "rule_reads", "rule_state", "strong_conflict"]
 __all__ += ["IDS_PSEUDOCODE", "id_rule_colours", "ids_for_noise", "rivals"]

@@ -321,6 +321,29 @@ def recency_code(batch: Any, memory: int = MEMORY_PAIRS) -> Tensor:
     return torch.where(kept, pack_bits(values[rows, query_index] > 0), kept_majority_code(batch, memory))
 
 
+SHORTFALL_INPUTS, SHORTFALL_SEEDS = 300, 16  # the key-code study the shortfall line is measured on
+
+
+def shortfall(model: Any, task: Any) -> str | None:
+    """Where S(seed) falls short, in one line measured on the model: recall is decided by
+    collisions of key codes, not by a stored set (:func:`circuits.analyses.recall_codes.code_study`
+    on :data:`SHORTFALL_INPUTS` inputs under :data:`SHORTFALL_SEEDS` seeds; the full account:
+    ``interp-rand randomness RUN --compare ERM_TWIN``). ``None`` for a model the key-code split
+    does not fit (softmax attention, normalisation or MLPs)."""
+    from circuits.analyses.recall_codes import check_architecture, code_study
+
+    try:
+        check_architecture(model)
+    except ValueError:
+        return None
+    codes = code_study(model, task, n_inputs=SHORTFALL_INPUTS, n_seeds=SHORTFALL_SEEDS)
+    moved = codes.details["transplant_any"]
+    return (f"no stored set: recall fails where other pairs' key codes collide with the query's (crosstalk AUC "
+            f"{codes.interference_auc:.2f}, the signal alone {codes.signal_auc:.2f}), and another seed's codes alone "
+            f"rescue {moved['all_codes']:.2f} of failing recalls, its values {moved['values']:.2f} "
+            f"({SHORTFALL_INPUTS} inputs x {SHORTFALL_SEEDS} seeds; the account: interp-rand randomness)")
+
+
 def rivals(task: Any, weight: int = INTERFERENCE_WEIGHT, memory: int = MEMORY_PAIRS,
            n_predict: int = N_PREDICT) -> dict[str, Mechanism]:
     """Rivals of :func:`mechanism` on ``task`` (a ``RecallTask``), by name. Both ignore the seed
@@ -387,7 +410,7 @@ def rivals(task: Any, weight: int = INTERFERENCE_WEIGHT, memory: int = MEMORY_PA
     return {m.name: m for m in (interference, recency)}
 
 
-__all__ = ["FLIP_SITES", "FlipResult", "N_PREDICT", "PSEUDOCODE", "RULE", "RUN", "check_rule", "derive_rule",
+__all__ = ["shortfall", "FLIP_SITES", "FlipResult", "N_PREDICT", "PSEUDOCODE", "RULE", "RUN", "check_rule", "derive_rule",
            "flip_intervention", "held_out_batch", "in_stored_set", "mechanism", "recalled", "seed_split",
            "stored_set"]
 __all__ += ["INTERFERENCE_PSEUDOCODE", "INTERFERENCE_WEIGHT", "MEMORY_PAIRS", "RECENCY_PSEUDOCODE",

@@ -4,6 +4,7 @@ trains, evaluates and draws the training curves."""
 from __future__ import annotations
 
 import functools
+import html
 import json
 import re
 
@@ -206,8 +207,10 @@ def test_index_gives_each_step_one_verdict_and_names_a_failing_claim(tmp_path):
     learned = exceeds_on_scale("the circuit is learned", 0.52, 0.01, 2.0, control_label="the random-init model")
     card = {"subject": "carry study circuit, zoo:addition", "verdict": "fails", "sufficiency": 0.2614,
             "claims": [holds, learned.to_dict()]}
-    for folder, files in {"carry": {"case_study.json": {"claims": [holds]}, "card.json": card},
-                          "sort": {"case_study.json": {"claims": [holds, holds]}},
+    short = "step 3, the weak vertices' noise split"  # a result that falls short says where, in one line
+    for folder, files in {"carry": {"case_study.json": {"claims": [holds], "mechanism": {"shortfall": short}},
+                                    "card.json": card},
+                          "sort": {"case_study.json": {"claims": [holds, holds], "shortfall": "never shown"}},
                           "coloring": {"card_b.json": {"claims": [holds, exceeds("x", 0.5, None, control_label="c")
                                                                   .to_dict()]}},
                           "addition": {"eval.json": {"exact_match": 0.999}}}.items():
@@ -233,6 +236,10 @@ def test_index_gives_each_step_one_verdict_and_names_a_failing_claim(tmp_path):
     assert re.findall(r">(FAILS|HOLDS|INCONCLUSIVE|no claims)<", overview) == ["FAILS", "HOLDS", "INCONCLUSIVE",
                                                                               "no claims"]
     assert "href='#step-carry'" in overview and "id='step-carry'" in page
+    # where a step that does not hold falls short: in its overview line and its section; a holding step's is not shown
+    assert f"falls short: {html.escape(short)}" in overview and overview.count("falls short") == 1
+    assert f"<b>Where it falls short:</b> {html.escape(short)}" in sections[0]
+    assert "never shown" not in overview
 
 
 def test_a_comparison_shows_each_model_beside_its_twin(tmp_path):

@@ -82,3 +82,14 @@ def test_mechanism_refuses_other_tasks(run):
     _, task = run
     with pytest.raises(ValueError, match="10-vertex"):
         cs.mechanism(dataclasses.replace(task, n_vertices=8))
+
+
+def test_the_shortfall_line_names_the_weak_vertices_step(run, monkeypatch):
+    """The one-line shortfall the case study and the demo show is agreement_over_cycles' located
+    numbers (here on fewer cycles): the weak vertices below those that copy a colour."""
+    import re
+
+    monkeypatch.setattr(cs, "SHORTFALL_CYCLES", 5000)
+    line = cs.shortfall(*run)
+    weak, strong = (float(x) for x in re.search(r"model on ([\d.]+) of weak vertices .* against ([\d.]+) of those", line).groups())
+    assert line.startswith("step 3") and weak < strong - 0.1 and "5,000 cycles measured" in line

@@ -89,3 +89,21 @@ def test_the_rule_reads_one_bit_per_key():
     assert torch.equal(in_stored_set(torch.ones(12, 10), keys), torch.tensor([v == 1 for _, v in RULE]))
     with pytest.raises(ValueError, match="one \\(bit"):
         mechanism(zoo.load("recall-Aq_R").spec.make_task(), rule=((0, 1),))
+
+
+def test_the_shortfall_line_is_the_key_code_account_measured_and_none_where_it_does_not_fit(recall):
+    """Where S(seed) falls short, measured: crosstalk predicts failure beyond the signal and another
+    seed's codes rescue beyond its values (numbers that could come out the other way); a softmax
+    recall model, which the exact key-code split does not fit, gets no line rather than a wrong one."""
+    import re
+
+    from interp_rand.model import HookedTransformer
+
+    model, task = recall
+    line = recall_seed.shortfall(model, task)
+    auc, signal, codes, values = (float(x) for x in re.search(
+        r"AUC ([\d.]+), the signal alone ([\d.]+)\), and another seed's codes alone rescue ([\d.]+) of failing "
+        r"recalls, its values ([\d.]+)", line).groups())
+    assert auc > signal + 0.1 and codes > values + 0.2
+    softmax = HookedTransformer(task.model_config(attention="softmax"), seed=0)
+    assert recall_seed.shortfall(softmax, task) is None
