@@ -1,8 +1,10 @@
 """The flagship mechanisms shipped on the zoo, one module each, and the registry naming them.
 
 A flagship module exposes ``RUN`` (the zoo run it explains), ``PSEUDOCODE`` and
-``mechanism(task) -> Mechanism`` (:mod:`circuits.mechanisms`). Adding one is a module and one
-line below. :func:`interp_rand.reports.mechanism.mechanism_report` checks one on its run.
+``mechanism(task) -> Mechanism`` (:mod:`circuits.mechanisms`), and may expose ``rivals(task)``
+(the decisive experiments' other mechanisms) and ``shortfall(model, task)`` (where it falls
+short, one measured line, asked for when its card does not hold). Adding one is a module and
+one line below. :func:`interp_rand.reports.mechanism.mechanism_report` checks one on its run.
 
     >>> from interp_rand.reports.mechanisms import FLAGSHIPS, flagship
     >>> flagship("carry").mechanism(task)
