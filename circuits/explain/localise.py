@@ -36,7 +36,7 @@ from circuits.explain.primitives import Frame
 from circuits.graph.model_graph import ModelGraph
 from circuits.graph.nodes import Node
 from circuits.mechanisms import Mechanism, Site, Variable
-from circuits.mechanisms.leads import SiteSweep, residual_hooks, row_order, site_sweep
+from circuits.mechanisms.leads import SiteSweep, SweepMemo, residual_hooks, row_order, site_sweep
 from interp_rand.model.hook_names import seed_offset
 
 SINGLE_SITE_IIA = 0.9
@@ -161,15 +161,16 @@ def choose_site(sweep: SiteSweep) -> tuple[Node, ...]:
 
 
 def locate(model: Any, task: Any, candidate: Candidate, batch: Any, *, n_pairs: int = 200, seed: int = 0,
-           random_model: Any = None) -> Located:
-    """Sweep each output's components at its position and build the located mechanism."""
+           random_model: Any = None, memo: SweepMemo | None = None) -> Located:
+    """Sweep each output's components at its position and build the located mechanism (``memo``:
+    the search's shared activations and sweeps, :class:`~circuits.mechanisms.leads.SweepMemo`)."""
     offset = seed_offset(model)
     frame = Frame(batch, task)
     unlocated = _mechanism(candidate, model, task, batch, {})
     sweeps, sites = [], {}
     for k in range(frame.n_outputs):
         sweep = site_sweep(model, task, unlocated, f"y_{k}", batch=batch, positions=[frame.q(k) + offset], hooks=(),
-                           n_pairs=n_pairs, seed=seed + k, random_model=random_model)
+                           n_pairs=n_pairs, seed=seed + k, random_model=random_model, memo=memo)
         sweeps.append(sweep)
         sites[k] = choose_site(sweep)
     mech = _mechanism(candidate, model, task, batch, sites)
@@ -266,7 +267,7 @@ def composed_mechanism(composition: Composition, candidate: Candidate, model: An
 
 def step_sweep(model: Any, task: Any, mech: Mechanism, name: str, batch: Any, positions: list[int], *,
                n_pairs: int, seed: int, random_model: Any, das_positions: int = DAS_POSITIONS,
-               leaf: bool = False) -> tuple[SiteSweep, bool]:
+               leaf: bool = False, memo: SweepMemo | None = None) -> tuple[SiteSweep, bool]:
     """An intermediate step's sweep, pruned: every component (each layer's heads alone and
     together) at every position; where none holds the step (IIA below :data:`SINGLE_SITE_IIA`),
     also a 1-dim DAS subspace of each residual hook at only the ``das_positions`` positions of
@@ -274,15 +275,19 @@ def step_sweep(model: Any, task: Any, mech: Mechanism, name: str, batch: Any, po
     best margin first, and whether the step is to sit in the stream (:func:`choose_step_site`):
     a ``leaf`` (a step read off the input) whose best components are at a position before its
     last possible one, where later positions' layers read it; its sweep then also has, at
-    those positions, each residual hook replaced whole."""
+    those positions, each residual hook replaced whole. The subspace sweep leaves out the
+    components (swept already); sites no answer reads cost nothing
+    (:data:`~circuits.mechanisms.leads.PRUNE_UNREAD`), and ``memo`` shares activations and a
+    step's rows between compositions that share the step."""
     sweep = site_sweep(model, task, mech, name, batch=batch, positions=positions, hooks=(), n_pairs=n_pairs,
-                       seed=seed, random_model=random_model, groups=True)
+                       seed=seed, random_model=random_model, groups=True, memo=memo)
     best = list(dict.fromkeys(r.site.nodes[0].position for r in sweep.rows if r.iia > 0))[:das_positions]
     stream = leaf and bool(best) and best[0] < max(positions)
     if not best or not stream and any(r.iia >= SINGLE_SITE_IIA for r in sweep.rows):  # no subspace needed
         return sweep, stream
     subspaces = site_sweep(model, task, mech, name, batch=batch, positions=best, hooks=residual_hooks(model), das_k=1,
-                           n_pairs=n_pairs, seed=seed, random_model=random_model, whole=stream)
+                           n_pairs=n_pairs, seed=seed, random_model=random_model, whole=stream, nodes=False,
+                           memo=memo)
     rows = sweep.rows + [r for r in subspaces.rows if r.kind != "node"]
     rows.sort(key=row_order)
     return dataclasses.replace(sweep, rows=rows, n_train_pairs=subspaces.n_train_pairs,
@@ -290,11 +295,12 @@ def step_sweep(model: Any, task: Any, mech: Mechanism, name: str, batch: Any, po
 
 
 def locate_composition(model: Any, task: Any, candidate: Candidate, composition: Composition, batch: Any, *,
-                       n_pairs: int = 200, seed: int = 0, random_model: Any = None) -> Located:
+                       n_pairs: int = 200, seed: int = 0, random_model: Any = None,
+                       memo: SweepMemo | None = None) -> Located:
     """Search every step of ``composition``, parents first: the outputs' at their own position
     (components outside their parents' sites, as :func:`locate` chooses), every other step over the components at every position up to its last
     consumer (each layer's heads alone and together) and a 1-dim subspace of each residual hook
-    there (:func:`choose_step_site`)."""
+    there (:func:`choose_step_site`). ``memo``: as :func:`locate`'s."""
     frame, offset = Frame(batch, task), seed_offset(model)
     unlocated = composed_mechanism(composition, candidate, model, task, batch, {})
     sweeps, swept, sites = [], [], {}
@@ -303,7 +309,7 @@ def locate_composition(model: Any, task: Any, candidate: Candidate, composition:
             continue
         if step.family == "y":  # at its position, outside its parents' sites
             sweep = site_sweep(model, task, unlocated, step.name, batch=batch, positions=[frame.q(step.instance) + offset],
-                               hooks=(), n_pairs=n_pairs, seed=seed + i, random_model=random_model)
+                               hooks=(), n_pairs=n_pairs, seed=seed + i, random_model=random_model, memo=memo)
             taken = {n for p in step.parents if p in sites for n in sites[p].nodes}
             sweep = dataclasses.replace(sweep, rows=[r for r in sweep.rows if not taken & set(r.site.nodes)])
             nodes = choose_site(sweep)
@@ -311,7 +317,7 @@ def locate_composition(model: Any, task: Any, candidate: Candidate, composition:
         else:
             sweep, stream = step_sweep(model, task, unlocated, step.name, batch,
                                        [p + offset for p in range(step.upto + 1)], n_pairs=n_pairs, seed=seed + i,
-                                       random_model=random_model, leaf=not step.parents)
+                                       random_model=random_model, leaf=not step.parents, memo=memo)
             site = choose_step_site(sweep, stream=stream)
         sweeps.append(sweep)
         swept.append(step.name)

@@ -33,6 +33,7 @@ from circuits.explain.candidates import MATCH_MIN, Scored, enumerate_candidates,
 from circuits.explain.compositions import compositions_of
 from circuits.explain.localise import Located, locate, locate_composition
 from circuits.mechanisms import Comparison, MechanismCard, check_mechanism, compare_mechanisms
+from circuits.mechanisms.leads import SweepMemo
 from probes.controls import random_init_like
 from interp_rand.display import Displayed
 
@@ -184,10 +185,12 @@ def explain(model: Any, task: Any, *, n: int = 1000, seed: int = 0, families: li
         raise ValueError(f"no primitive of the library applies to task {getattr(task, 'name', task)!r}")
     kept = [s for s in scored if s.kept][:max_candidates] or scored[:1]
     random_model = random_init_like(model, seed=seed + 1)
+    memo = SweepMemo(model, random_model, batch)  # every sweep of the search: one recording, no sweep twice
     located, cards = {}, {}
     for s in kept:
         note(f"locating {s.candidate.name} (match {s.match:.3f}): a site sweep per output")
-        found = locate(model, task, s.candidate, batch, n_pairs=n_pairs, seed=seed, random_model=random_model)
+        found = locate(model, task, s.candidate, batch, n_pairs=n_pairs, seed=seed, random_model=random_model,
+                       memo=memo)
         located[s.candidate.name] = found
         note(f"checking {s.candidate.name}: interchange, treeified scrubbing")
         cards[s.candidate.name] = check_mechanism(model, task, found.mechanism, n=n, seed=seed + 1, n_pairs=n_pairs,
@@ -206,7 +209,7 @@ def explain(model: Any, task: Any, *, n: int = 1000, seed: int = 0, families: li
         for composition in compositions_of(located[chosen].candidate.primitive.name):
             note(f"locating {chosen} as {composition.name}: a site sweep per step")
             here = locate_composition(model, task, located[chosen].candidate, composition, batch, n_pairs=n_pairs,
-                                      seed=seed, random_model=random_model)
+                                      seed=seed, random_model=random_model, memo=memo)
             note(f"checking {here.name}: interchange per step, treeified scrubbing")
             located[here.name] = here
             cards[here.name] = check_mechanism(model, task, here.mechanism, n=n, seed=seed + 1, n_pairs=n_pairs,

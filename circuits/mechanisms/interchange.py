@@ -71,12 +71,14 @@ def variable_pairs(mech: Mechanism, batch: Any, values: Values, name: str, rows:
 
 
 def accuracy_on(model: Any, graph: ModelGraph, batch: Any, acts: dict[str, Tensor], pairs: VariablePairs,
-                site: Site, outputs: Tensor, basis: Tensor | None = None) -> float:
+                site: Site | None, outputs: Tensor, basis: Tensor | None = None) -> float:
     """The share of ``pairs`` whose patched answers all equal the counterfactual; with
-    ``pairs.scored``, the share of the scored (pair, output) entries (NaN: no pairs)."""
+    ``pairs.scored``, the share of the scored (pair, output) entries (NaN: no pairs).
+    ``site=None``: the bases run unpatched (what every site scores that no answer reads)."""
     if not len(pairs):
         return float("nan")
-    logits = patched_answers(model, graph, batch, pairs.base, acts, [Patch(site, pairs.source, basis)], outputs)
+    patches = [] if site is None else [Patch(site, pairs.source, basis)]
+    logits = patched_answers(model, graph, batch, pairs.base, acts, patches, outputs)
     hit = logits.argmax(-1) == pairs.targets
     if pairs.scored is not None:
         return float(hit[pairs.scored].float().mean())

@@ -100,6 +100,27 @@ class DASConfig:
             raise ValueError(f"DASConfig needs steps >= 1, batch_size >= 1 and lr > 0; got {self}")
 
 
+def _minibatches(n: int, config: DASConfig, generator: torch.Generator) -> Iterator[Tensor]:
+    """The training pairs' indices of each of ``config.steps`` steps: passes over ``n`` pairs in
+    a random order, ``config.batch_size`` at a time (a new order drawn when a pass ends)."""
+    order, start = torch.randperm(n, generator=generator), 0
+    for _ in range(config.steps):
+        if start >= n:
+            order, start = torch.randperm(n, generator=generator), 0
+        yield order[start:start + config.batch_size]
+        start += config.batch_size
+
+
+def skip_das(d: int, n_pairs: int, generator: torch.Generator, config: DASConfig = DASConfig()) -> None:
+    """Take from ``generator`` exactly the draws :func:`train_das` takes for a ``d``-dim hook and
+    ``n_pairs`` training pairs (the rotation's start, each pass's order), and fit nothing: a
+    caller that skips one fit of a series (its site can change no answer) leaves every later fit
+    of the series with the draws, hence the subspace, it would have had."""
+    random_subspace(d, d, generator)
+    for _ in _minibatches(n_pairs, config, generator):
+        pass
+
+
 def train_das(model: nn.Module, batch: Batch, pairs: Pairs, hook: str, positions: list[int], k: int,
               generator: torch.Generator, config: DASConfig = DASConfig()) -> Tensor:
     """Learn an orthogonal ``d x d`` rotation whose first ``k`` dimensions, swapped from the
@@ -117,12 +138,7 @@ def train_das(model: nn.Module, batch: Batch, pairs: Pairs, hook: str, positions
         optimiser = torch.optim.Adam(rotation.parameters(), lr=config.lr)
         bases = batch[pairs.base]
         out_pos = bases.answer_positions[pairs.outputs]
-        order, start = torch.randperm(len(pairs), generator=generator), 0
-        for _ in range(config.steps):
-            if start >= len(pairs):
-                order, start = torch.randperm(len(pairs), generator=generator), 0
-            idx = order[start:start + config.batch_size]
-            start += config.batch_size
+        for idx in _minibatches(len(pairs), config, generator):
             U = rotation.weight[:, :k]
             logits = intervened_logits(model, bases[idx], hook, positions, U, src_all[idx])
             loss = F.cross_entropy(logits[:, out_pos].reshape(-1, logits.shape[-1]),

@@ -20,14 +20,17 @@ from interp_rand.tasks.addition import carries
 from probes.interchange import (
     CONTROL_MAX,
     DASConfig,
+    Pairs,
     counterfactual_pairs,
     interchange_accuracy,
     interchange_pairs,
     intervened_logits,
     random_subspace,
+    train_das,
     variable_outputs,
     verdict,
 )
+from probes.interchange.das import skip_das
 from probes.variables import variable_labels
 
 
@@ -138,6 +141,23 @@ def test_a_full_rank_swap_at_the_input_gives_the_source_s_logits(task):
         none = intervened_logits(model, base, hook, positions, torch.zeros(32, 0), cache[hook])
         assert torch.allclose(full, model(source.inputs), atol=1e-5)
         assert torch.allclose(none, model(base.inputs), atol=1e-6)
+
+
+@pytest.mark.parametrize("n_pairs,config", [(40, DASConfig(steps=7, batch_size=16)),
+                                            (5, DASConfig(steps=3, batch_size=8))])
+def test_skip_das_takes_the_draws_train_das_takes(task, n_pairs, config):
+    """A sweep that skips a fit (its site changes no answer) takes its draws with skip_das, so
+    the fits after it start from the same generator state as when it was fitted."""
+    model = HookedTransformer(task.model_config(d_model=16, n_heads=2, n_layers=1), seed=0).eval()
+    batch = task.sample(2 * n_pairs, torch.Generator().manual_seed(1))
+    rows = torch.arange(n_pairs)
+    pairs = Pairs(rows, rows + n_pairs, torch.zeros(n_pairs, dtype=torch.long), batch.answer_targets()[n_pairs:],
+                  torch.arange(len(batch.answer_positions)))
+    fitted, skipped = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    train_das(model, batch, pairs, "blocks.0.hook_resid_mid", [3], 1, fitted, config)
+    skip_das(16, n_pairs, skipped, config)
+    assert torch.equal(fitted.get_state(), skipped.get_state())
+    assert torch.equal(torch.rand(4, generator=fitted), torch.rand(4, generator=skipped))
 
 
 def test_random_subspace_is_orthonormal():

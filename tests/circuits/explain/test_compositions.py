@@ -14,7 +14,7 @@ from circuits.explain.compositions import COMPOSITIONS, compositions_of
 from circuits.explain.localise import choose_step_site, composed_mechanism, site_rank, step_sweep
 from circuits.graph.nodes import Node
 from circuits.mechanisms import Site
-from circuits.mechanisms.leads import SiteSweep, SweepRow
+from circuits.mechanisms.leads import SiteSweep, SweepMemo, SweepRow
 from interp_rand import make_task
 from interp_rand.training import load_checkpoint
 from probes.controls import random_init_like
@@ -119,3 +119,32 @@ def test_on_zoo_addition_the_search_finds_the_carry_into_place_2_in_layer_1_atte
     def where(row):
         return row.site.nodes[0].position if row.site.nodes else row.site.positions[0]
     assert max(r.iia for r in sweep.rows if where(r) < equals) < best.iia - 0.05
+
+
+def test_a_step_two_compositions_share_is_swept_once_and_its_rows_are_the_ones_a_sweep_of_its_own_finds():
+    """explain's SweepMemo: ripple_carry's carry into place 2 for s3 is lookahead_carry's (the same
+    value, the same counterfactual answers, hence, with the same seed, the same pairs), so the
+    second composition's sweep of it is the first one's rows, equal to the rows a sweep of its
+    own computes. (explain sweeps a composition's i-th step with seed + i, so there the steps
+    shared are the carry classes, first in both.)"""
+    ckpt = load_checkpoint("zoo:addition")
+    model, task = ckpt.model().eval(), ckpt.spec.make_task()
+    batch = task.sample(300, torch.Generator().manual_seed(0))
+    candidate, random_model = Candidate(PRIMITIVES.get("digit_sum")), random_init_like(model, seed=1)
+    ahead, ripple = (composed_mechanism(COMPOSITIONS.get(name), candidate, model, task, batch, {})
+                     for name in ("lookahead_carry", "ripple_carry"))
+    memo = SweepMemo(model, random_model, batch)
+    positions = list(range(int(task.answer_positions()[0]) + 1))
+    kw = dict(n_pairs=60, seed=0, random_model=random_model)
+    first, _ = step_sweep(model, task, ahead, "carry2_0", batch, positions, memo=memo, **kw)
+    shared, _ = step_sweep(model, task, ripple, "carry2_0", batch, positions, memo=memo, **kw)
+    own, _ = step_sweep(model, task, ripple, "carry2_0", batch, positions, **kw)
+    assert memo.reused == 1 and len(memo.sweeps) == 1
+
+    def table(sweep):
+        return [(r.label, r.kind, r.iia, r.controls) for r in sweep.rows]
+
+    assert table(shared) == table(own) == table(first) and shared.mechanism == ripple.name
+    # a step whose pairs differ (the carry into place 1, only ripple's) is swept
+    step_sweep(model, task, ripple, "carry1_0", batch, positions, memo=memo, **kw)
+    assert memo.reused == 1 and len(memo.sweeps) == 2

@@ -10,7 +10,12 @@ import torch
 
 from circuits.graph.nodes import Node
 from circuits.mechanisms import Site
-from circuits.mechanisms.leads import Restorer, SiteSweep, residual_hooks, scrub_restorers, site_sweep
+from circuits.graph.model_graph import ModelGraph
+from circuits.mechanisms import leads
+from circuits.mechanisms.leads import (Restorer, SiteSweep, SweepMemo, answers_read, residual_hooks, scrub_restorers,
+                                       site_sweep)
+from probes.controls import random_init_like
+from probes.interchange import DASConfig
 from interp_rand.reports.mechanisms import carry, sorting
 from interp_rand.run_names import resolve_run
 from interp_rand.training import load_checkpoint
@@ -76,6 +81,79 @@ def test_sweep_subspace_candidates_find_the_carry_layer():
     assert das["blocks.1.hook_resid_pre@8 [das k=1]"].iia < claimed.iia - 0.5
     assert all(r.site.positions[0] in (5, 8) for r in das.values())
     assert all(r.site.nodes[0].position in (5, 8) for r in sweep.rows if r.kind == "node")
+
+
+def test_the_sweep_skips_the_sites_no_answer_reads_and_its_table_is_the_unpruned_one(monkeypatch):
+    """PRUNE_UNREAD: on zoo:addition (2 layers, answers at 7-10), layer 1's components and its
+    resid_mid / resid_post at b1 (5) reach no answer, so they are not patched (nor fitted), and
+    every row, theirs included, is the one the unpruned sweep computes; at s2's position (8), an
+    answer's, nothing is skipped, nor before layer 1 anywhere."""
+    model, task = _zoo("zoo:addition")
+    mech = carry.mechanism(task, predictions=False)
+    graph = ModelGraph.of(model, task.n_ctx)
+    answers = frozenset(range(7, 11))
+    unread = {s.label for s in [Site.of(Node("head", 1, h, position=5)) for h in range(4)] +
+              [Site.of(Node("mlp", 1, position=5)), Site.at("blocks.1.hook_resid_mid", 5),
+               Site.at("blocks.1.hook_resid_post", 5)] if not answers_read(graph, s, answers)}
+    assert len(unread) == 7
+    for read in (Site.of(Node("head", 1, 0, position=8)), Site.of(Node("mlp", 0, position=5)),
+                 Site.of(Node("embed", position=5)), Site.at("blocks.1.hook_resid_pre", 5),
+                 Site.at("blocks.1.hook_resid_post", 8),
+                 Site.of(Node("head", 1, 0, position=5), Node("mlp", 0, position=5))):
+        assert answers_read(graph, read, answers), read.label
+    calls = {"patched": 0, "fits": 0}
+    accuracy_on, das_basis = leads.accuracy_on, leads._das_basis
+
+    def counted(*args, **kw):
+        calls["patched"] += 1
+        return accuracy_on(*args, **kw)
+
+    def fitted(*args, **kw):
+        calls["fits"] += 1
+        return das_basis(*args, **kw)
+
+    monkeypatch.setattr(leads, "accuracy_on", counted)
+    monkeypatch.setattr(leads, "_das_basis", fitted)
+    random_model = random_init_like(model, seed=1)
+    kw = dict(n=300, n_pairs=60, positions=(5, 8), hooks=("blocks.1.hook_resid_mid", "blocks.1.hook_resid_post"),
+              das=DASConfig(steps=5, batch_size=32, lr=2e-2), groups=True, whole=True, random_model=random_model)
+    pruned = site_sweep(model, task, mech, "c2@s2", **kw)
+    skipped = dict(calls)
+    monkeypatch.setattr(leads, "PRUNE_UNREAD", False)
+    calls.update(patched=0, fits=0)
+    full = site_sweep(model, task, mech, "c2@s2", **kw)
+    # 26 component sites (a1.* among them) and 4 hook sites whole and in a subspace at 2 positions
+    assert calls == {"patched": 2 * 26 + 2 * 4 + 3 * 4, "fits": 4}
+    # at b1: 6 components (a1.0-3, a1.*, m1) and resid_mid.1 / resid_post.1 unpatched; one unpatched run per model
+    assert skipped == {"patched": calls["patched"] - 2 * 6 - 2 * 2 - 3 * 2 + 2, "fits": 2}
+
+    def table(sweep):
+        return [(r.label, r.kind, r.iia, r.controls, r.n_pairs) for r in sweep.rows]
+
+    assert table(pruned) == table(full)
+    assert {r.label for r in full.rows if r.kind == "node" and r.site.nodes[0].position == 5
+            and r.site.nodes[0].layer == 1} == {"a1.0@5", "a1.1@5", "a1.2@5", "a1.3@5", "a1.*@5", "m1@5"}
+
+
+def test_a_memo_records_once_and_answers_a_sweep_of_the_same_pairs_from_the_first():
+    model, task = _zoo("zoo:addition")
+    mech = carry.mechanism(task, predictions=False)
+    batch = task.sample(300, torch.Generator().manual_seed(0))
+    random_model = random_init_like(model, seed=1)
+    memo = SweepMemo(model, random_model, batch)
+    kw = dict(batch=batch, n_pairs=60, positions=(8,), hooks=(), random_model=random_model)
+    first = site_sweep(model, task, mech, "c2@s2", memo=memo, **kw)
+    again = site_sweep(model, task, _moved(mech, "c2@s2", None), "c2@s2", memo=memo, **kw)
+    other_seed = site_sweep(model, task, mech, "c2@s2", memo=memo, **dict(kw, seed=1))  # other pairs: swept
+    assert memo.reused == 1 and len(memo.sweeps) == 2 and set(memo.acts) == {id(model), id(random_model)}
+    plain = site_sweep(model, task, mech, "c2@s2", **kw)
+    def table(sweep):
+        return [(r.label, r.iia, r.controls) for r in sweep.rows]
+
+    assert table(first) == table(plain) == table(again)
+    assert again.claimed is None and first.claimed is not None and other_seed.rows
+    with pytest.raises(ValueError, match="memo"):
+        site_sweep(model, task, mech, "c2@s2", memo=memo, **dict(kw, batch=task.sample(50, torch.Generator())))
 
 
 def test_residual_hooks_default():
