@@ -91,9 +91,11 @@ def matmul_gflops(threads: int, n: int = 2048, repeats: int = 5) -> float:
 
 
 def timed_evaluation(model, task, batch, seeds, hooked: bool) -> tuple[float, float, object]:
-    """(wall seconds, CPU seconds of this process, the run)."""
+    """(wall seconds, CPU seconds of this process, the run). The probabilities kept and no
+    per-input statistics: the work this bench timed when ``success_matrix`` kept them by default
+    (before 2026-12-03)."""
     began, cpu = time.perf_counter(), time.process_time()
-    run = success_matrix(model, task, batch, seeds, hooked=hooked)
+    run = success_matrix(model, task, batch, seeds, hooked=hooked, keep_probs=True, variance=False)
     return time.perf_counter() - began, time.process_time() - cpu, run
 
 

@@ -77,7 +77,7 @@ def success_usage(model: Any, task: Any, batch: Any, seeds: Tensor) -> SuccessUs
 
     if len(seeds) < 2:
         raise ValueError("what the seed decides needs at least two seeds")
-    right = success_matrix(model, task, batch, seeds, keep_probs=False).success.float()  # [n, S]
+    right = success_matrix(model, task, batch, seeds, variance=False).success.float()  # [n, S]
     S = right.shape[1]
     p = right.mean(1)
     differ = 2 * p * (1 - p) * S / (S - 1)  # P(two distinct random seeds disagree), per input

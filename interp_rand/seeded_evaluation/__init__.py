@@ -2,9 +2,12 @@
 metrics on the resulting success matrix.
 
 :func:`success_matrix` runs a model on every (input ``i``, seed ``j``) pair and keeps, per pair,
-whether the answer is fully right, a discrete output per answer position, and the output
-distribution; ``seeds="all"`` runs every seed the task can enumerate (recall's 1,024). The
-metrics are plain functions of that :class:`SeedRun`:
+whether the answer is fully right (bool) and a discrete output per answer position (in the
+smallest integer type that holds them: ``uint8`` for colours); the output distribution only on
+request (``keep_probs=True``): what the metrics read of it, the predictive variance and the
+output-sampled baseline (``sample=generator``), is computed chunk by chunk while the model runs.
+``seeds="all"`` runs every seed the task can enumerate (recall's 1,024). The metrics are plain
+functions of that :class:`SeedRun`:
 
 ===========================  =================================================================
 :func:`per_input_success`    fraction of seeds whose argmax output is fully correct

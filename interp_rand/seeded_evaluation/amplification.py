@@ -65,10 +65,12 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from interp_rand.seeded_evaluation.run import SeedRun
+from interp_rand.seeded_evaluation.run import SeedRun, smallest_int
+from interp_rand.seeded_evaluation.uniform_stream import UniformStream, as_uniform
 
 RULES = ("majority_whole", "majority_per_vertex", "majority_per_bit", "las_vegas")
 #: Groups of ``k`` seeds per input: per-input majority success in steps of 1%.
@@ -203,15 +205,6 @@ def group_success(run: SeedRun, groups: Tensor, rule: str = "majority_whole") ->
     return result
 
 
-def smallest_int(low: int, high: int) -> torch.dtype:
-    """The smallest integer dtype holding every value in ``[low, high]``."""
-    for dtype in (torch.uint8, torch.int8, torch.int16, torch.int32):
-        info = torch.iinfo(dtype)
-        if info.min <= low and high <= info.max:
-            return dtype
-    return torch.long
-
-
 def _dense_ranks(outputs: Tensor) -> Tensor:
     """``[n, S, n_answer]`` -> ``[n, S]`` per input, the rank of each seed's whole output among
     that input's distinct outputs in the order of :func:`tuple_ids` (0 the smallest), in the
@@ -223,15 +216,17 @@ def _dense_ranks(outputs: Tensor) -> Tensor:
         return ranks.zero_()
     low = int(outputs.min())
     base = int(outputs.max()) - low + 1
-    if n_answer * math.log2(max(base, 2)) >= 62:  # tuple_ids ranks every distinct tuple: do as it does
+    bits = n_answer * math.log2(max(base, 2))
+    if bits >= 62:  # tuple_ids ranks every distinct tuple: do as it does
         ids, weights = tuple_ids(outputs), None
-    else:
+    else:  # (int32 where the ids fit: the colouring's 3**10)
+        code = torch.int32 if bits < 31 else torch.long
         ids, weights = None, torch.tensor([base ** (n_answer - 1 - a) for a in range(n_answer)],
-                                          dtype=torch.long, device=outputs.device)
+                                          dtype=code, device=outputs.device)
     rows = max(1, _CHUNK_ELEMENTS // max(1, n_seeds * n_answer))
     for start in range(0, n, rows):
         part = slice(start, min(start + rows, n))
-        chunk = ids[part] if weights is None else ((outputs[part] - low) * weights).sum(-1)  # [c, S]
+        chunk = ids[part] if weights is None else ((outputs[part] - low) * weights).sum(-1, dtype=weights.dtype)
         ordered, order = chunk.sort(-1)
         new = torch.ones_like(ordered, dtype=torch.bool)
         new[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
@@ -239,21 +234,188 @@ def _dense_ranks(outputs: Tensor) -> Tensor:
     return ranks
 
 
+#: Groups are voted by counting (:class:`_GroupCounts`) where the packed counts take at most this
+#: many float32 columns; otherwise through their seeds' indices (the top-``k`` of each group).
+MAX_COUNT_COLUMNS = 256
+
+
+class _GroupCounts:
+    """Every rule on a chunk of inputs from counts, without the groups' seed indices.
+
+    A group is the ``k`` seeds whose keys are the largest of its ``S`` (what ``topk`` picks in
+    :func:`draw_seed_groups`): a 0/1 mask ``[c, G, S]``, ``keys >= `` the ``k``-th largest key
+    (``np.partition``; a group whose ``k``-th and ``k+1``-th keys tie, about one in 10**5, is
+    picked by ``topk`` itself, as before). One float32 ``bmm`` of the mask with per-seed features
+    ``[c, S, F]`` counts, per group, its seeds (``k``: the tie check), its right seeds
+    (``las_vegas``), the seeds giving each whole output (its rank, ``majority_whole``), each value
+    at each answer position (``majority_per_vertex``) and each set bit (``majority_per_bit``).
+    Counts of at most ``k`` take ``b = k.bit_length()`` bits; ``24 // b`` of them share a column
+    (field ``j`` weighs ``2**(b * j)``), so every partial sum is an integer below ``2**24``:
+    exact in float32 whatever the order of summation. The votes are then those of
+    :func:`group_success` (the most frequent whole output, the smallest on ties; each position's
+    most frequent value, the smallest on ties; each bit's majority, ties to 0).
+
+    ``majority_whole`` is judged by the rightness of the winning output, read per input from any
+    seed that gives it: valid where every seed giving one output is equally right (always, for
+    runs of :func:`~interp_rand.seeded_evaluation.success_matrix`; checked, else :meth:`plan`
+    declines and the indices are used)."""
+
+    def __init__(self, run: SeedRun, k: int, rules: Sequence[str], ranks: Tensor | None, low: int,
+                 n_values: int, n_bits: int, ok_of_rank: Tensor | None):
+        self.run, self.k, self.rules = run, k, tuple(rules)
+        self.ranks, self.low, self.ok_of_rank = ranks, low, ok_of_rank
+        self.b = k.bit_length()
+        self.per_column = 24 // self.b
+        n_answer = run.outputs.shape[-1]
+        column = 2  # 0: the group's size, 1: its right seeds
+        # rule -> (start, groups_of, per_group, n_counted): value v of group a (an answer
+        # position; 1 for whole outputs) in column start + a * per_group + v // per_column, field
+        # v % per_column (weight 2**(b * field)); the whole outputs' ranks last, as many columns
+        # as a chunk's ranks take (:meth:`whole_block`)
+        self.blocks: dict[str, tuple[int, int, int, int]] = {}
+        for rule, n_counted, groups_of in (("majority_per_vertex", n_values, n_answer),
+                                           ("majority_per_bit", n_bits, n_answer),
+                                           ("majority_whole", 0 if ok_of_rank is None else ok_of_rank.shape[1], 1)):
+            if rule in rules:
+                per_group = -(-n_counted // self.per_column)
+                self.blocks[rule] = (column, groups_of, per_group, n_counted)
+                column += groups_of * per_group
+        self.n_columns = column  # the most (a chunk holding every rank)
+        self.weight = (1 << (self.b * torch.arange(self.per_column))).float()  # of each field
+        # one column per answer position holding all its values' counts (b * values <= 20 bits):
+        # the vote read from a table of every packed column (the first most frequent value)
+        self.vote_table = None
+        if "majority_per_vertex" in rules and self.blocks["majority_per_vertex"][2] == 1 and self.b * n_values <= 20:
+            packed = torch.arange(1 << (self.b * n_values))
+            counts = (packed[:, None] >> (self.b * torch.arange(n_values))) & ((1 << self.b) - 1)
+            self.vote_table = counts.argmax(-1).to(smallest_int(0, n_values - 1))
+
+    @classmethod
+    def plan(cls, run: SeedRun, k: int, rules: Sequence[str], ranks: Tensor | None, low: int,
+             n_bits: int) -> "_GroupCounts | None":
+        """The counting of ``run``'s groups of ``k``, or ``None`` where the indices are needed
+        (a run off the CPU, too many columns, a whole output not equally right over its seeds)."""
+        if run.success.device.type != "cpu" or run.outputs.device.type != "cpu" or k.bit_length() > 24:
+            return None
+        ok_of_rank = None
+        if "majority_whole" in rules:
+            index = ranks.long()
+            width = int(index.max()) + 1 if index.numel() else 1
+            ok_of_rank = torch.zeros(run.n_inputs, width, dtype=torch.bool).scatter_(1, index, run.success)
+            if not torch.equal(ok_of_rank.gather(1, index), run.success):
+                return None
+        n_values = int(run.outputs.max()) - low + 1 if "majority_per_vertex" in rules and run.outputs.numel() else 1
+        counts = cls(run, k, rules, ranks, low, n_values, n_bits, ok_of_rank)
+        return counts if counts.n_columns <= MAX_COUNT_COLUMNS else None
+
+    def _place(self, feats: Tensor, block: tuple[int, int, int, int], values: Tensor) -> None:
+        """Write the weights of ``values [c, S, groups_of]`` long (each seed counts one value per
+        group) into ``block``'s columns of ``feats`` (zeros there)."""
+        start, groups_of, per_group, _ = block
+        weight = self.weight.index_select(0, (values % self.per_column).flatten()).view(values.shape)
+        if per_group == 1:
+            feats[..., start : start + groups_of] = weight
+        else:  # the value's column of its group
+            column = start + torch.arange(groups_of) * per_group + values // self.per_column
+            feats.scatter_(2, column, weight)
+
+    def whole_block(self, part: slice) -> tuple[int, int, int, int]:
+        """The ``majority_whole`` block of inputs ``part``: the ranks they hold (fewer columns
+        than the run's every rank: a third fewer on the exhaustive colouring set)."""
+        start, _, _, n_ranks = self.blocks["majority_whole"]
+        ranks = self.ranks[part]
+        n_ranks = min(n_ranks, int(ranks.max()) + 1) if ranks.numel() else 1
+        return start, 1, -(-n_ranks // self.per_column), n_ranks
+
+    def features(self, part: slice) -> tuple[Tensor, dict[str, tuple[int, int, int, int]]]:
+        """``[c, S, F]`` float32: each seed's counted values, packed (class doc), and the blocks."""
+        run = self.run
+        success = run.success[part]
+        c, n_seeds = success.shape
+        blocks = dict(self.blocks)
+        if "majority_whole" in blocks:
+            blocks["majority_whole"] = self.whole_block(part)
+        last = blocks.get("majority_whole", (self.n_columns, 0, 0, 0))  # the last block
+        feats = torch.zeros(c, n_seeds, last[0] + last[1] * last[2])
+        feats[..., 0] = 1
+        feats[..., 1] = success
+        if "majority_whole" in blocks:
+            self._place(feats, blocks["majority_whole"], self.ranks[part].long()[..., None])
+        if "majority_per_vertex" in blocks:
+            self._place(feats, blocks["majority_per_vertex"], run.outputs[part].long() - self.low)
+        if "majority_per_bit" in blocks:
+            start, groups_of, per_group, n_bits = blocks["majority_per_bit"]
+            bit = torch.arange(n_bits)
+            on = ((run.outputs[part].long()[..., None] >> bit) & 1).float()  # [c, S, A, n_bits]
+            weights = (on * self.weight[bit % self.per_column]).view(c, n_seeds, groups_of, n_bits)
+            block = feats[..., start : start + groups_of * per_group].view(c, n_seeds, groups_of, per_group)
+            block.index_add_(3, bit // self.per_column, weights)
+        return feats, blocks
+
+    def vote(self, start: int, stop: int, keys: np.ndarray, result: dict[str, Tensor], voted: Tensor | None) -> None:
+        """Every rule on inputs ``start:stop``, whose groups' keys are ``keys [c, G, S]``."""
+        k, part = self.k, slice(start, stop)
+        c, n_groups, n_seeds = keys.shape
+        kth = np.partition(keys, n_seeds - k, axis=-1)[..., n_seeds - k, None]  # each group's k-th largest key
+        mask = np.empty(keys.shape, dtype=np.float32)
+        np.greater_equal(keys, kth, out=mask, casting="unsafe")
+        feats, blocks = self.features(part)
+        counts = torch.bmm(torch.from_numpy(mask), feats)  # [c, G, F]
+        tied = (counts[..., 0] != k).nonzero()  # groups whose k-th and k+1-th keys are equal
+        if len(tied):
+            i, g = tied.unbind(1)
+            top = as_uniform(keys[i.numpy(), g.numpy()]).topk(k, dim=-1).indices  # as draw_seed_groups picks
+            picked = torch.zeros(len(tied), n_seeds).scatter_(1, top, 1.0)
+            counts[i, g] = torch.bmm(picked[:, None], feats[i]).squeeze(1)
+
+        def unpack(rule: str) -> Tensor:
+            """``[c, G, groups_of, n_counted]`` int32: the rule's counts (one contiguous pass per
+            field: ~2x faster than a broadcast shift)."""
+            first, groups_of, per_group, n_counted = blocks[rule]
+            packed = counts[..., first : first + groups_of * per_group].to(torch.int32)
+            fields = torch.empty(*packed.shape, self.per_column, dtype=torch.int32)
+            for j in range(self.per_column):
+                torch.bitwise_and(packed >> (self.b * j), (1 << self.b) - 1, out=fields[..., j])
+            return fields.view(c, n_groups, groups_of, per_group * self.per_column)[..., :n_counted]
+
+        for rule in self.rules:
+            if rule == "las_vegas":
+                result[rule][part] = counts[..., 1] > 0  # a right seed in the group
+            elif rule == "majority_whole":
+                winner = unpack(rule)[..., 0, :].argmax(-1)  # the first maximum: the smallest tied output
+                result[rule][part] = self.ok_of_rank[part].gather(1, winner)
+            elif rule == "majority_per_vertex":
+                if self.vote_table is not None:  # [c, G, A]: each position's packed column, looked up
+                    first, groups_of, _, _ = blocks[rule]
+                    voted[part] = self.vote_table[counts[..., first : first + groups_of].long()].to(voted.dtype)
+                else:
+                    voted[part] = unpack(rule).argmax(-1).to(voted.dtype)  # the first maximum: the smallest value
+            else:  # majority_per_bit: each bit on where more than half the seeds set it (ties to 0)
+                on = (2 * unpack(rule) > k).long()  # [c, G, A, n_bits]
+                voted_bits = (on << torch.arange(on.shape[-1])).sum(-1)
+                result[rule][part] = (voted_bits == self.run.target_outputs[part][:, None]).all(-1)
+
+
 def majority_rates(run: SeedRun, k: int, generator: torch.Generator | None = None, *,
                    rules: Sequence[str] | None = None, n_groups: int = DEFAULT_N_GROUPS,
-                   judged: SeedRun | None = None, workers: int | None = None) -> dict[str, Tensor]:
+                   judged: SeedRun | None = None, workers: int | None = None,
+                   ranks: Tensor | None = None) -> dict[str, Tensor]:
     """``{rule: [n] float}``: :func:`majority_success` of every rule in ``rules`` (default the
     run's ``vote_rules``) on the same groups, equal to
     ``group_success(judged, draw_seed_groups(n, S, k, n_groups, generator), rule).float().mean(-1)``
-    (the same draws from ``generator``, the same numbers) but with the groups drawn and voted one
-    chunk of inputs at a time: no ``[n, G, k]`` index tensor, the outputs gathered in the
-    smallest dtype, a whole output's vote counted over per-input ranks (no sort per group), and
-    the per-vertex votes judged in slices of groups. ``judged``: the run whose judge decides the
-    per-vertex votes (default ``run``). ``workers``: chunks voted on side by side, each in its own
-    thread with one intra-op thread (default ``torch.get_num_threads()``; the result does not
-    depend on it). What :func:`~interp_rand.seeded_evaluation.summarize`
-    uses: on the exhaustive colouring set (181,440 cycles x 100 seeds) it holds a few hundred MB
-    where the group tensors alone took 5 GB."""
+    (the same draws from ``generator``, the same numbers) but one chunk of inputs at a time and
+    without the groups' seed indices: the keys of ``draw_seed_groups`` drawn in order by numpy
+    from the generator's own stream (:mod:`~interp_rand.seeded_evaluation.uniform_stream`: the
+    same numbers as ``torch.rand``, ~1.5x faster), each group found as the seeds whose keys reach
+    its ``k``-th largest (``np.partition``, ~6x faster than ``topk``) and every rule counted over
+    those seeds at once (:class:`_GroupCounts`: one float32 ``bmm`` per chunk; the seed indices
+    and ``topk`` only where it does not apply). The per-vertex votes are judged in slices of
+    groups. ``judged``: the run whose judge decides the per-vertex votes (default ``run``).
+    ``workers``: chunks voted on side by side, each in its own thread with one intra-op thread,
+    while the main thread draws the next keys (default ``torch.get_num_threads()``; the result
+    does not depend on it). ``ranks``: the run's :func:`_dense_ranks`, where the caller has them
+    (``summarize`` finds them once for every ``k``). What
+    :func:`~interp_rand.seeded_evaluation.summarize` uses."""
     _check_k(k, run.n_seeds)
     if not isinstance(n_groups, int) or n_groups < 1:
         raise ValueError(f"n_groups={n_groups!r} must be an integer >= 1")
@@ -273,7 +435,11 @@ def majority_rates(run: SeedRun, k: int, generator: torch.Generator | None = Non
     if "majority_per_vertex" in rules and run.outputs.numel():
         low = int(run.outputs.min())
         small = smallest_int(0, int(run.outputs.max()) - low)
-    ranks = _dense_ranks(run.outputs) if "majority_whole" in rules else None
+    if "majority_whole" not in rules:
+        ranks = None
+    elif ranks is None:
+        ranks = _dense_ranks(run.outputs)
+    n_bits = 0
     if "majority_per_bit" in rules:
         if run.target_outputs is None:
             raise ValueError("majority_per_bit needs target outputs (a bit kind judged against its targets)")
@@ -282,11 +448,15 @@ def majority_rates(run: SeedRun, k: int, generator: torch.Generator | None = Non
     result = {rule: torch.empty(n, n_groups, dtype=torch.bool, device=device) for rule in rules}
     voted = (torch.empty(n, n_groups, n_answer, dtype=small, device=device)
              if "majority_per_vertex" in rules else None)
+    counting = _GroupCounts.plan(run, k, rules, ranks, low, n_bits)
 
-    def vote(start: int, stop: int, keys: Tensor) -> None:
+    def vote(start: int, stop: int, keys: np.ndarray) -> None:
         """Every rule on inputs ``start:stop``, whose groups' keys are ``keys``."""
+        if counting is not None:
+            counting.vote(start, stop, keys, result, voted)
+            return
         part = slice(start, stop)
-        g = keys.topk(k, dim=-1).indices.to(device)  # [c, G, k], as draw_seed_groups draws them
+        g = as_uniform(keys).topk(k, dim=-1).indices.to(device)  # [c, G, k], as draw_seed_groups draws them
         del keys
         flat = g.flatten(1)  # [c, G*k]
         ok = run.success[part].gather(1, flat).view(g.shape)
@@ -317,6 +487,7 @@ def majority_rates(run: SeedRun, k: int, generator: torch.Generator | None = Non
     rows = max(1, _CHUNK_ELEMENTS // (n_groups * n_seeds))  # the chunks of draw_seed_groups: the same draws
     workers = torch.get_num_threads() if workers is None else workers
     threads = torch.get_num_threads()
+    stream = UniformStream(generator)
     try:
         if workers > 1:  # whole chunks side by side, one intra-op thread each (on a shared machine,
             torch.set_num_threads(1)  # ops split over 2 threads ran ~2.5x slower: each waits for the other)
@@ -325,19 +496,21 @@ def majority_rates(run: SeedRun, k: int, generator: torch.Generator | None = Non
             for start in range(0, n, rows):
                 stop = min(start + rows, n)
                 # drawn here, in order: the generator's stream is consumed as draw_seed_groups does
-                keys = torch.rand(stop - start, n_groups, n_seeds, generator=generator)
+                keys = stream.keys((stop - start, n_groups, n_seeds))
                 pending.append(pool.submit(vote, start, stop, keys))
                 while len(pending) > 2 * workers:  # a bounded number of chunks in flight (memory)
                     pending.pop(0).result()
             for done in pending:
                 done.result()
     finally:
+        stream.close()
         torch.set_num_threads(threads)
     if voted is not None:  # judged in slices of groups, each in the outputs' own encoding (long)
         step = max(1, _CHUNK_ELEMENTS * 4 // max(1, n * n_answer))
         for first in range(0, n_groups, step):
             last = min(first + step, n_groups)
-            result["majority_per_vertex"][:, first:last] = judged.judge_outputs(voted[:, first:last].long() + low)
+            outputs = voted[:, first:last].long()
+            result["majority_per_vertex"][:, first:last] = judged.judge_outputs(outputs + low if low else outputs)
     return {rule: result[rule].float().mean(-1) for rule in rules}
 
 

@@ -13,6 +13,7 @@ from torch import Tensor
 
 from interp_rand.seeded_evaluation.amplification import (
     DEFAULT_N_GROUPS,
+    _dense_ranks,
     las_vegas_exact,
     majority_rates,
     smallest_int,
@@ -20,8 +21,7 @@ from interp_rand.seeded_evaluation.amplification import (
 
 # elements per chunk of the sampled baseline (inputs drawn at once; samples judged at once)
 _SAMPLE_CHUNK = 1 << 24
-from interp_rand.losses import pack_bits
-from interp_rand.seeded_evaluation.run import SeedRun
+from interp_rand.seeded_evaluation.run import SeedRun, sample_outputs, sample_shape
 
 # ----------------------------------------------------------------------------------------
 # Metrics
@@ -81,9 +81,17 @@ def sampled_success(
     Correctness: ``correct_fn(sampled [n, n_samples, n_answer] long) -> [n, n_samples] bool``;
     by default the run's own judge (``run.judge``, e.g. colouring's validity check) or else
     equality of every answer position with ``run.target_outputs`` (ce/bce tasks).
+
+    A run without probabilities that drew its samples while the model ran
+    (``success_matrix(..., sample=generator)``, :attr:`SeedRun.sampled`) returns those, drawn
+    from that generator (``generator`` is then not drawn from; ``n_samples`` must be the run's
+    or ``None``, and ``correct_fn`` ``None``: they were judged by the run's own judge).
     """
     if run.probs is None:
-        raise ValueError("sampled_success needs the output distribution: run success_matrix with keep_probs=True")
+        if run.sampled is None:
+            raise ValueError("sampled_success needs the output distribution: run success_matrix with "
+                             "keep_probs=True or sample=<a generator>")
+        return _drawn(run, n_samples, correct_fn)
     n, n_seeds, n_answer, width = run.probs.shape
     n_samples = n_seeds if n_samples is None else n_samples
     if n_samples < 1:
@@ -101,12 +109,9 @@ def sampled_success(
     for start in range(0, n, rows):
         part = slice(start, min(start + rows, n))
         probs = run.probs[part] if seed_of is None else run.probs[part][:, seed_of]  # [c, n_samples, n_answer, width]
-        if run.bits:
-            u = torch.rand(probs.shape, generator=generator).to(probs.device)
-            sampled[part] = pack_bits(u < probs)
-        else:  # inverse CDF: the first class whose cumulative probability exceeds u
-            u = torch.rand(probs.shape[:-1] + (1,), generator=generator).to(probs.device)
-            sampled[part] = (probs.cumsum(-1) <= u).sum(-1).clamp(max=width - 1).to(sampled.dtype)
+        # bits: each on with its probability; classes: the inverse CDF (one draw per position)
+        u = torch.rand(sample_shape(probs.shape, run.bits), generator=generator).to(probs.device)
+        sampled[part] = sample_outputs(probs, u, run.bits).to(sampled.dtype)
     correct = torch.empty(n, n_samples, dtype=torch.bool, device=run.probs.device)
     step = max(1, _SAMPLE_CHUNK // max(1, n * n_answer))
     for first in range(0, n_samples, step):
@@ -123,13 +128,29 @@ def sampled_success(
     return correct.float().mean(1)
 
 
+def _drawn(run: SeedRun, n_samples: int | None, correct_fn: Callable[[Tensor], Tensor] | None) -> Tensor:
+    """The sampled baseline ``run`` drew while the model ran (``ValueError`` where the caller
+    asks for other samples: another ``n_samples``, or a ``correct_fn``, since they were judged)."""
+    if n_samples not in (None, run.n_samples):
+        raise ValueError(f"this run drew n_samples={run.n_samples} per input while it ran; got n_samples={n_samples}"
+                         "; for others run success_matrix with keep_probs=True")
+    if correct_fn is not None:
+        raise ValueError("this run's samples were judged while it ran, by its own judge; for another correct_fn "
+                         "run success_matrix with keep_probs=True")
+    return run.sampled
+
+
 def predictive_variance(run: SeedRun) -> Tensor:
     """``[n]`` float: per input, the variance over seeds (population variance, dividing by
     ``S``) of each output probability, averaged over answer positions and output units
     (classes, or bits for bit tasks). Exactly 0 when the output distribution does not depend
-    on the seed (and when ``S = 1``)."""
+    on the seed (and when ``S = 1``). From :attr:`SeedRun.probs`, or where the run kept none,
+    the variance it computed while the model ran (:attr:`SeedRun.variance`, the same numbers)."""
     if run.probs is None:
-        raise ValueError("predictive_variance needs the output distribution: run success_matrix with keep_probs=True")
+        if run.variance is None:
+            raise ValueError("predictive_variance needs the output distribution: run success_matrix with "
+                             "variance=True (the default) or keep_probs=True")
+        return run.variance
     return run.probs.var(dim=1, correction=0).mean((-1, -2))
 
 
@@ -173,7 +194,11 @@ def summarize(
     ``sampled`` = ``{"average", "worst"}`` of :func:`sampled_success` with ``n_samples`` (default
     ``S``; a deterministic run with ``S = 1`` wants more) drawn with ``generator`` first (so its
     draws do not depend on the majority settings; ``None`` when the run has no probabilities or
-    no way to judge samples), ``predictive_variance`` (mean over inputs) and ``histogram`` =
+    no way to judge samples). A run that drew them while the model ran
+    (``success_matrix(..., sample=g)``, :attr:`SeedRun.sampled`) brings its own, and
+    ``generator`` goes straight to the majority draws: pass the same ``g`` here for the numbers
+    a run with probabilities (and no samples) gives. ``predictive_variance`` (mean over inputs;
+    from the run's probabilities or its :attr:`~SeedRun.variance`) and ``histogram`` =
     ``{"counts", "edges"}``.
 
     ``generator`` defaults to a generator seeded 0. The per-vertex vote is judged by
@@ -189,9 +214,12 @@ def summarize(
     can_sample = run.probs is not None and (
         correct_fn is not None or run.judge is not None or run.target_outputs is not None
     )
-    sampled = (
-        avg_worst(sampled_success(run, generator, n_samples=n_samples, correct_fn=correct_fn)) if can_sample else None
-    )
+    if run.sampled is not None:  # drawn (and judged) while the model ran: the generator is not drawn from
+        sampled = avg_worst(_drawn(run, n_samples, correct_fn))
+    elif can_sample:
+        sampled = avg_worst(sampled_success(run, generator, n_samples=n_samples, correct_fn=correct_fn))
+    else:
+        sampled = None
     out: dict[str, Any] = {
         "n_inputs": run.n_inputs,
         "n_seeds": run.n_seeds,
@@ -201,9 +229,12 @@ def summarize(
         "worst_fraction": fraction,
     }
     judged = run if run.judge is not None or correct_fn is None else dataclasses.replace(run, judge=correct_fn)
+    # each seed's whole output ranked among its input's, once for every k
+    ranks = _dense_ranks(run.outputs) if "majority_whole" in rules and any(k <= run.n_seeds for k in majority_ks) \
+        else None
     for k in majority_ks:
         # the groups of draw_seed_groups, voted on by every rule one chunk of inputs at a time
-        rates = majority_rates(run, k, generator, rules=rules, n_groups=n_groups, judged=judged) \
+        rates = majority_rates(run, k, generator, rules=rules, n_groups=n_groups, judged=judged, ranks=ranks) \
             if k <= run.n_seeds else None
         for rule in rules:
             key = f"majority_{k}" if rule == "majority_whole" else f"{rule}_{k}"
@@ -217,7 +248,8 @@ def summarize(
     out["majority_rules"] = list(rules)
     out["majority_n_groups"] = n_groups
     out["sampled"] = sampled
-    out["predictive_variance"] = predictive_variance(run).mean().item() if run.probs is not None else None
+    has_variance = run.probs is not None or run.variance is not None
+    out["predictive_variance"] = predictive_variance(run).mean().item() if has_variance else None
     counts, edges = success_histogram(run, bins)
     out["histogram"] = {"counts": counts.tolist(), "edges": edges.tolist()}
     return out

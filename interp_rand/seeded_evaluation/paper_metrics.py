@@ -7,7 +7,6 @@ from typing import Any
 
 import torch
 
-from interp_rand.losses import output_judge
 from interp_rand.seeded_evaluation.metrics import summarize
 from interp_rand.seeded_evaluation.run import success_matrix
 
@@ -27,10 +26,11 @@ def evaluate_seeded(task, model, batch, n_seeds: int | str, generator: torch.Gen
     n_samples = len(seeds)
     if fixed:
         seeds = task.fixed_seed()[None]
-    run = success_matrix(model, task, batch, seeds)
-    # a kind without a single right answer (colouring) judges sampled outputs itself
-    return summarize(run, majority_ks=(5, 30), generator=generator,
-                     correct_fn=output_judge(task.loss_kind, batch), n_samples=n_samples)
+    # the sampled baseline is drawn from generator while the model runs (no probabilities kept),
+    # judged by the kind's own judge (colouring: any valid colouring) or its targets; then the
+    # majority groups from the same generator, as when summarize drew both
+    run = success_matrix(model, task, batch, seeds, sample=generator, n_samples=n_samples)
+    return summarize(run, majority_ks=(5, 30), generator=generator)
 
 
 __all__ = ["evaluate_seeded"]

@@ -122,7 +122,20 @@ def valid_colorings(colours: Tensor, adjacency: Tensor) -> Tensor:
     exhaustive evaluation judges 181,440 cycles x 100 sampled colourings at once."""
     undirected = torch.triu(adjacency | adjacency.transpose(1, 2), diagonal=1)
     graph, u, v = undirected.nonzero(as_tuple=True)  # one entry per edge u < v
-    clash = colours[graph, :, u] == colours[graph, :, v]  # [edges, k]
+    n_graphs, k, n_vertices = colours.shape
+    if colours.element_size() > 1 and not colours.is_floating_point() and colours.numel():
+        low, high = colours.aminmax()
+        if 0 <= low and high <= 255:  # compared as bytes: the copy below moves 8x less
+            colours = colours.to(torch.uint8)
+    # [graph * N + vertex, k]: each edge's two rows of k colours gathered whole (~4x faster than
+    # indexing the vertex axis of [batch, k, N] edge by edge)
+    rows = colours.transpose(1, 2).reshape(n_graphs * n_vertices, k)
+    clash = rows.index_select(0, graph * n_vertices + u) == rows.index_select(0, graph * n_vertices + v)  # [edges, k]
+    per_graph = len(graph) // max(1, n_graphs)
+    if per_graph and len(graph) == n_graphs * per_graph and torch.equal(
+        graph, torch.arange(n_graphs, device=graph.device).repeat_interleave(per_graph)
+    ):  # every graph has as many edges (cycles): a reduction over each graph's block
+        return ~clash.view(n_graphs, per_graph, k).any(1)
     clashes = torch.zeros(colours.shape[:2], dtype=torch.long, device=colours.device)
     return clashes.index_add_(0, graph, clash.long()) == 0
 

@@ -75,10 +75,12 @@ def test_seed_run_ids_are_the_loss_kind_ids():
     bits = bit_patterns(5)
     kind = get_loss_kind("bce")
     logits = (2 * bits.float() - 1)[:, None]
-    out, probs = seed_run._discrete(logits, kind)
-    assert torch.equal(out[:, 0], pack_bits(bits)) and torch.equal(out[:, 0], torch.arange(32))
+    # what success_matrix keeps: the kind's ids in the smallest type that holds 5 bits packed
+    out, probs = kind.predict(logits).to(seed_run.output_dtype(kind, 5)), kind.marginals(logits)
+    assert out.dtype == torch.uint8
+    assert torch.equal(out[:, 0].long(), pack_bits(bits)) and torch.equal(out[:, 0].long(), torch.arange(32))
     assert torch.equal(probs, torch.sigmoid(logits))
-    assert torch.equal(seed_run._target_outputs(_bit_batch(bits.float()[:, None]), kind)[:, 0], pack_bits(bits))
+    assert torch.equal(kind.target_ids(_bit_batch(bits.float()[:, None]))[:, 0], pack_bits(bits))
 
 
 # ---------------------------------------------------------------------- decodings

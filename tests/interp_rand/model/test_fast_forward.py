@@ -213,11 +213,11 @@ def test_success_matrix_runs_the_fast_path_unless_hooks_or_asked():
     model.blocks[0].hook_attn_out.add_hook(lambda t, hook: seen.append(1) or t * 0.0)
     batch = task.sample(6, torch.Generator().manual_seed(0))
     seeds = task.sample_seeds(3, torch.Generator().manual_seed(1))
-    ablated = success_matrix(model, task, batch, seeds)
+    ablated = success_matrix(model, task, batch, seeds, keep_probs=True)
     model.reset_hooks()
     assert seen
-    plain = success_matrix(model, task, batch, seeds)
-    forced = success_matrix(model, task, batch, seeds, hooked=True)
+    plain = success_matrix(model, task, batch, seeds, keep_probs=True)
+    forced = success_matrix(model, task, batch, seeds, hooked=True, keep_probs=True)
     assert torch.equal(plain.success, forced.success) and torch.equal(plain.outputs, forced.outputs)
     assert (plain.probs - forced.probs).abs().max().item() <= TOLERANCE
     assert not torch.equal(ablated.probs, plain.probs)
@@ -248,11 +248,11 @@ def test_success_matrix_identical_over_chunks_workers_and_broadcast_inputs():
     materialised = broadcast[torch.arange(300)]
     assert broadcast.inputs.stride(0) == 0 and materialised.inputs.stride(0) != 0
     seeds = task.sample_seeds(7, torch.Generator().manual_seed(5))
-    hooked = success_matrix(model, task, materialised, seeds, hooked=True, chunk_size=4096)
+    hooked = success_matrix(model, task, materialised, seeds, hooked=True, chunk_size=4096, keep_probs=True)
     assert 0 < hooked.success.float().mean() < 1
     for batch in (broadcast, materialised):
         for chunk_size, workers in ((2100, 1), (64, 2), (333, 3)):
-            fast = success_matrix(model, task, batch, seeds, chunk_size=chunk_size, workers=workers)
+            fast = success_matrix(model, task, batch, seeds, chunk_size=chunk_size, workers=workers, keep_probs=True)
             assert torch.equal(fast.success, hooked.success) and torch.equal(fast.outputs, hooked.outputs)
             assert fast.probs.shape == hooked.probs.shape and fast.probs.is_contiguous()
             assert (fast.probs - hooked.probs).abs().max().item() <= TOLERANCE

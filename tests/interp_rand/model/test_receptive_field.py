@@ -4,13 +4,15 @@ fast path run on every row, bitwise; fields one block too shallow would not."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from interp_rand import zoo
 from interp_rand.model.fast import FastForward
 from interp_rand.model.receptive_field import ReceptiveFields
 from interp_rand.seeded_evaluation import run as seeded_run
-from interp_rand.seeded_evaluation import success_matrix
+from interp_rand.seeded_evaluation import predictive_variance, sampled_success, success_matrix
 from interp_rand.tasks import make_task
 
 
@@ -78,17 +80,22 @@ def test_evaluation_by_fields_is_bitwise_the_rows_one_by_one(monkeypatch):
         return used[-1]
 
     monkeypatch.setattr(seeded_run.ReceptiveFields, "find", recording)
-    by_fields = success_matrix(model, task, batch, seeds)
+    by_fields = success_matrix(model, task, batch, seeds, keep_probs=True, sample=torch.Generator().manual_seed(3))
     assert used[-1] is not None and used[-1].pays_off and 4 * len(used[-1].inputs) <= len(batch)
     # every row through the fast path (no fields found)
     monkeypatch.setattr(seeded_run.ReceptiveFields, "find", lambda inputs, key_index, depth, n_seeds: None)
-    one_by_one = success_matrix(model, task, batch, seeds)
+    one_by_one = success_matrix(model, task, batch, seeds, keep_probs=True, sample=torch.Generator().manual_seed(3))
     assert 0 < by_fields.success.float().mean() < 1
     assert torch.equal(by_fields.success, one_by_one.success) and torch.equal(by_fields.outputs, one_by_one.outputs)
     assert torch.equal(by_fields.probs, one_by_one.probs)
+    # the statistics computed chunk by chunk (looked-up rows alike): those of the probabilities
+    assert torch.equal(by_fields.variance, one_by_one.variance)
+    assert torch.equal(by_fields.variance, predictive_variance(dataclasses.replace(one_by_one, variance=None)))
+    assert torch.equal(by_fields.sampled, one_by_one.sampled)
+    assert torch.equal(by_fields.sampled, sampled_success(by_fields, torch.Generator().manual_seed(3)))
 
     # the control: fields one block too shallow copy logits between positions that differ
     monkeypatch.setattr(seeded_run.ReceptiveFields, "find",
                         lambda inputs, key_index, depth, n_seeds: find(inputs, key_index, depth - 1, n_seeds))
-    shallow = success_matrix(model, task, batch, seeds)
+    shallow = success_matrix(model, task, batch, seeds, keep_probs=True)
     assert not torch.equal(shallow.probs, one_by_one.probs)

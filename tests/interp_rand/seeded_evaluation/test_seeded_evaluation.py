@@ -117,7 +117,7 @@ def ignorer():
 
 
 def test_seed_ignoring_model_is_deterministic():
-    run = success_matrix(ignorer(), CE, make_batch(4), seed_values(7))
+    run = success_matrix(ignorer(), CE, make_batch(4), seed_values(7), keep_probs=True)
     assert run.success.shape == (4, 7) and run.outputs.shape == (4, 7, 1) and run.probs.shape == (4, 7, 1, 2)
     assert per_input_success(run).tolist() == [1.0, 0.0, 1.0, 0.0]
     assert average_success(run) == 0.5
@@ -277,7 +277,7 @@ def test_sampled_baseline_of_a_deterministic_model():
         unsure = torch.tensor([0.7, 0.2, 0.1]).log().expand(rows, 3)
         return torch.stack([certain, unsure], 1)
 
-    run = success_matrix(Scripted(fn, 2), CE, make_batch(4, n_answer=2), None)
+    run = success_matrix(Scripted(fn, 2), CE, make_batch(4, n_answer=2), None, keep_probs=True)
     assert run.n_seeds == 1
     assert per_input_success(run).tolist() == [1.0] * 4
     assert torch.allclose(run.probs[0, 0, 1], torch.tensor([0.7, 0.2, 0.1]))
@@ -298,7 +298,7 @@ def test_sampled_baseline_of_a_deterministic_model():
 def test_sampled_baseline_uses_each_seeds_distribution():
     # seeds 0,1 certain-right, seeds 2,3 certain-wrong: samples follow the seeds -> 0.5
     run = success_matrix(Scripted(lambda ids, seed: one_hot_logits((seed >= 2).long()) * 5), CE,
-                         make_batch(3), seed_values(4))
+                         make_batch(3), seed_values(4), keep_probs=True)
     sampled = sampled_success(run, torch.Generator().manual_seed(0), n_samples=400)
     assert sampled.tolist() == [0.5] * 3
 
@@ -322,14 +322,15 @@ def test_bce_outputs_are_packed_bits():
     targets = torch.tensor([[1, 0, 1, 1, 0], [0, 0, 0, 0, 0]], dtype=torch.float)[:, None]
     batch = make_batch(2, targets=targets)
     model = Scripted(lambda ids, seed: (signs[ids] * 3.0)[:, None])
-    run = success_matrix(model, BCE, batch, seed_values(3))
+    run = success_matrix(model, BCE, batch, seed_values(3), keep_probs=True)
     assert run.outputs[:, :, 0].tolist() == [[22] * 3, [1] * 3]
     assert run.target_outputs.tolist() == [[22], [0]]
     assert run.success.tolist() == [[True] * 3, [False] * 3]
     assert run.probs.shape == (2, 3, 1, 5)
     assert torch.allclose(run.probs[1, 0, 0], torch.sigmoid(signs[1] * 3.0))
     # near-certain bits: sampled outputs are the argmax outputs
-    sure = success_matrix(Scripted(lambda ids, seed: (signs[ids] * 40.0)[:, None]), BCE, batch, seed_values(3))
+    sure = success_matrix(Scripted(lambda ids, seed: (signs[ids] * 40.0)[:, None]), BCE, batch, seed_values(3),
+                          keep_probs=True)
     assert sampled_success(sure, torch.Generator().manual_seed(0)).tolist() == [1.0, 0.0]
 
 
@@ -373,14 +374,23 @@ def test_chunking_gives_identical_results_and_restores_mode():
     model = patterned([1, 0, 1, 1, 0])
     model.train()
     batch = make_batch(5)
-    whole = success_matrix(model, CE, batch, seed_values(7))
+    whole = success_matrix(model, CE, batch, seed_values(7), keep_probs=True)
     assert len(model.calls) == 1
     model.calls.clear()
-    chunked = success_matrix(model, CE, batch, seed_values(7), chunk_size=4)  # 35 rows -> 9 chunks
+    # 35 rows -> 9 chunks (without per-input statistics a chunk need not hold whole inputs)
+    chunked = success_matrix(model, CE, batch, seed_values(7), chunk_size=4, keep_probs=True, variance=False)
     assert [c["rows"] for c in model.calls] == [4] * 8 + [3]
     assert model.training and set(model.modes) == {False}
     for field in ("success", "outputs", "probs", "target_outputs"):
         assert torch.equal(getattr(whole, field), getattr(chunked, field))
+    assert chunked.variance is None
+    # the variance (the default) is per input: chunks of whole inputs, multiples of lcm(S, 16) rows
+    batch = make_batch(40)
+    whole = success_matrix(model, CE, batch, seed_values(7), keep_probs=True, variance=False)
+    model.calls.clear()
+    inputs = success_matrix(model, CE, batch, seed_values(7), chunk_size=4)
+    assert [c["rows"] for c in model.calls] == [112, 112, 56]
+    assert torch.equal(inputs.variance, predictive_variance(whole)) and inputs.probs is None
 
 
 def test_model_without_seed_channel():
@@ -405,7 +415,7 @@ def test_real_hooked_transformer_with_per_position_seeds():
                   loss_mask=torch.ones(n, pos, dtype=torch.bool), answer_positions=torch.arange(pos),
                   attention_mask=ring.expand(n, pos, pos).clone())
     seeds = torch.rand(5, pos, 1, generator=torch.Generator().manual_seed(0))
-    run = success_matrix(model, StandInFor(cfg), batch, seeds, chunk_size=4)
+    run = success_matrix(model, StandInFor(cfg), batch, seeds, chunk_size=4, keep_probs=True)
     logits = model(expand_over_seeds(batch, seeds).inputs, seeds=seeds.repeat(n, 1, 1),
                    attention_mask=ring.expand(n * 5, pos, pos))
     assert torch.equal(run.outputs.view(-1, pos), logits.argmax(-1))
@@ -413,7 +423,7 @@ def test_real_hooked_transformer_with_per_position_seeds():
     assert (predictive_variance(run) > 0).all()
     # chunks run side by side in threads: the same numbers, and the thread count restored
     threads = torch.get_num_threads()
-    parallel = success_matrix(model, StandInFor(cfg), batch, seeds, chunk_size=4, workers=3)
+    parallel = success_matrix(model, StandInFor(cfg), batch, seeds, chunk_size=4, workers=3, keep_probs=True)
     assert torch.get_num_threads() == threads
     for field in ("success", "outputs", "probs"):
         assert torch.equal(getattr(parallel, field), getattr(run, field))
@@ -424,7 +434,7 @@ def test_real_hooked_transformer_with_per_position_seeds():
 
 # --- summary ---------------------------------------------------------------------------------
 def test_summary_is_json_and_matches_the_functions(tmp_path):
-    run = success_matrix(patterned([1, 1, 1, 0, 0]), CE, make_batch(6), seed_values(10))
+    run = success_matrix(patterned([1, 1, 1, 0, 0]), CE, make_batch(6), seed_values(10), keep_probs=True)
     summary = summarize(run, majority_ks=(5, 30), generator=torch.Generator().manual_seed(0))
     again = json.loads(json.dumps(summary))
     assert again == summary
@@ -586,8 +596,8 @@ def test_all_seeds_equals_the_explicit_enumeration_on_a_tiny_recall_model():
     task = RecallTask(n_pairs=3, value_bits=2, seed_bits=3)
     model = HookedTransformer(task.model_config(d_model=8, n_layers=1, d_input_mlp=8), seed=0)
     batch = task.sample(20, torch.Generator().manual_seed(0))
-    every = success_matrix(model, task, batch, "all", chunk_size=16)
-    explicit = success_matrix(model, task, batch, task.all_seeds())
+    every = success_matrix(model, task, batch, "all", chunk_size=16, keep_probs=True)
+    explicit = success_matrix(model, task, batch, task.all_seeds(), keep_probs=True)
     assert every.n_seeds == 8
     for field in ("success", "outputs", "probs", "target_outputs"):
         assert torch.equal(getattr(every, field), getattr(explicit, field))

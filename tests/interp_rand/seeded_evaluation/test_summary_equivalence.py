@@ -125,7 +125,7 @@ def test_chunked_summary_equals_the_former_one_with_a_correct_fn_on_a_trained_co
     ckpt = load_checkpoint("zoo:coloring-Aq_R")
     model, task = ckpt.model().eval(), ckpt.spec.make_task()
     batch = task.exhaustive()[:400]
-    run = success_matrix(model, task, batch, task.sample_seeds(40, torch.Generator().manual_seed(1)))
+    run = success_matrix(model, task, batch, task.sample_seeds(40, torch.Generator().manual_seed(1)), keep_probs=True)
     assert 0.05 < run.success.float().mean() < 0.95  # a model that is sometimes right
     judge = output_judge(task.loss_kind, batch)
     expected = old_summarize(run, [5, 30], torch.Generator().manual_seed(0), correct_fn=judge)
