@@ -114,7 +114,8 @@ def _judged(folder: Path) -> list[tuple[str, dict[str, Any], list[dict[str, Any]
 
 def verdict_lines(folder: str | Path) -> list[str]:
     """A step's verdict as text: ``FAILS (9 claims in 2 file(s): 2 fail, 1 inconclusive, 6 holds)``
-    then one line per failing claim; ``[]`` when the step states no claims."""
+    then one line per failing claim (an INCONCLUSIVE step: per inconclusive claim, saying why);
+    ``[]`` when the step states no claims."""
     judged = _judged(Path(folder))
     claims = [c for _, _, cs in judged for c in cs]
     word = overall_verdict(claims)
@@ -123,7 +124,8 @@ def verdict_lines(folder: str | Path) -> list[str]:
     counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICT_ORDER}
     tally = ", ".join(f"{counts[v]} {'fail' if v == 'fails' else v}" for v in VERDICT_ORDER)
     return [f"{word.upper()} ({len(claims)} claims in {len(judged)} file(s): {tally})",
-            *(_failing_line(name, data, c) for name, data, cs in judged for c in cs if c["verdict"] == "fails")]
+            *(_failing_line(name, data, c) for name, data, cs in judged for c in cs
+              if c["verdict"] == ("fails" if word == "fails" else "inconclusive"))]
 
 
 def _verdict_block(folder: Path) -> str:

@@ -228,6 +228,8 @@ def test_index_gives_each_step_one_verdict_and_names_a_failing_claim(tmp_path):
     assert lines[1].startswith("card.json (carry study circuit, zoo:addition): the circuit is learned — FAILS: "
                                "below the floor 0.5")
     assert "the circuit is learned — FAILS: below the floor 0.5" in sections[0]
+    inconclusive = verdict_lines(tmp_path / "coloring")  # an inconclusive step names its inconclusive claim
+    assert len(inconclusive) == 2 and inconclusive[1].startswith("card_b.json: x — INCONCLUSIVE")
     assert "0.2614" not in page and "exact_match" in sections[3]   # a card's raw rows give way to its claims
     head = page.split("<ol class=")[0]  # the headline: the tour's word, the failing steps named
     assert "data-verdict='fails'" in head and "3 of 4 steps state claims: 1 fails, 1 inconclusive, 1 holds" in head
