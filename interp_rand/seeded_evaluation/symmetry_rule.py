@@ -40,6 +40,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from interp_rand.display import Displayed
 from interp_rand.seeded_evaluation.forward import logits_of
 from interp_rand.tasks.coloring import neighbours, noise_rank
 
@@ -83,8 +84,8 @@ def rank_patterns(batch: Any, hops: int) -> tuple[Tensor, list[str]]:
     return code, names
 
 
-@dataclass(frozen=True)
-class PatternTable:
+@dataclass(frozen=True, repr=False)
+class PatternTable(Displayed):
     """The model's colour given a noise-rank pattern.
 
     Attributes:
@@ -105,6 +106,16 @@ class PatternTable:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def lines(self) -> list[str]:
+        return [f"the colour given the noise-rank pattern: {self.accuracy:.3f} of vertices (another row's patterns "
+                f"{self.accuracy_shuffled:.3f}); {len(self.patterns)} patterns, {sum(self.counts):,} vertices"]
+
+    def small_figure(self) -> str | None:
+        from interp_rand.display import bars_svg
+
+        return bars_svg([("pattern's commonest colour", self.accuracy), ("another row's patterns", self.accuracy_shuffled)],
+                        lo=0, hi=1, caption="share of vertices")
 
 
 def _table(colour: Tensor, code: Tensor, n_codes: int, n_colors: int) -> Tensor:
@@ -142,8 +153,8 @@ def best_relabelling(colour: Tensor, reference: Tensor, n_colors: int) -> tuple[
     return best
 
 
-@dataclass(frozen=True)
-class RuleComparison:
+@dataclass(frozen=True, repr=False)
+class RuleComparison(Displayed):
     """The model's colouring against :data:`CLASSICAL_RULE` (module docstring).
 
     Attributes:
@@ -176,6 +187,22 @@ class RuleComparison:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def lines(self) -> list[str]:
+        return [f"the model's colouring against {self.rule}: vertex agreement {self.agreement:.3f} (best relabelling "
+                f"{self.relabelling}; the routine on shuffled noise {self.agreement_shuffled:.3f}), whole cycles "
+                f"{self.whole_agreement:.3f}",
+                f"valid colourings: model {self.model_success:.3f}, routine {self.classical_success:.3f} "
+                f"({self.n_cycles:,} cycles)",
+                f"one hop: {self.one_hop.lines()[0]}", f"two hops: {self.two_hop.lines()[0]}"]
+
+    def small_figure(self) -> str | None:
+        from interp_rand.display import bars_svg
+
+        return bars_svg([("agreement with the routine", self.agreement), ("the routine on shuffled noise",
+                          self.agreement_shuffled), ("one-hop pattern rule", self.one_hop.accuracy),
+                         ("two-hop pattern rule", self.two_hop.accuracy), ("majority colour", self.majority_accuracy)],
+                        lo=0, hi=1, caption="share of vertices")
 
 
 @torch.no_grad()

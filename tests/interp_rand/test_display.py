@@ -165,3 +165,22 @@ def test_the_seed_studies_show_themselves():
     use = noise_use(randomized.model().eval(), erm.model().eval(), randomized.spec.make_task(), n_cycles=50, n_noise=4)
     page = check_shows_itself(use, figure=False)
     assert repr(use).startswith("<NoiseUse: 50 cycles x 4 noise draws") and "in conflict" in page
+
+
+def test_the_colouring_rule_comparison_shows_itself():
+    """RuleComparison (and the PatternTables in it) on 200 cycles of zoo:coloring-Aq_R: a
+    one-line repr, the agreement and its shuffled control in the HTML view and as bars."""
+    import torch
+
+    from interp_rand.seeded_evaluation.symmetry_rule import rule_comparison
+    from interp_rand.training import load_checkpoint
+
+    ckpt = load_checkpoint("zoo:coloring-Aq_R")
+    task = ckpt.spec.make_task()
+    found = rule_comparison(ckpt.model().eval(), task, task.sample(200, torch.Generator().manual_seed(0)))
+    page = check_shows_itself(found)
+    assert repr(found).startswith("<RuleComparison: the model's colouring against one round") and "two hops" in page
+    bars = ["".join(t.itertext()) for s in svgs(page) for t in s.iter("{http://www.w3.org/2000/svg}text")]
+    assert {"agreement with the routine", "the routine on shuffled noise"} <= set(bars)
+    table = check_shows_itself(found.one_hop)
+    assert repr(found.one_hop).startswith("<PatternTable: the colour given the noise-rank pattern") and "vertices" in table
