@@ -186,28 +186,64 @@ def _checkpoint_like(path: Path) -> bool:
         return True  # unreadable: let the loader say what is wrong
 
 
+def _defines(source_file: str, name: str) -> bool:
+    """Whether the Python source ``source_file`` may define ``name`` at its top level, read
+    without running it (a def, class, assignment or import of that name; ``True`` when it
+    cannot tell: unreadable source, ``from x import *``, a module ``__getattr__``)."""
+    import ast
+
+    try:
+        tree = ast.parse(Path(source_file).read_text(encoding="utf-8"))
+    except (OSError, ValueError, SyntaxError):
+        return True  # the importer says what is wrong with it
+    def binds(node: ast.AST) -> bool:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return node.name in (name, "__getattr__")
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            return any(a.name == "*" or (a.asname or a.name.split(".")[0]) == name for a in node.names)
+        return isinstance(node, ast.Name) and node.id in (name, "globals")
+
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+            found = binds(node)  # a function's body binds nothing at the top level
+        else:  # an assignment, or a statement that may hold one (if, try, with, for ...)
+            found = any(binds(n) for n in ast.walk(node))
+        if found:
+            return True
+    return False
+
+
 def _missing_module(target: str) -> str | None:
-    """The message for a ``MODULE:FUNCTION`` whose file or top-level module does not exist
-    (found without importing it, so before torch); ``None`` otherwise (the importer checks the
-    rest, and runs it)."""
+    """The message for a ``MODULE:FUNCTION`` whose file or top-level module does not exist, or
+    whose source plainly defines no ``FUNCTION`` (found without importing or running it, so
+    before torch); ``None`` otherwise (the importer checks the rest, and runs it)."""
     import importlib.util
     import os
 
-    module, sep, _ = target.rpartition(":")
+    module, sep, function = target.rpartition(":")
     if not sep or not module:
         return None  # malformed: the importer says how it should look
     if module.endswith(".py"):
-        return None if _exists(module) and Path(module).is_file() else f"{target!r}: no file {module}"
-    top = module.split(".")[0]
-    if not top.isidentifier():
-        return None
-    if os.getcwd() not in sys.path:  # as the importer finds it: a module of the folder the command runs in
-        sys.path.insert(0, os.getcwd())
-    try:
-        found = importlib.util.find_spec(top)
-    except (ImportError, ValueError):
-        return None
-    return None if found is not None else f"cannot import {module!r} (from {target!r}): No module named {top!r}"
+        if not (_exists(module) and Path(module).is_file()):
+            return f"{target!r}: no file {module}"
+        source = module
+    else:
+        top = module.split(".")[0]
+        if not top.isidentifier():
+            return None
+        if os.getcwd() not in sys.path:  # as the importer finds it: a module of the folder the command runs in
+            sys.path.insert(0, os.getcwd())
+        try:
+            found = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            return None
+        if found is None:
+            return f"cannot import {module!r} (from {target!r}): No module named {top!r}"
+        # a top-level module's own source (a package's submodule would need the package run to find)
+        source = found.origin if module == top and (found.origin or "").endswith(".py") else None
+    if source is not None and function.isidentifier() and not _defines(source, function):
+        return f"{module} has no function {function!r}"  # the importer's words
+    return None
 
 
 def print_traceback(err: BaseException) -> None:

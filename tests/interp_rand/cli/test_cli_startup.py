@@ -130,6 +130,10 @@ def test_pyproject_ships_the_catalogue():
     (["compare", "--model-a", "no_such_module_x:f", "--model-b", "os:getcwd", "--out", "x"],
      "cannot import 'no_such_module_x'"),
     (["eval", "--model", "no_such_file.py:f", "--out", "x"], "no file no_such_file.py"),
+    # a function the module's source plainly does not define (read, not run)
+    (["eval", "--model", "json:no_such_fn", "--out", "x"], "json has no function 'no_such_fn'"),
+    (["eval", "--model", "examples/find_sorting_circuit.py:nope", "--out", "x"],
+     "examples/find_sorting_circuit.py has no function 'nope'"),
 ])
 def test_file_errors_are_refused_before_torch(argv, expected):
     """A run or model file that is not there (or is no run) is refused in one line before the
@@ -137,6 +141,22 @@ def test_file_errors_are_refused_before_torch(argv, expected):
     got, heavy, out, err = run_fresh(argv)
     assert got == 2 and heavy == [], (argv, heavy, err)
     assert expected in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_function_is_looked_for_in_the_source_without_running_it(tmp_path):
+    """The early check reads the user's source: it refuses only where no top-level statement can
+    bind the name, and lets the importer decide wherever it cannot tell."""
+    from interp_rand.cli.main import _defines
+
+    source = tmp_path / "m.py"
+    cases = {"def f(): pass": True, "async def f(): pass": True, "class f: pass": True, "f = lambda: 1": True,
+             "from os import getcwd as f": True, "import f": True, "from os import *": True,
+             "def __getattr__(name): pass": True, "if True:\n    def f(): pass": True,
+             "globals()['f'] = print": True, "def g(): pass\nx = 1": False, "def g():\n    f = 1": False,
+             "'f'": False, "def (: broken": True}
+    for text, defines in cases.items():
+        source.write_text(text)
+        assert _defines(str(source), "f") is defines, text
 
 
 @pytest.mark.parametrize("argv, expected", [
