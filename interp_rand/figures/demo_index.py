@@ -150,29 +150,28 @@ def _json_files(files: list[Path]) -> Iterator[tuple[Path, Any]]:
             continue
 
 
-def rival_headlines(files: list[Path]) -> list[str]:
-    """The headline of each mechanism's comparison with its rivals in ``files`` (a JSON's
-    ``rivals``, top level or under ``mechanism``): which one wins, by which experiment."""
+def _held(files: list[Path], pick: Any) -> list[str]:
+    """The distinct lines ``pick(holder)`` gives for each JSON in ``files``, its top level and
+    its ``mechanism`` (a case study nests the mechanism's report there)."""
     out = []
     for _, data in _json_files(files):
         for holder in (data, data.get("mechanism")) if isinstance(data, dict) else ():
-            if isinstance(holder, dict) and isinstance(holder.get("rivals"), dict):
-                line = holder["rivals"].get("headline")
-                if line and line not in out:
-                    out.append(line)
+            line = pick(holder) if isinstance(holder, dict) else None
+            if isinstance(line, str) and line and line not in out:
+                out.append(line)
     return out
+
+
+def rival_headlines(files: list[Path]) -> list[str]:
+    """The headline of each mechanism's comparison with its rivals in ``files`` (a JSON's
+    ``rivals``, top level or under ``mechanism``): which one wins, by which experiment."""
+    return _held(files, lambda h: h["rivals"].get("headline") if isinstance(h.get("rivals"), dict) else None)
 
 
 def shortfalls(files: list[Path]) -> list[str]:
     """Where each claim-stating result in ``files`` falls short, one measured line each (a
     JSON's ``shortfall``, top level or under ``mechanism``; a result that holds has none)."""
-    out = []
-    for _, data in _json_files(files):
-        for holder in (data, data.get("mechanism")) if isinstance(data, dict) else ():
-            line = holder.get("shortfall") if isinstance(holder, dict) else None
-            if isinstance(line, str) and line not in out:
-                out.append(line)
-    return out
+    return _held(files, lambda h: h.get("shortfall"))
 
 
 def _step_files(out: Path, step: dict[str, Any]) -> list[Path]:
@@ -198,14 +197,13 @@ def _rivals_block(files: list[Path]) -> str:
     return "".join(f"<p class='rivals'><b>Against its rivals:</b> {html.escape(line)}</p>" for line in lines)
 
 
-def _shortfall_block(files: list[Path]) -> str:
-    return "".join(f"<p class='shortfall'><b>Where it falls short:</b> {html.escape(line)}</p>"
-                   for line in shortfalls(files))
+def _shortfall_block(lines: list[str]) -> str:
+    return "".join(f"<p class='shortfall'><b>Where it falls short:</b> {html.escape(line)}</p>" for line in lines)
 
 
-def _step(out: Path, step: dict[str, Any]) -> str:
+def _step(out: Path, step: dict[str, Any], files: list[Path], short: list[str]) -> str:
+    """A step's section (``files``: :func:`_step_files`; ``short``: its :func:`shortfalls`)."""
     folder = out / step["folder"]
-    files = _step_files(out, step)
     rows, compared = [], []
     for path, data in _json_files(files):
         if _claims(data):  # its claims speak for it (the verdict block), not its raw numbers
@@ -226,7 +224,7 @@ def _step(out: Path, step: dict[str, Any]) -> str:
         table = f"<pre class='printed'>{html.escape(printed.read_text(encoding='utf-8').strip())}</pre>"
     return (f"<section id='step-{html.escape(step['folder'], quote=True)}'><h2>{html.escape(step['what'])}</h2>"
             f"<p class='muted'>{step['seconds']} s &middot; <code>{html.escape(step['command'])}</code></p>"
-            f"{_verdict_block(folder)}{_shortfall_block(files)}{_rivals_block(files)}{table}" + (f"<p class='files'>{links}</p>" if links else "")
+            f"{_verdict_block(folder)}{_shortfall_block(short)}{_rivals_block(files)}{table}" + (f"<p class='files'>{links}</p>" if links else "")
             + "</section>")
 
 
@@ -236,18 +234,18 @@ def step_words(out: Path, steps: list[dict[str, Any]]) -> dict[str, str | None]:
             for step in steps}
 
 
-def _overview(out: Path, steps: list[dict[str, Any]], words: dict[str, str | None]) -> str:
+def _overview(steps: list[dict[str, Any]], words: dict[str, str | None], short: dict[str, list[str]]) -> str:
     """One line per step, its verdict word coloured, linking to its section; a step that does
-    not hold adds where it falls short (:func:`shortfalls`), where its results say."""
+    not hold adds where it falls short (``short``: each folder's :func:`shortfalls`)."""
     items = []
     for step in steps:
         word = words[step["folder"]]
         mark = (f"<b style='color:{verdict_colour(word)}'>{word.upper()}</b>" if word
                 else "<span class='muted'>no claims</span>")
-        short = shortfalls(_step_files(out, step)) if word and word != "holds" else []
+        lines = short[step["folder"]] if word and word != "holds" else []
         items.append(f"<li>{mark} · <a href='#step-{html.escape(step['folder'], quote=True)}'>"
                      f"{html.escape(step['folder'])}</a> <span class='muted'>{html.escape(step['what'])}</span>"
-                     + "".join(f"<br><span class='shortfall'>falls short: {html.escape(line)}</span>" for line in short)
+                     + "".join(f"<br><span class='shortfall'>falls short: {html.escape(line)}</span>" for line in lines)
                      + "</li>")
     return f"<ol class='overview'>{''.join(items)}</ol>"
 
@@ -278,7 +276,10 @@ def demo_index(out: str | Path, steps: list[dict[str, Any]], title: str = "inter
     learned = findings(out, steps)
     block = ("<h2>What the randomized models learned</h2><ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in learned)
              + "</ul>") if learned else ""
-    return page_html(title, [block, _overview(out, steps, words), intro, "".join(_step(out, step) for step in steps)],
+    files = {step["folder"]: _step_files(out, step) for step in steps}  # each step's outputs listed once
+    short = {folder: shortfalls(found) for folder, found in files.items()}
+    sections = "".join(_step(out, step, files[step["folder"]], short[step["folder"]]) for step in steps)
+    return page_html(title, [block, _overview(steps, words, short), intro, sections],
                      style=_STYLE, headline=tour_headline(steps, words))
 
 
