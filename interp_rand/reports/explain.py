@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from circuits.explain import Explanation, explain
+from circuits.explain import Explanation, SeededExplanation, explain
 from interp_rand.reports.mechanism import MechanismReport, claims_html
 from interp_rand.display import Displayed
 
@@ -25,7 +25,7 @@ FILES = ("explain.json", "explain.html")
 class ExplainReport(Displayed):
     """``explanation`` (what :func:`~circuits.explain.explain` found) on ``run`` (a label)."""
 
-    explanation: Explanation
+    explanation: Explanation | SeededExplanation
     run: str
 
     FILES = FILES
@@ -47,6 +47,10 @@ class ExplainReport(Displayed):
         from interp_rand.display import claims_svg
 
         e = self.explanation
+        if isinstance(e, SeededExplanation):
+            from interp_rand.display import bars_svg
+
+            return bars_svg(e.bars(), lo=0, hi=1, threshold=0.9, caption="share of answer entries", max_rows=16)
         return claims_svg(e.cards[e.stated].claims) if e.stated in e.cards else None
 
     def text(self) -> str:
@@ -71,6 +75,8 @@ class ExplainReport(Displayed):
 
     def sections(self) -> list[Any]:
         e = self.explanation
+        if isinstance(e, SeededExplanation):
+            return self._seeded_sections(e)
         out: list[Any] = [f"<p>{html.escape(e.headline())}</p>"]
         if e.chosen is not None:
             chosen = e.located[e.stated].mechanism
@@ -88,12 +94,35 @@ class ExplainReport(Displayed):
         out.append(f"<pre>{html.escape(chr(10).join(e.lines()[-1:]))}</pre>")
         return out
 
+    def _seeded_sections(self, e: SeededExplanation) -> list[Any]:
+        """A seeded task's page: the verdict, the program, the seed experiment per program, the
+        rivals with what rejected each, the chosen program's card where it has one."""
+        out: list[Any] = [f"<p>{html.escape(e.headline())}</p>",
+                          f"<h2>The algorithm</h2><pre>{html.escape(e.pseudocode() or '(none)')}</pre>"]
+        chart = self.small_figure()
+        if chart:
+            out.append(f"<h2>Programs and the seed experiment</h2>{chart}")
+        table = "\n".join(s.line() for s in e.scores)
+        out.append(f"<pre>{html.escape(table)}</pre>")
+        out.append("<h2>Rivals and the experiments that rejected them</h2><ul>"
+                   + "".join(f"<li>{html.escape(line)}</li>" for line in e.rejected()) + "</ul>")
+        if e.chosen in e.cards:
+            page = MechanismReport(e.mechanisms[e.chosen], e.cards[e.chosen], self.run, f"{e.chosen}: {self.run}")
+            out += page.sections()
+        out.append(f"<pre>{html.escape(chr(10).join(e.lines()[-1:]))}</pre>")
+        return out
+
     def figure(self) -> Any:
         """The stated mechanism's graph as a plotly figure (``ValueError`` when the experiments
         chose none), for a notebook."""
         from circuits.draw.mechanism_figure import mechanism_figure
 
         e = self.explanation
+        if isinstance(e, SeededExplanation):
+            if e.chosen not in e.cards:
+                raise ValueError(f"{e.chosen} is a program with no sites (a seeded task's library program): nothing "
+                                 "to draw; its seed experiment is small_figure()")
+            return mechanism_figure(e.mechanisms[e.chosen], e.cards[e.chosen], title=f"{e.chosen}: {self.run}")
         if e.chosen is None:
             raise ValueError(f"explain chose no mechanism ({e.headline()}): nothing to draw")
         return mechanism_figure(e.located[e.stated].mechanism, e.cards[e.stated], title=f"{e.stated}: {self.run}")
@@ -117,9 +146,11 @@ def explain_report(run: str | Path | None = None, *, model: Any = None, task: An
     ``model`` and ``task``."""
     from interp_rand.reports.inputs import model_and_task
 
+    from interp_rand.reports.mechanisms import declared_programs
+
     model, task, label = model_and_task(run, model, task, "explain")
     found = explain(model, task, n=n, seed=seed, families=families, max_candidates=max_candidates, compose=compose,
-                    progress=progress)
+                    declared=declared_programs(task), progress=progress)
     return ExplainReport(found, label)
 
 

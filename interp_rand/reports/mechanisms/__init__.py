@@ -2,8 +2,9 @@
 
 A flagship module exposes ``RUN`` (the zoo run it explains), ``PSEUDOCODE`` and
 ``mechanism(task) -> Mechanism`` (:mod:`circuits.mechanisms`), and may expose ``rivals(task)``
-(the decisive experiments' other mechanisms) and ``shortfall(model, task)`` (where it falls
-short, one measured line, asked for when its card does not hold). Adding one is a module and
+(the decisive experiments' other mechanisms), ``shortfall(model, task)`` (where it falls
+short, one measured line, asked for when its card does not hold) and ``seed_programs(task)``
+(its algorithm as programs ``explain`` scores beside its library's, :func:`declared_programs`). Adding one is a module and
 one line below. :func:`interp_rand.reports.mechanism.mechanism_report` checks one on its run.
 
     >>> from interp_rand.reports.mechanisms import FLAGSHIPS, flagship
@@ -45,4 +46,16 @@ def flagship(name: str) -> ModuleType:
     return FLAGSHIPS.get(name).load()
 
 
-__all__ = ["FLAGSHIPS", "Flagship", "flagship"]
+def declared_programs(task: object) -> list:
+    """The seed programs the flagships of ``task``'s kind declare (a module's ``seed_programs(task)``),
+    for :func:`circuits.explain.explain` to score beside its library's."""
+    kind = getattr(task, "name", None)
+    out: list = []
+    for name in FLAGSHIPS.names():
+        module = FLAGSHIPS.get(name)
+        if module.task == kind and hasattr(module.load(), "seed_programs"):
+            out += module.load().seed_programs(task)
+    return out
+
+
+__all__ = ["FLAGSHIPS", "Flagship", "declared_programs", "flagship"]

@@ -345,7 +345,31 @@ def rivals(task: Any, n_vertices: int | None = None) -> dict[str, Mechanism]:
     return {ids.name: ids}
 
 
+
+# ---------------------------------------------------------------------- declared to explain
+
+
+def _applies(task: Any) -> str | None:
+    if getattr(task, "n_vertices", None) != N_VERTICES or getattr(task, "n_colors", 3) != 3:
+        return f"read off a {N_VERTICES}-vertex 3-colour model"
+    return None
+
+
+def seed_programs(task: Any) -> list[Any]:
+    """The rule and its ids-only rival as :class:`~circuits.explain.seed_programs.SeedProgram` s,
+    for ``explain`` to score beside the library's (its colours are the model's own: no relabelling)."""
+    from circuits.explain.seed_programs import SeedProgram
+
+    return [SeedProgram("coloring", "id_classes_noise_split", "the id-class copy rule, weak pairs split by their noise "
+                        f"(read off {RUN}'s weights)", lambda batch, task: rule_colours(batch), True, PSEUDOCODE,
+                        source=__name__, mechanism=mechanism, applies=_applies),
+            SeedProgram("coloring", "id_classes_ids_split", "the same rule with every noise comparison made on the ids "
+                        "(no seed)", lambda batch, task: id_rule_colours(batch), False, IDS_PSEUDOCODE,
+                        rival_of="id_classes_noise_split", source=__name__,
+                        mechanism=lambda task: rivals(task)["coloring-ids"], applies=_applies)]
+
+
 __all__ = ["ABOVE_PREFS", "BELOW_PREFS", "CLASS_NAMES", "DICTATES", "ID_CLASS", "PRIORITY", "PSEUDOCODE", "RUN",
            "agreement_over_cycles", "blocked_of", "colours_of", "dictated_colours", "load", "mechanism", "shortfall",
            "proper_at", "rule_colours", "rule_reads", "rule_state", "strong_conflict"]
-__all__ += ["IDS_PSEUDOCODE", "id_rule_colours", "ids_for_noise", "rivals"]
+__all__ += ["IDS_PSEUDOCODE", "id_rule_colours", "ids_for_noise", "rivals", "seed_programs"]

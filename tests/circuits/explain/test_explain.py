@@ -140,9 +140,3 @@ def test_an_explanation_carried_to_another_length_keeps_its_components_and_detec
     found = mechanism_by_length(model, task, [4], located=located, n=200, n_pairs=60)
     assert found.iia[5]["y"] > 0.5 and found.iia[4]["y"] < found.iia[5]["y"] - 0.1
     assert found.first_fall()[:2] == (4, "y")
-
-
-def test_a_task_answering_with_bits_is_refused_in_one_line():
-    ckpt = load_checkpoint("zoo:recall-Aq_R")
-    with pytest.raises(ValueError, match="answers are tokens.*task 'recall' are not \\(loss_kind 'bce'"):
-        explain(ckpt.model(), ckpt.spec.make_task(), n=50)
