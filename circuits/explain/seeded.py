@@ -46,7 +46,10 @@ from interp_rand.display import Displayed
 
 FOLLOW_MARGIN = 0.1  # follows must exceed its third-seed control by this
 MIN_MOVED = 20  # moved entries needed to measure following at all
-USES_SEED = 0.01  # the model's answer moves with the seed on at least this share of entries: it uses it
+# The model's answer moves with the seed on at least this share of entries: it uses its seed. A model trained
+# without seed use still moves at its borderline inputs (the zoo's ERM twins: 0.001 colouring, 0.009 recall;
+# their randomized models 0.21 and 0.30): below this, a program need not follow the seed.
+USES_SEED = 0.05
 ROUTE_EXAMPLES = 256  # inputs of the seed-resample patching
 ROUTE_TOP = 4  # nodes named in the route
 

@@ -27,7 +27,10 @@ def add_parser(commands) -> argparse.ArgumentParser:
         "fails. Then the chosen candidate's compositions (the same answer through named intermediate steps, each "
         "step's site searched at every position, components and 1-dim subspaces) are located and checked, and the "
         "explanation states whichever holds best. Works on sequence tasks whose answers are tokens (sort-like, "
-        "copy-like, running statistics, addition).",
+        "copy-like, running statistics, addition) and on seeded tasks (recall's bits, a colouring): there it scores "
+        "programs that read the seed (seed-chosen priorities, hashed key codes) and their seed-free rivals, and the "
+        "seed experiment decides: where a fresh seed moved the model's answer, does the program give the new one "
+        "(against the program under an unrelated seed)?",
     )
     add_run_or_model(parser)
     parser.add_argument("--out", type=output_path, required=True, help="output folder")
@@ -36,7 +39,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=seed_option, default=0, help="seed of every draw (default: 0)")
     parser.add_argument("--families", default=None, metavar="A,B",
                         help="primitive families to try (default: the task's own, else all: order, search, copy, "
-                        "count, digits, position)")
+                        "count, digits, position; token tasks only)")
     parser.add_argument("--max-candidates", type=at_least(1), default=3,
                         help="candidates located and compared, best match first (default: 3)")
     parser.add_argument("--compose", action=argparse.BooleanOptionalAction, default=True,
