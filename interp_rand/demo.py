@@ -44,6 +44,12 @@ TOUR: list[tuple[str, str, list[str]]] = [
      ["case-study", "recall-seed", "zoo:recall-Aq_R", "--out", "OUT"]),
     ("coloring-seed", "colouring's noise: the rule from noise ranks to a colour, checked against the model",
      ["case-study", "coloring-seed", "zoo:coloring-Aq_R", "--out", "OUT"]),
+    ("explain", "explain: the sort model's algorithm found with no hand-written hypothesis (candidates from the "
+     "primitive library, a site search, decisive experiments between the survivors)",
+     ["explain", "zoo:sort", "--out", "OUT"]),
+    ("explain-seed", "explain on the colouring model: programs that read the seed against their seed-free rivals, "
+     "decided by the seed experiment (where a fresh seed moved the model's answer, does the program give the new one?)",
+     ["explain", "zoo:coloring-Aq_R", "--out", "OUT"]),
     ("report", "the attention-pattern report of the addition model (heads, roles, probes)",
      ["report", "zoo:addition", "--out", "OUT/report.html"]),
     ("randomness", "the randomness channel: colouring A^q_R (randomized) against A^E_R (ERM)",
@@ -84,8 +90,8 @@ DEMO_FILES = ("summary.json", "training_curves.html")  # --train's
 
 #: the order steps start in when they run side by side, longest first (measured seconds on one
 #: idle core, 2026-12-06), so that the two lanes end together; a step not named starts last
-LONGEST_FIRST = ("carry", "sort", "coloring-seed", "report", "recall-seed", "compare", "randomness", "recall",
-                 "addition", "gridworld", "zoo")
+LONGEST_FIRST = ("carry", "sort", "coloring-seed", "report", "recall-seed", "compare", "randomness", "explain",
+                 "recall", "addition", "gridworld", "explain-seed", "zoo")
 
 
 #: the steps that hold the most memory (about 1 GB above the process's 0.6 GB each, measured

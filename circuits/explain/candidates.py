@@ -33,8 +33,15 @@ from torch import Tensor
 from circuits.explain.primitives import Frame, Primitive, primitives_of
 from circuits.mechanisms.decisive import written_edits, written_positions
 from circuits.mechanisms.patching import answer_logits
+from interp_rand.verdicts import Claim, meets
 
 MATCH_MIN = 0.9
+
+
+def match_claim(name: str, match: float) -> Claim:
+    """``name``'s answer is the model's on at least :data:`MATCH_MIN` of answer entries (D-RASP's bar)."""
+    return meets(f"{name}'s answer is the model's answer", match, MATCH_MIN, side="at least",
+                 control_label="no control (an agreement bar)", value_name="match")
 
 
 @dataclass(frozen=True)
@@ -132,4 +139,4 @@ def enumerate_candidates(model: Any, task: Any, batch: Any, families: tuple[str,
     return out
 
 
-__all__ = ["Candidate", "MATCH_MIN", "Scored", "enumerate_candidates", "model_answers"]
+__all__ = ["Candidate", "MATCH_MIN", "Scored", "enumerate_candidates", "match_claim", "model_answers"]

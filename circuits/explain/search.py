@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from circuits.explain.candidates import MATCH_MIN, Scored, enumerate_candidates, model_answers
+from circuits.explain.candidates import MATCH_MIN, Scored, enumerate_candidates, match_claim, model_answers
 from circuits.explain.compositions import compositions_of
 from circuits.explain.localise import Located, locate, locate_composition
 from circuits.explain.seeded import SeededExplanation, explain_seeded
@@ -113,6 +113,13 @@ class Explanation(Displayed):
     def pseudocode(self) -> str:
         return self.located[self.stated].mechanism.pseudocode if self.chosen else ""
 
+    def claims(self) -> list[Any]:
+        """The chosen candidate's match (D-RASP's bar), then the stated mechanism's card's claims
+        (none when the experiments chose none)."""
+        if self.chosen is None:
+            return []
+        return [match_claim(self.chosen, self._match(self.chosen))] + self.cards[self.stated].claims
+
     def shortfall(self) -> list[str]:
         """The stated mechanism's claims that do not hold (where it falls short)."""
         if self.chosen is None:
@@ -160,7 +167,8 @@ class Explanation(Displayed):
                             for k, v in self.located.items()},
                 "cards": {k: c.to_dict() for k, c in self.cards.items()},
                 "comparison": None if self.comparison is None else self.comparison.to_dict(),
-                "shortfall": self.shortfall(), "seconds": self.seconds, "config": self.config}
+                "shortfall": self.shortfall(), "claims": [c.to_dict() for c in self.claims()],
+                "seconds": self.seconds, "config": self.config}
 
 
 def explain(model: Any, task: Any, *, n: int = 1000, seed: int = 0, families: list[str] | None = None,

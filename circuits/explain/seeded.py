@@ -39,10 +39,11 @@ import torch
 from torch import Tensor
 
 from circuits.analyses.randomness import answers, randomness_usage
-from circuits.explain.candidates import MATCH_MIN
+from circuits.explain.candidates import MATCH_MIN, match_claim
 from circuits.explain.seed_programs import SeedProgram, seed_programs_of
 from circuits.graph.architecture import run_model
 from interp_rand.display import Displayed
+from interp_rand.verdicts import Claim, exceeds
 
 FOLLOW_MARGIN = 0.1  # follows must exceed its third-seed control by this
 MIN_MOVED = 20  # moved entries needed to measure following at all
@@ -74,8 +75,19 @@ class ProgramScore:
 
     @property
     def follows_seed(self) -> bool:
-        return (self.follows is not None and self.n_moved >= MIN_MOVED
-                and self.follows - self.control >= FOLLOW_MARGIN)
+        return self.seed_claim().verdict.holds
+
+    def match_claim(self) -> Claim:
+        return match_claim(self.program.name, self.match)
+
+    def seed_claim(self) -> Claim:
+        """Where a fresh seed moved the model's answer, the program gives the new one, beyond
+        itself under an unrelated seed (module docstring, step 2)."""
+        few = (f"only {self.n_moved} moved entries (< {MIN_MOVED}): nothing to follow"
+               if self.n_moved < MIN_MOVED else "")
+        return exceeds(f"{self.program.name} gives the model's new answer where a fresh seed moved it",
+                       None if few else self.follows, self.control, control_label="the program under an unrelated seed",
+                       margin=FOLLOW_MARGIN, ratio=1.0, unavailable=few)
 
     def seed_line(self) -> str:
         if self.follows is None:
@@ -247,6 +259,15 @@ class SeededExplanation(Displayed):
             out.append(f"{s.program.name}: " + "; ".join(why))
         return out
 
+    def claims(self) -> list[Claim]:
+        """The chosen program's claims: its match, the seed experiment (when the model uses its
+        seed), and its card's where it has one."""
+        if self.chosen is None:
+            return []
+        s = self.score(self.chosen)
+        card = self.cards.get(self.chosen)
+        return [s.match_claim()] + ([s.seed_claim()] if self.uses_seed else []) + (card.claims if card else [])
+
     def shortfall(self) -> list[str]:
         if self.chosen is None:
             return []
@@ -303,6 +324,7 @@ class SeededExplanation(Displayed):
                 "programs": [s.to_dict() for s in self.scores], "rejected": self.rejected(),
                 "route": [{"node": n, "share": v} for n, v in self.route], "route_reference": self.route_reference,
                 "cards": {k: c.to_dict() for k, c in self.cards.items()}, "shortfall": self.shortfall(),
+                "claims": [c.to_dict() for c in self.claims()],
                 "seconds": self.seconds, "config": self.config}
 
 

@@ -47,6 +47,8 @@ def test_the_seed_experiment_chooses_the_seed_reading_program_and_rejects_its_se
     assert best.match == 1.0 and best.relabelling == [2, 0, 1] and best.follows == 1.0 and best.follows_seed
     rival = found.score("local_extremum_ids")  # the same round on the ids: never moves with the seed
     assert rival.moves == 0.0 and rival.follows == rival.control and not rival.follows_seed
+    assert rival.seed_claim().verdict.outcome == "fails"
+    assert [c.verdict.outcome for c in found.claims()] == ["holds", "holds"]  # its match and the seed experiment
     assert any(line.startswith("local_extremum_ids:") and "reads no seed" in line for line in found.rejected())
 
 
@@ -56,6 +58,8 @@ def test_a_model_that_ignores_its_seed_is_explained_by_the_seed_free_program():
     assert found.chosen == "local_extremum_ids" and found.verdict == "holds"
     assert found.score("local_extremum").match < 0.9  # the seed-reading version does not match it
     assert found.score("local_extremum_ids").follows is None  # nothing moved: nothing to follow (no division by 0)
+    assert found.score("local_extremum_ids").seed_claim().verdict.outcome == "inconclusive"
+    assert [c.verdict.outcome for c in found.claims()] == ["holds"]  # its match; no seed use to follow
 
 
 def test_a_seed_use_no_program_describes_fails_with_where_it_falls_short():

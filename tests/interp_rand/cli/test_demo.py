@@ -25,7 +25,7 @@ from interp_rand.training import TrainConfig
 SMALL = {"eval": {"--n": "100"}, "case-study": {"--n": "100", "--controls": "2", "--card-resamples": "1"},
          "report": {"--n-examples": "32", "--n-probe-examples": "64", "--n-attribution-examples": "2"},
          "randomness": {"--n": "8", "--stored-inputs": "1"}, "compare": {"--n": "8", "--controls": "1"},
-         "gridworld": {"--seeds": "2", "--route-seeds": "40"}}
+         "gridworld": {"--seeds": "2", "--route-seeds": "40"}, "explain": {"--n": "100"}}
 # what the carry study's CLI does not set: its pairs, cascades and probe problems
 SMALL_CARRY = {"n_pairs": 32, "n_cascade": 32, "n_probe": 200}
 # what the claim cards' CLI does not set: their random circuits and the sizes MIB's integrals
@@ -35,7 +35,7 @@ SMALL_CARD = {"n_random": 4, "fractions": (0.01, 0.1, 1.0)}
 WRITES = {"addition": "eval.json", "carry": "case_study.html", "sort": "case_study.html",
           "recall-seed": "case_study.html", "coloring-seed": "case_study.html", "report": "report.html",
           "randomness": "randomness.html", "recall": "randomness.html", "compare": "comparison.html",
-          "gridworld": "route.html"}
+          "gridworld": "route.html", "explain": "explain.html", "explain-seed": "explain.html"}
 
 
 def smallest(argv: list[str]) -> list[str]:
