@@ -97,8 +97,11 @@ class ExplainReport(Displayed):
     def _seeded_sections(self, e: SeededExplanation) -> list[Any]:
         """A seeded task's page: the verdict, the program, the seed experiment per program, the
         rivals with what rejected each, the chosen program's card where it has one."""
-        out: list[Any] = [f"<p>{html.escape(e.headline())}</p>",
-                          f"<h2>The algorithm</h2><pre>{html.escape(e.pseudocode() or '(none)')}</pre>"]
+        out: list[Any] = [f"<p>{html.escape(e.headline())}</p>"]
+        if e.chosen in e.cards:  # its mechanism page below states the algorithm with its sites
+            out.append(f"<p>{html.escape(e.route_line())}</p>")
+        else:
+            out.append(f"<h2>The algorithm</h2><pre>{html.escape(e.pseudocode() or '(none)')}</pre>")
         chart = self.small_figure()
         if chart:
             out.append(f"<h2>Programs and the seed experiment</h2>{chart}")
