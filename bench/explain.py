@@ -12,6 +12,11 @@ Models:
   bridge): **sort** (the toolkit's layout, so ``import hf --task sort`` makes a run folder of
   it), **reverse** and **copy** (tasks the toolkit does not ship, given as a ``TaskSpec``);
 * the running-max ``TransformerBridge`` of ``examples/bring_your_own_model.py``;
+* D-RASP's own benchmark models (``--drasp DIR``: a local copy of ``share/saved_models`` of their
+  public repository, ``lacoco-lab/decompiling_transformers``; nothing is downloaded), read with
+  :func:`interp_rand.importers.drasp.read_drasp` in their layout ``BOS x SEP y``; each row says
+  whether their pipeline decompiled that model (their ``good_models.json`` names a pruning run
+  for it, chosen as the sparsest reaching match accuracy 0.9);
 * the zoo's seeded models (``zoo:recall-Aq_R``, ``zoo:coloring-Aq_R`` and their ERM twins):
   programs that read the seed or not, and the seed experiment (with the flagships' declared
   programs, as the CLI runs it).
@@ -107,6 +112,13 @@ def row(name: str, model, task, seconds_load: float) -> dict:
     return out
 
 
+# D-RASP's benchmark models read here, and whether their pipeline decompiled each (a chosen
+# pruning run in their repository's good_models.json: the sparsest with match accuracy >= 0.9)
+DRASP_MODELS = {"sort-@1l1h256d3lr01drop": True, "unique_copy-@2l1h64d3lr01drop": True,
+                "unique_reverse-@2l1h64d3lr01drop": True, "count-@1l4h256d4lr01drop": True,
+                "count-#1l4h256d3lr01drop": False, "majority-@1l4h256d3lr01drop": True,
+                "bin_majority-@1l1h16d3lr01drop": True}
+
 SEEDED = ("zoo:recall-Aq_R", "zoo:recall-AE_R", "zoo:coloring-Aq_R", "zoo:coloring-AE_R")
 
 
@@ -122,11 +134,30 @@ def seeded_row(run: str) -> dict:
             "control": chosen.control, "seconds": round(time.perf_counter() - start, 1), "headline": found.headline()}
 
 
+def drasp_rows(folder: Path) -> list[dict]:
+    """explain on each of :data:`DRASP_MODELS` found under ``folder``, beside D-RASP's own outcome."""
+    from interp_rand.importers.drasp import read_drasp
+
+    out = []
+    for name, decompiled in DRASP_MODELS.items():
+        if not (folder / name / "config.json").is_file():
+            print(f"{name}: not under {folder}, skipped", flush=True)
+            continue
+        start = time.perf_counter()
+        model, task = read_drasp(folder / name)
+        out.append({**row(f"D-RASP {name}", model, task, time.perf_counter() - start),
+                    "drasp_decompiled": decompiled})
+        print(json.dumps(out[-1]), flush=True)
+    return out
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--steps", type=int, default=1500, help="training steps of each GPT-2 (default: 1500)")
     parser.add_argument("--models", type=Path, default=Path("out/bench-explain-models"))
+    parser.add_argument("--drasp", type=Path, default=None, metavar="DIR",
+                        help="a local copy of D-RASP's share/saved_models: time explain on their benchmark models")
     parser.add_argument("--zoo-only", action="store_true",
                         help="time the zoo's models only (sort, addition, the seeded ones)")
     args = parser.parse_args(argv)
@@ -140,6 +171,8 @@ def main(argv=None) -> dict:
     for run in SEEDED:
         rows.append(seeded_row(run))
         print(json.dumps(rows[-1]), flush=True)
+    if args.drasp is not None:
+        rows += drasp_rows(args.drasp)
     result = {"machine": platform.platform(), "threads": 1, "rows": rows}
     if args.zoo_only:
         if args.out:

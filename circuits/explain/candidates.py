@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from circuits.explain.primitives import Frame, Primitive, primitives_of
-from circuits.mechanisms.decisive import written_edits, written_positions
+from circuits.mechanisms.decisive import set_token, written_edits, written_positions
 from circuits.mechanisms.patching import answer_logits
 from interp_rand.verdicts import Claim, meets
 
@@ -101,6 +101,26 @@ class Scored:
                 "task_accuracy": self.task_accuracy, "kept": self.kept, "same_as": list(self.same_as)}
 
 
+def source_edits(task: Any, batch: Any) -> dict[str, Any]:
+    """The decisive experiments' content edits: for each written answer position, every input
+    with the token there set to each other token of *its own* source (``{name: batch -> edited
+    batch}``). Where the vocabulary is large, "each value seen there" mostly writes a token the
+    input does not hold, on which a copying rival is undefined; these edits keep the input's
+    tokens, so a program that copies by position and one that copies by content (an induction
+    match) part on every one."""
+    frame = Frame(batch, task)
+    start, stop = frame.start, frame.q(0)
+    if stop <= start:
+        return {}
+
+    def edit(bt: Any, p: int) -> Any:
+        source = bt.inputs[:, start:stop]
+        return set_token(bt, p, torch.arange(len(bt)).repeat_interleave(source.shape[1]), source.reshape(-1))
+
+    return {f"written token @{p} set to each other token of its input's source": (lambda bt, p=p: edit(bt, p))
+            for p in written_positions(batch)}
+
+
 @torch.no_grad()
 def model_answers(model: Any, batch: Any) -> Tensor:
     """``[batch, K]`` the model's argmax at every answer position."""
@@ -139,4 +159,4 @@ def enumerate_candidates(model: Any, task: Any, batch: Any, families: tuple[str,
     return out
 
 
-__all__ = ["Candidate", "MATCH_MIN", "Scored", "enumerate_candidates", "match_claim", "model_answers"]
+__all__ = ["Candidate", "MATCH_MIN", "Scored", "enumerate_candidates", "match_claim", "model_answers", "source_edits"]

@@ -120,9 +120,13 @@ def _mechanism(candidate: Candidate, model: Any, task: Any, batch: Any,
                 last = max(chosen, key=lambda n: (n.layer, n.kind != "head"))
                 heads = [n for n in _at(blocks, r) if n.kind == "head" and n not in chosen]
                 feeders = tuple(n for n in heads if _before(n, last))
-                if not feeders or any(n.kind == "head" and n.layer == 0 for n in chosen):
+                if reads == "match":  # the source positions' own work before the site (a previous-token head)
+                    feeders += tuple(n for p in range(frame.start, frame.q(0)) for n in _at(blocks, p + offset)
+                                     if _before(n, last)) + tuple(Node("embed", position=p + offset)
+                                                                  for p in range(frame.start, frame.q(0)))
+                if reads != "match" and (not feeders or any(n.kind == "head" and n.layer == 0 for n in chosen)):
                     # a layer-0 head of the site reads the embeddings of what it gathers itself
-                    span = range(frame.q(0)) if reads in ("source", "sequence") else range(frame.q(k))
+                    span = range(frame.start, frame.q(0) if reads in ("source", "sequence") else frame.q(k))
                     feeders += tuple(Node("embed", position=p + offset) for p in span)
             variables.append(Variable(f"read_{k}", lambda b, k=k: Frame(b, task).read(reads, k),
                                       site=Site.of(*feeders) if feeders else None,
@@ -380,6 +384,7 @@ def pseudocode(mech: Mechanism, candidate: Candidate) -> str:
     lines = ["for each output k, at its position r_k:"]
     if candidate.primitive.reads != "none":
         what = {"source": "the source tokens, as a multiset", "sequence": "the source tokens, in order",
+                "match": "the source tokens in order, each position's own work (its neighbour's token)",
                 "prefix": "the tokens up to r_k, as a multiset",
                 "position": "the token the step copies, moved to r_k by attention"}[
             candidate.primitive.reads]

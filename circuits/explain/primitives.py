@@ -5,16 +5,21 @@ A :class:`Primitive` computes the answer at output ``k`` of a batch seen as a :c
 the tokens visible up to it; the *source*, the tokens before the first answer position). It
 says what it reads, so that the search can give it a site: ``reads="source"`` (the list before
 the answer, gathered by attention at ``q_k``, order-free), ``"sequence"`` (the same list in
-order: operands), ``"prefix"`` (every token up to ``q_k``), ``"position"`` (the one token at
-``at(frame, k)``, which the primitive copies) or ``"none"``; ``cue=True`` when it also reads the current token at ``q_k``. Families group them:
+order: operands), ``"match"`` (the list in order, matched against the current token: an
+induction, whose source positions compute their own part, e.g. a previous-token head),
+``"prefix"`` (every token up to ``q_k``), ``"position"`` (the one token at ``at(frame, k)``,
+which the primitive copies) or ``"none"``; ``cue=True`` when it also reads the current token at
+``q_k``. Families group them:
 
 - ``order``: the k-th order statistic (k-th smallest, from the histogram), the k-th largest,
   the running maximum and minimum;
 - ``search``: the next larger element after the current token (a successor search through the
   list), the successor token ``c + 1``;
-- ``copy``: copy the source in order, reversed, the current token, the previous token;
+- ``copy``: copy the source in order, reversed, the current token, the previous token; by
+  content: the source token after (induction) or before the current token's occurrence;
 - ``count``: how often the current token occurs in the source, the majority token so far;
-- ``position``: the output's index.
+- ``position``: the output's index; the first source token plus the index (count up by
+  position).
 
 A task declares which families apply (``families``: a task class attribute or a
 :class:`~interp_rand.tasks.spec.TaskSpec` field); a task that declares none is tried on every
@@ -35,7 +40,7 @@ from torch import Tensor
 
 from interp_rand.registry import Registry
 
-READS = ("source", "sequence", "prefix", "position", "none")
+READS = ("source", "sequence", "match", "prefix", "position", "none")
 HASH_MODULUS = 4_398_046_511_093  # the largest prime below 2^42: code * 1_000_003 stays below 2^63
 
 
@@ -44,9 +49,10 @@ class Frame:
     """A batch of a sequence task as the primitives see it.
 
     ``tokens`` ``[batch, P]`` the input tokens; ``answer_positions`` ``[K]`` where each output is
-    predicted (``q_k``, a task position). The source is every token before ``q_0``; a task whose
-    first answer is predicted at position 0 (a running maximum) has an empty source and its
-    primitives read the prefix."""
+    predicted (``q_k``, a task position). The source is every token before ``q_0`` from
+    ``start`` on (a task's ``source_start``: 1 behind a BOS token, as D-RASP's benchmark models
+    read); a task whose first answer is predicted at position 0 (a running maximum) has an empty
+    source and its primitives read the prefix."""
 
     batch: Any
     task: Any = None
@@ -63,11 +69,16 @@ class Frame:
         return int(self.batch.answer_positions[k])
 
     @property
+    def start(self) -> int:
+        """Where the source begins (the task's ``source_start``; 0 by default)."""
+        return int(getattr(self.task, "source_start", 0) or 0)
+
+    @property
     def source(self) -> Tensor:
-        return self.tokens[:, : self.q(0)]
+        return self.tokens[:, self.start: self.q(0)]
 
     def prefix(self, k: int) -> Tensor:
-        return self.tokens[:, : self.q(k) + 1]
+        return self.tokens[:, self.start: self.q(k) + 1]
 
     def current(self, k: int) -> Tensor:
         return self.tokens[:, self.q(k)]
@@ -78,7 +89,7 @@ class Frame:
         ``"none"``."""
         if reads == "none":
             return torch.zeros(len(self.tokens), dtype=torch.long)
-        if reads == "sequence":  # order matters (operands): the position joins each token
+        if reads in ("sequence", "match"):  # order matters (operands, an induction match): the position joins each token
             width = self.source.shape[1]
             return multiset_code(self.source.long() * (width + 1) + torch.arange(width))
         return multiset_code(self.source if reads == "source" else self.prefix(k))
@@ -129,7 +140,7 @@ class Primitive:
         ``needs`` a task method (``operand_digits``) needs a task that has it."""
         if self.needs and not hasattr(frame.task, self.needs):
             return False
-        return self.reads not in ("source", "sequence") and self.at is None or frame.source.shape[1] > 0
+        return self.reads not in ("source", "sequence", "match") and self.at is None or frame.source.shape[1] > 0
 
 
 PRIMITIVES: Registry[Primitive] = Registry("primitive")
@@ -214,9 +225,9 @@ def _successor(frame: Frame, k: int) -> Tensor:
 
 # ---------------------------------------------------------------------- copy
 register_copy("copy", "copy_source", "y_k = the k-th source token (copy in order)",
-              lambda frame, k: min(k, frame.source.shape[1] - 1))
+              lambda frame, k: frame.start + min(k, frame.source.shape[1] - 1))
 register_copy("copy", "reverse_source", "y_k = the k-th source token from the end (reverse)",
-              lambda frame, k: max(frame.source.shape[1] - 1 - k, 0))
+              lambda frame, k: frame.start + max(frame.source.shape[1] - 1 - k, 0))
 
 
 @register_primitive("copy", "copy_current", "y_k = c_k (the token at q_k)", reads="none", cue=True)
@@ -225,6 +236,33 @@ def _copy_current(frame: Frame, k: int) -> Tensor:
 
 
 register_copy("copy", "copy_previous", "y_k = the token before q_k", lambda frame, k: max(frame.q(k) - 1, 0))
+
+
+def _induction(frame: Frame, k: int, step: int) -> Tensor:
+    """The source token ``step`` places after (``-1``: before) the last occurrence of the current
+    token ``c_k`` in the source; where ``c_k`` does not occur (the separator at the first
+    output), the first source token (``step = +1``) or the last (``step = -1``)."""
+    x, c = frame.source, frame.current(k)
+    width = x.shape[1]
+    where = torch.arange(width).expand_as(x)
+    last = torch.where(x == c[:, None], where, torch.full_like(where, -1)).max(1).values  # [batch]
+    found = last >= 0
+    at = torch.where(found, last + step, torch.full_like(last, 0 if step > 0 else width - 1)).clamp(0, width - 1)
+    return x.gather(1, at[:, None])[:, 0]
+
+
+@register_primitive("copy", "induction_next", "y_k = the source token after c_k's occurrence in the source (an "
+                    "induction head: match c_k, copy its successor; the first source token at the separator)",
+                    reads="match", cue=True)
+def _induction_next(frame: Frame, k: int) -> Tensor:
+    return _induction(frame, k, +1)
+
+
+@register_primitive("copy", "induction_previous", "y_k = the source token before c_k's occurrence in the source "
+                    "(match c_k, copy its predecessor: a reverse by content; the last source token at the separator)",
+                    reads="match", cue=True)
+def _induction_previous(frame: Frame, k: int) -> Tensor:
+    return _induction(frame, k, -1)
 
 
 # ---------------------------------------------------------------------- count
@@ -287,6 +325,13 @@ def _digit_sum_two(frame: Frame, k: int) -> Tensor:
 @register_primitive("position", "index", "y_k = k (the output's index)", reads="none")
 def _index(frame: Frame, k: int) -> Tensor:
     return torch.full((len(frame.tokens),), k, dtype=torch.long)
+
+
+_FIRST_PLUS_INDEX = ("y_k = the first source token + k (count up by the output's position, not from the token "
+                     "written before)")
+PRIMITIVES.register("first_plus_index", Primitive("position", "first_plus_index", _FIRST_PLUS_INDEX,
+                                                  lambda frame, k: frame.tokens[:, frame.start] + k, "position",
+                                                  at=lambda frame, k: frame.start), description=_FIRST_PLUS_INDEX)
 
 
 __all__ = ["Frame", "PRIMITIVES", "Primitive", "READS", "families", "multiset_code", "order_statistic",

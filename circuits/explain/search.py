@@ -29,7 +29,8 @@ from typing import Any
 
 import torch
 
-from circuits.explain.candidates import MATCH_MIN, Scored, enumerate_candidates, match_claim, model_answers
+from circuits.explain.candidates import (MATCH_MIN, Scored, enumerate_candidates, match_claim, model_answers,
+                                         source_edits)
 from circuits.explain.compositions import compositions_of
 from circuits.explain.localise import Located, locate, locate_composition
 from circuits.explain.seeded import SeededExplanation, explain_seeded
@@ -212,7 +213,7 @@ def explain(model: Any, task: Any, *, n: int = 1000, seed: int = 0, families: li
     if len(located) >= 2:
         note(f"decisive experiments between {', '.join(located)}")
         comparison = compare_mechanisms(model, task, [v.mechanism for v in located.values()], n=n, seed=seed + 2,
-                                        cards=False)
+                                        cards=False, edits=source_edits(task, batch))
     found = Explanation(getattr(task, "name", "task"), scored, located, cards, comparison,
                         comparison.winner if comparison is not None else None, 0.0,
                         {"n": n, "seed": seed, "families": families, "max_candidates": max_candidates,

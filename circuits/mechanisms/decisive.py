@@ -44,6 +44,10 @@ from circuits.mechanisms.patching import Patch, answer_logits, derangement, patc
 
 MIN_DISAGREE = 20
 FOLLOW_MIN = 0.5
+# Edited rows per written position at most (the batch's first rows, each with every value seen at
+# the position): a 150-token vocabulary would make 149 edits of every input. Run in chunks.
+MAX_EDITED_ROWS = 20_000
+EDIT_CHUNK = 4096
 Z95 = 1.959964
 
 
@@ -138,8 +142,13 @@ def written_edits(batch: Any, position: int) -> Any:
     metadata (operands, lists) unchanged; ``metadata["edited_from"]`` the row it came from."""
     values = torch.unique(batch.inputs[:, position])
     n, k = len(batch), len(values)
-    rows = torch.arange(n).repeat_interleave(k)
-    new = values.repeat(n)
+    return set_token(batch, position, torch.arange(n).repeat_interleave(k), values.repeat(n))
+
+
+def set_token(batch: Any, position: int, rows: Tensor, new: Tensor) -> Any:
+    """The rows ``rows`` of ``batch`` (grouped by row) with the token at ``position`` set to
+    ``new`` (one value per entry of ``rows``), where that changes it; metadata unchanged but
+    ``metadata["edited_from"]``, the row each came from."""
     keep = batch.inputs[rows, position] != new
     rows, new = rows[keep], new[keep]
     edited = batch[rows]
@@ -159,9 +168,13 @@ def edit_experiments(model: Any, a: Mechanism, b: Mechanism, batch: Any,
     out = []
     for name, edit in edits.items():
         edited = edit(batch)
+        if len(edited) > MAX_EDITED_ROWS:  # the first inputs' edits, every value each (rows are grouped by input)
+            edited = edited[torch.arange(MAX_EDITED_ROWS)]
         if not len(edited):
             continue
-        model_answer = answer_logits(model, edited, outputs).argmax(-1)
+        with torch.no_grad():
+            model_answer = torch.cat([answer_logits(model, edited[torch.arange(i, min(i + EDIT_CHUNK, len(edited)))],
+                                                    outputs).argmax(-1) for i in range(0, len(edited), EDIT_CHUNK)])
         out.append(judge("edit", name, a.name, b.name, len(edited), model_answer,
                          a.answer_of(edited, a.values(edited)), b.answer_of(edited, b.values(edited))))
     return out
@@ -226,4 +239,4 @@ def patch_experiments(model: Any, a: Mechanism, b: Mechanism, batch: Any, genera
 
 
 __all__ = ["FOLLOW_MIN", "MIN_DISAGREE", "Experiment", "edit_experiments", "judge", "patch_experiments",
-           "patch_prediction", "wilson", "written_edits", "written_positions"]
+           "patch_prediction", "set_token", "wilson", "written_edits", "written_positions"]

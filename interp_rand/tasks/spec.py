@@ -47,6 +47,8 @@ class TaskSpec:
     lengths: ``(shortest, longest)`` the spec can sample at (``sample_fn`` takes ``length=``);
         ``None``: one length.
     length: the length it samples at (default: the longest of ``lengths``).
+    source_start: positions before the input proper (a BOS token: 1), which ``explain``'s
+        primitives do not read as part of the source.
     """
 
     name: str
@@ -60,6 +62,7 @@ class TaskSpec:
     families: tuple[str, ...] = ()
     lengths: tuple[int, int] | None = None
     length: int | None = None
+    source_start: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -70,6 +73,8 @@ class TaskSpec:
             raise ValueError("TaskSpec.corrupt_fn must be fn(batch, generator) -> PairBatch or None")
         if self.loss_kind not in LOSS_KINDS:
             raise ValueError(f"TaskSpec.loss_kind={self.loss_kind!r} is not allowed; choose from {LOSS_KINDS}")
+        if not isinstance(self.source_start, int) or self.source_start < 0:
+            raise ValueError(f"TaskSpec.source_start={self.source_start!r} must be an integer >= 0")
         if self.lengths is not None:
             if (not isinstance(self.lengths, (tuple, list)) or len(self.lengths) != 2
                     or not all(isinstance(v, int) and v >= 1 for v in self.lengths) or self.lengths[0] > self.lengths[1]):
