@@ -98,9 +98,13 @@ def _mechanism(candidate: Candidate, model: Any, task: Any, batch: Any,
     for k in range(K):
         r = frame.q(k) + offset
         parents = [f"cue_{k}"]
-        variables.append(Variable(f"cue_{k}", lambda b, k=k: Frame(b, task).current(k), site=Site.of(Node("embed", position=r)),
-                                  description=f"the current token at {r}", family="cue", instance=k))
         chosen = sites.get(k)
+        cue: tuple[Node, ...] = (Node("embed", position=r),)
+        if reads == "match" and chosen:  # the query of a content match: the current token as the MLPs before the site make it
+            last = max(chosen, key=lambda n: (n.layer, n.kind != "head"))
+            cue += tuple(n for n in _at(blocks, r) if n.kind == "mlp" and _before(n, last))
+        variables.append(Variable(f"cue_{k}", lambda b, k=k: Frame(b, task).current(k), site=Site.of(*cue),
+                                  description=f"the current token at {r}", family="cue", instance=k))
         if reads == "position":  # the one token it copies, and the heads at r_k that move it there
             parents.insert(0, f"read_{k}")
             at = candidate.read_position(frame, k)

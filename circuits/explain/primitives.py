@@ -18,8 +18,8 @@ which the primitive copies) or ``"none"``; ``cue=True`` when it also reads the c
 - ``copy``: copy the source in order, reversed, the current token, the previous token; by
   content: the source token after (induction) or before the current token's occurrence;
 - ``count``: how often the current token occurs in the source, the majority token so far;
-- ``position``: the output's index; the first source token plus the index (count up by
-  position).
+- ``position``: the output's index; the token at the first answer position plus the index
+  (count up by position).
 
 A task declares which families apply (``families``: a task class attribute or a
 :class:`~interp_rand.tasks.spec.TaskSpec` field); a task that declares none is tried on every
@@ -327,11 +327,11 @@ def _index(frame: Frame, k: int) -> Tensor:
     return torch.full((len(frame.tokens),), k, dtype=torch.long)
 
 
-_FIRST_PLUS_INDEX = ("y_k = the first source token + k (count up by the output's position, not from the token "
-                     "written before)")
-PRIMITIVES.register("first_plus_index", Primitive("position", "first_plus_index", _FIRST_PLUS_INDEX,
-                                                  lambda frame, k: frame.tokens[:, frame.start] + k, "position",
-                                                  at=lambda frame, k: frame.start), description=_FIRST_PLUS_INDEX)
+_COUNT_BY_POSITION = ("y_k = the token at the first answer position + k + 1 (count up by the output's position "
+                      "from there, not from the token written just before)")
+PRIMITIVES.register("count_by_position", Primitive("position", "count_by_position", _COUNT_BY_POSITION,
+                                                   lambda frame, k: frame.tokens[:, frame.q(0)] + k + 1, "position",
+                                                   at=lambda frame, k: frame.q(0)), description=_COUNT_BY_POSITION)
 
 
 __all__ = ["Frame", "PRIMITIVES", "Primitive", "READS", "families", "multiset_code", "order_statistic",

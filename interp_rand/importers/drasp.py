@@ -22,9 +22,9 @@ kind               x (the source)                                         y (the
 
 Departures, named: each batch has one length ``n`` (theirs vary per example; :func:`drasp_task`
 takes ``length``); the EOS prediction after the last answer is not scored; ``count``'s first
-answer (``start``, predicted at SEP, a copy) is not scored either, so that its later answers,
-where counting on from the token written before and counting up from ``start`` by position
-are rival programs, are all the candidates are scored on.
+answer (``start``, predicted at SEP: a copy of ``x_1``) is not scored either, so that every
+scored answer is one where counting on from the token just written (``successor``) and counting
+up by position (``count_by_position``) are rival programs.
 
     >>> model, task = read_drasp("share/saved_models/sort-@1l1h256d3lr01drop", length=10)
     >>> found = circuits.explain.explain(model, task)
@@ -92,7 +92,7 @@ def drasp_task(kind: str, vocab_size: int, length: int = DEFAULT_LENGTH) -> Task
     make, families, what = KINDS[kind]
     V = vocab_size - SPECIALS
     bos, sep = V, V + 1
-    skip = 1 if kind == "count" else 0  # count: start, predicted at SEP, is not scored (module docstring)
+    skip = 1 if kind == "count" else 0  # count: start, predicted at SEP (a copy), is not scored (module docstring)
     if not isinstance(length, int) or length < 1:
         raise ValueError(f"length={length!r} must be a positive integer")
 

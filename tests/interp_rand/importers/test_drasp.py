@@ -21,7 +21,7 @@ def test_each_task_puts_bos_source_sep_and_answers_where_their_data_does(kind):
     V = vocab_size - 4
     n_source = 2 if kind == "count" else 6
     assert (batch.inputs[:, 0] == V).all() and (batch.inputs[:, n_source + 1] == V + 1).all()  # BOS, SEP
-    skip = 1 if kind == "count" else 0  # count's start, predicted at SEP, is not scored
+    skip = 1 if kind == "count" else 0  # count's start, predicted at SEP (a copy), is not scored
     assert batch.answer_positions[0] == n_source + 1 + skip and len(batch.inputs[0]) == len(task.positions)
     x, y = batch.inputs[:, 1:n_source + 1], batch.targets[:, batch.answer_positions]
     expected = {"sort": lambda: x.sort(1).values, "unique_copy": lambda: x, "unique_reverse": lambda: x.flip(1),
@@ -33,8 +33,11 @@ def test_each_task_puts_bos_source_sep_and_answers_where_their_data_does(kind):
         top = torch.nn.functional.one_hot(x, V).sum(1).topk(2, dim=1).values
         assert (top[:, 0] > top[:, 1]).all()
     frame = Frame(batch, task)
-    # BOS is not part of the source (count's source runs on to SEP and y_1: its first scored answer is y_2)
-    assert frame.start == 1 and torch.equal(frame.source[:, :n_source], x)
+    assert frame.start == 1 and torch.equal(frame.source[:, :n_source], x)  # BOS is not part of the source
+    if kind == "count":  # two rival programs give every answer: count on from the token written, or up by position
+        for name in ("successor", "count_by_position"):
+            got = torch.stack([PRIMITIVES.get(name).compute(frame, k) for k in range(5)], 1)
+            assert torch.equal(got, y)
 
 
 def test_copy_primitives_behind_a_bos_and_the_induction_that_copies_by_content():
@@ -44,11 +47,11 @@ def test_copy_primitives_behind_a_bos_and_the_induction_that_copies_by_content()
     batch = type(batch)(inputs, batch.targets[:1], batch.loss_mask[:1], batch.answer_positions)
     frame = Frame(batch, task)
     copy, nxt, prev, first = (PRIMITIVES.get(n) for n in ("copy_source", "induction_next", "induction_previous",
-                                                          "first_plus_index"))
+                                                          "count_by_position"))
     assert [int(copy.compute(frame, k)) for k in range(4)] == [5, 2, 7, 3]
     assert [int(nxt.compute(frame, k)) for k in range(4)] == [5, 2, 7, 3]  # unique tokens: the same answers
     assert [int(prev.compute(frame, k)) for k in range(4)] == [3, 5, 5, 2]  # SEP absent: the last token first
-    assert [int(first.compute(frame, k)) for k in range(4)] == [5, 6, 7, 8]
+    assert [int(first.compute(frame, k)) for k in range(4)] == [12, 13, 14, 15]  # SEP (11) + k + 1: no count here
     edited = batch.inputs.clone()
     edited[0, 7] = 3  # write 3 where 2 was: content copying now gives what follows 3 (the end), position 7
     frame = Frame(type(batch)(edited, batch.targets, batch.loss_mask, batch.answer_positions), task)
