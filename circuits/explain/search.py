@@ -174,21 +174,23 @@ class Explanation(Displayed):
 
 def explain(model: Any, task: Any, *, n: int = 1000, seed: int = 0, families: list[str] | None = None,
             max_candidates: int = 3, n_pairs: int = 200, n_random: int = 5, compose: bool = True,
-            declared: list | tuple = (), progress: Any = None) -> Explanation | SeededExplanation:
+            declared: list | tuple = (), seed_source: str = "fresh", progress: Any = None
+            ) -> Explanation | SeededExplanation:
     """Find the algorithm ``model`` runs on ``task`` (the module's rule): candidates from the
     primitive library (``families``: only those; default the task's own, else all), located by
     search, checked whole and separated by decisive experiments; then (``compose``) the chosen
     candidate's compositions located step by step and checked. ``progress(text)`` is told each
     step. A seeded task whose answers are not tokens (recall's bits, a colouring) goes to
     :func:`~circuits.explain.seeded.explain_seeded`: programs that read the seed or not, put to
-    the seed experiment (``declared``: a flagship's programs, scored beside the library's)."""
+    the seed experiment (``declared``: a flagship's programs, scored beside the library's;
+    ``seed_source="fixed"``: a model trained at the task's one seed r0, scored there)."""
     start = time.perf_counter()
     if getattr(task, "loss_kind", "ce") != "ce":
         if families:
             raise ValueError(f"--families chooses among the token primitives; task {getattr(task, 'name', task)!r} "
                              f"answers with loss_kind {task.loss_kind!r} and is explained by its seed programs")
         return explain_seeded(model, task, n=n, seed=seed, declared=list(declared), n_pairs=n_pairs,
-                              n_random=n_random, progress=progress)
+                              n_random=n_random, seed_source=seed_source, progress=progress)
     note = progress or (lambda text: None)
     generator = torch.Generator().manual_seed(seed)
     model.eval()

@@ -53,6 +53,7 @@ MIN_MOVED = 20  # moved entries needed to measure following at all
 USES_SEED = 0.05
 ROUTE_EXAMPLES = 256  # inputs of the seed-resample patching
 ROUTE_TOP = 4  # nodes named in the route
+SEED_SOURCES = ("fresh", "fixed")  # a model trained on fresh seeds, or at the task's one seed r0
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,9 @@ class SeededExplanation(Displayed):
         return card.verdict if card is not None else "holds"
 
     def seed_sentence(self) -> str:
+        if self.config.get("seed_source") == "fixed":
+            return ("a fixed-seed model (trained at the task's one seed r0): scored at r0, the seed never redrawn, "
+                    "so a program need not read it")
         if not self.uses_seed:
             return (f"the model's answer moves with the seed on {self.model_moves:.3f} of entries "
                     f"({self.n_moved} of them): it does not use its seed, and a program need not read it")
@@ -339,10 +343,15 @@ def seed_route(model: Any, task: Any, batch: Any, seed: int) -> tuple[list[tuple
 
 
 def explain_seeded(model: Any, task: Any, *, n: int = 1000, seed: int = 0, declared: list[SeedProgram] = (),
-                   n_pairs: int = 200, n_random: int = 5, route: bool = True, progress: Any = None) -> SeededExplanation:
+                   n_pairs: int = 200, n_random: int = 5, route: bool = True, seed_source: str = "fresh",
+                   progress: Any = None) -> SeededExplanation:
     """The module's rule on ``model`` and seeded ``task`` (``declared``: a flagship's programs,
     scored beside the library's; ``route=False``: skip step 4, for a model without the toolkit's
-    hooks)."""
+    hooks). ``seed_source="fixed"``: a deterministic variant trained at the task's one seed
+    ``r0``: the programs are scored at ``r0`` and the seed is never redrawn (another seed is
+    outside what the model was trained on), so there is no seed experiment and no seed route."""
+    if seed_source not in SEED_SOURCES:
+        raise ValueError(f"seed_source={seed_source!r} is not allowed; choose from {SEED_SOURCES}")
     from circuits.mechanisms import check_mechanism
 
     start = time.perf_counter()
@@ -354,19 +363,24 @@ def explain_seeded(model: Any, task: Any, *, n: int = 1000, seed: int = 0, decla
     generator = torch.Generator().manual_seed(seed)
     model.eval()
     batch = task.sample(n, generator)
+    fixed = seed_source == "fixed"
+    if fixed:  # every example at r0; "redrawn" to r0 again, so nothing moves and no program is asked to follow
+        r0 = task.fixed_seed()
+        batch = task.with_seeds(batch, r0.expand(len(batch), *r0.shape))
     mine = model_ids(model, task, batch)
-    redrawn = redraw(model, task, batch, generator)
+    redrawn = (batch, batch, mine) if fixed else redraw(model, task, batch, generator)
     moved = redrawn[2] != mine
     note(f"scoring {len(programs)} programs and the seed experiment on {n} inputs")
     scores = [seed_following(model, task, p, batch, generator, mine, redrawn) for p in programs]
     scores.sort(key=lambda s: (-s.match, -s.exact, s.program.name))
     nodes, reference = [], 0.0
-    if route:
+    if route and not fixed:
         note("seed-resample patching of every node: where the seed acts")
         nodes, reference = seed_route(model, task, batch, seed)
     found = SeededExplanation(getattr(task, "name", "task"), scores, float(moved.float().mean()), int(moved.sum()),
-                              nodes, reference, {}, 0.0, {"n": n, "seed": seed, "n_pairs": n_pairs,
-                                                          "n_random": n_random})
+                              nodes, reference, cards={}, seconds=0.0,
+                              config={"n": n, "seed": seed, "n_pairs": n_pairs, "n_random": n_random,
+                                      "seed_source": seed_source})
     chosen = found.chosen
     program = found.score(chosen).program if chosen else None
     if program is not None and program.mechanism is not None:

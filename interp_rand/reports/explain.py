@@ -142,6 +142,13 @@ class ExplainReport(Displayed):
         return out
 
 
+def _seed_source(run: str | Path) -> str:
+    """The run's training seed source (``fixed``: a deterministic variant trained at r0)."""
+    from interp_rand.training.checkpoint import load_checkpoint
+
+    return getattr(load_checkpoint(run).spec.train_config, "seed_source", "fresh")
+
+
 def explain_report(run: str | Path | None = None, *, model: Any = None, task: Any = None, n: int = 1000,
                    seed: int = 0, families: list[str] | None = None, max_candidates: int = 3, compose: bool = True,
                    progress: Any = None) -> ExplainReport:
@@ -151,9 +158,11 @@ def explain_report(run: str | Path | None = None, *, model: Any = None, task: An
 
     from interp_rand.reports.mechanisms import declared_programs
 
+    given = model is not None
     model, task, label = model_and_task(run, model, task, "explain")
     found = explain(model, task, n=n, seed=seed, families=families, max_candidates=max_candidates, compose=compose,
-                    declared=declared_programs(task), progress=progress)
+                    declared=declared_programs(task), seed_source="fresh" if given else _seed_source(run),
+                    progress=progress)
     return ExplainReport(found, label)
 
 

@@ -112,3 +112,14 @@ def test_explain_cli_on_the_colouring_model_scores_the_declared_rule_and_rejects
     assert data["chosen"] == "id_classes_noise_split" and "a0.0" in data["pseudocode"]
     page = (tmp_path / "explain.html").read_text()
     assert "Rivals and the experiments that rejected them" in page and "id_classes_ids_split" in page
+
+
+def test_a_fixed_seed_model_is_scored_at_r0_and_never_asked_to_follow_another_seed():
+    from interp_rand.reports.explain import explain_report
+
+    found = explain_report("zoo:recall-Aq_r0", n=300).explanation  # trained at r0 alone: another seed is off its training
+    assert found.config["seed_source"] == "fixed" and found.config["n"] == 300
+    assert found.n_moved == 0 and not found.uses_seed and found.route == []
+    assert "fixed-seed model" in found.headline() and found.chosen == "lookup"
+    with pytest.raises(ValueError, match="seed_source='r0' is not allowed; choose from"):
+        explain_seeded(RuleModel(local_extremum), TASK, n=50, route=False, seed_source="r0")
