@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from circuits.explain.primitives import Frame, Primitive, primitives_of
-from circuits.mechanisms.decisive import set_token, written_edits, written_positions
+from circuits.mechanisms.decisive import edited_positions, set_token, written_edits, written_positions
 from circuits.mechanisms.patching import answer_logits
 from interp_rand.verdicts import Claim, meets
 
@@ -118,7 +118,7 @@ def source_edits(task: Any, batch: Any) -> dict[str, Any]:
         return set_token(bt, p, torch.arange(len(bt)).repeat_interleave(source.shape[1]), source.reshape(-1))
 
     return {f"written token @{p} set to each other token of its input's source": (lambda bt, p=p: edit(bt, p))
-            for p in written_positions(batch)}
+            for p in edited_positions(batch)}
 
 
 @torch.no_grad()

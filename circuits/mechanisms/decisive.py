@@ -39,7 +39,7 @@ import torch
 from torch import Tensor
 
 from circuits.graph.model_graph import ModelGraph
-from circuits.mechanisms.hypothesis import Mechanism, Site
+from circuits.mechanisms.hypothesis import Mechanism, Site, Values
 from circuits.mechanisms.patching import Patch, answer_logits, derangement, patched_answers, record, site_hooks
 
 MIN_DISAGREE = 20
@@ -48,6 +48,9 @@ FOLLOW_MIN = 0.5
 # the position): a 150-token vocabulary would make 149 edits of every input. Run in chunks.
 MAX_EDITED_ROWS = 20_000
 EDIT_CHUNK = 4096
+# Written positions edited at most (evenly spaced, the first and the last among them): a long
+# answer (30 outputs) made 29 experiments of each edit kind, each alike.
+MAX_EDIT_POSITIONS = 10
 Z95 = 1.959964
 
 
@@ -137,6 +140,16 @@ def written_positions(batch: Any) -> list[int]:
             and bool((batch.inputs[:, p] == batch.targets[:, p - 1]).all())]
 
 
+def edited_positions(batch: Any) -> list[int]:
+    """The written positions the edit experiments use: :func:`written_positions`, at most
+    :data:`MAX_EDIT_POSITIONS` of them evenly spaced."""
+    written = written_positions(batch)
+    if len(written) <= MAX_EDIT_POSITIONS:
+        return written
+    picks = torch.linspace(0, len(written) - 1, MAX_EDIT_POSITIONS).round().long().tolist()
+    return [written[i] for i in dict.fromkeys(picks)]
+
+
 def written_edits(batch: Any, position: int) -> Any:
     """Every row of ``batch`` with the token at ``position`` set to each other value seen there;
     metadata (operands, lists) unchanged; ``metadata["edited_from"]`` the row it came from."""
@@ -163,7 +176,7 @@ def edit_experiments(model: Any, a: Mechanism, b: Mechanism, batch: Any,
     batch}``), on the inputs of ``batch``."""
     outputs = torch.tensor(a.outputs)
     edits = {f"written token @{p} set to each value seen there": (lambda bt, p=p: written_edits(bt, p))
-             for p in written_positions(batch)}
+             for p in edited_positions(batch)}
     edits.update(extra or {})
     out = []
     for name, edit in edits.items():
@@ -195,9 +208,12 @@ def _covers(patched: Site, site: Site) -> str:
     return "none"
 
 
-def patch_prediction(mech: Mechanism, patched: Site, batch: Any, source: Tensor) -> Tensor | None:
+def patch_prediction(mech: Mechanism, patched: Site, batch: Any, source: Tensor, values: Values | None = None,
+                     source_values: Values | None = None) -> Tensor | None:
     """``mech``'s answer on ``batch`` with ``patched`` taken from rows ``source``: the variables
-    the patch covers take the source's values; ``None`` when it covers a site only in part."""
+    the patch covers take the source's values; ``None`` when it covers a site only in part.
+    ``values``, ``source_values``: ``mech.values`` of ``batch`` and of ``batch[source]``, when
+    the caller has them (a sweep over many sites computes them once)."""
     covered = []
     for v in mech.mapped:
         how = _covers(patched, v.site)
@@ -205,10 +221,10 @@ def patch_prediction(mech: Mechanism, patched: Site, batch: Any, source: Tensor)
             return None
         if how == "all":
             covered.append(v.name)
-    values = mech.values(batch)
+    values = mech.values(batch) if values is None else values
     if not covered:
         return mech.answer_of(batch, values)
-    source_values = mech.values(batch[source])
+    source_values = mech.values(batch[source]) if source_values is None else source_values
     keep = set.intersection(*(set(mech._upstream(name)) for name in covered))  # neither covered nor below
     overrides = {**{k: values[k] for k in keep}, **{name: source_values[name] for name in covered}}
     return mech.answer_of(batch, mech.values(batch, overrides))
@@ -227,9 +243,10 @@ def patch_experiments(model: Any, a: Mechanism, b: Mechanism, batch: Any, genera
     outputs = torch.tensor(a.outputs)
     base = torch.arange(len(batch))
     source = derangement(len(batch), generator)
+    known = {m.name: (m.values(batch), m.values(batch[source])) for m in (a, b)}  # once, not once a site
     out = []
     for label, site in sites.items():
-        pred_a, pred_b = patch_prediction(a, site, batch, source), patch_prediction(b, site, batch, source)
+        pred_a, pred_b = (patch_prediction(m, site, batch, source, *known[m.name]) for m in (a, b))
         if pred_a is None or pred_b is None:
             continue
         logits = patched_answers(model, graph, batch, base, acts, [Patch(site, source)], outputs)
@@ -239,4 +256,4 @@ def patch_experiments(model: Any, a: Mechanism, b: Mechanism, batch: Any, genera
 
 
 __all__ = ["FOLLOW_MIN", "MIN_DISAGREE", "Experiment", "edit_experiments", "judge", "patch_experiments",
-           "patch_prediction", "set_token", "wilson", "written_edits", "written_positions"]
+           "edited_positions", "patch_prediction", "set_token", "wilson", "written_edits", "written_positions"]

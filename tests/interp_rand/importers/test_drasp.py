@@ -86,3 +86,16 @@ def test_a_benchmark_folder_is_read_by_its_name(tmp_path):
     assert model(batch.inputs).shape == (8, 11, 24) and int(batch.inputs[:, 0].max()) == 20  # BOS = 24 - 4
     with pytest.raises(ValueError, match="D-RASP task 'parity' is not read here; known: sort"):
         kind_of(tmp_path / "parity-@4l4h256d4lr00drop")
+
+
+def test_a_long_answer_is_edited_at_ten_evenly_spaced_written_positions():
+    from circuits.mechanisms.decisive import MAX_EDIT_POSITIONS, edited_positions, written_positions
+
+    batch = drasp_task("unique_copy", 44, length=30).sample(4, G)
+    written = written_positions(batch)
+    picked = edited_positions(batch)
+    assert len(written) == 29 and len(picked) == MAX_EDIT_POSITIONS == 10
+    assert picked[0] == written[0] and picked[-1] == written[-1] and picked == sorted(set(picked))
+    short = drasp_task("unique_copy", 44, length=6).sample(4, G)
+    assert edited_positions(short) == written_positions(short)  # a short answer: every written position
+    assert len(source_edits(drasp_task("unique_copy", 44, length=30), batch)) == 10
