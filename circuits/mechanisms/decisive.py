@@ -45,8 +45,9 @@ from circuits.mechanisms.patching import Patch, answer_logits, derangement, patc
 MIN_DISAGREE = 20
 FOLLOW_MIN = 0.5
 # Edited rows per written position at most (the batch's first rows, each with every value seen at
-# the position): a 150-token vocabulary would make 149 edits of every input. Run in chunks.
-MAX_EDITED_ROWS = 20_000
+# the position): a 150-token vocabulary would make 149 edits of every input (the zoo's 10-token
+# tasks make 9,000 and are not cut). Run in chunks.
+MAX_EDITED_ROWS = 10_000
 EDIT_CHUNK = 4096
 # Written positions edited at most (evenly spaced, the first and the last among them): a long
 # answer (30 outputs) made 29 experiments of each edit kind, each alike.
