@@ -151,18 +151,20 @@ def _seed_source(run: str | Path) -> str:
 
 def explain_report(run: str | Path | None = None, *, model: Any = None, task: Any = None, n: int = 1000,
                    seed: int = 0, families: list[str] | None = None, max_candidates: int = 3, compose: bool = True,
-                   progress: Any = None) -> ExplainReport:
+                   seed_source: str | None = None, progress: Any = None) -> ExplainReport:
     """:func:`circuits.explain.explain` on ``run`` (a run folder or ``zoo:NAME``) or on a given
-    ``model`` and ``task``."""
+    ``model`` and ``task``; a seeded task's ``seed_source`` (``fixed``: a model trained at the
+    task's one seed r0) is the run's own, ``fresh`` for a given model unless said."""
     from interp_rand.reports.inputs import model_and_task
-
     from interp_rand.reports.mechanisms import declared_programs
 
     given = model is not None
     model, task, label = model_and_task(run, model, task, "explain")
+    if seed_source is None:  # only a seeded task reads it (a token task's run is not loaded twice)
+        seeded = getattr(task, "loss_kind", "ce") != "ce"
+        seed_source = _seed_source(run) if seeded and not given else "fresh"
     found = explain(model, task, n=n, seed=seed, families=families, max_candidates=max_candidates, compose=compose,
-                    declared=declared_programs(task), seed_source="fresh" if given else _seed_source(run),
-                    progress=progress)
+                    declared=declared_programs(task), seed_source=seed_source, progress=progress)
     return ExplainReport(found, label)
 
 

@@ -121,5 +121,8 @@ def test_a_fixed_seed_model_is_scored_at_r0_and_never_asked_to_follow_another_se
     assert found.config["seed_source"] == "fixed" and found.config["n"] == 300
     assert found.n_moved == 0 and not found.uses_seed and found.route == []
     assert "fixed-seed model" in found.headline() and found.chosen == "lookup"
+    ckpt = load_checkpoint("zoo:recall-Aq_r0")  # a model given in Python says its seed source itself
+    given = explain_report(model=ckpt.model(), task=ckpt.spec.make_task(), n=300, seed_source="fixed").explanation
+    assert given.config["seed_source"] == "fixed" and given.score("lookup").match == found.score("lookup").match
     with pytest.raises(ValueError, match="seed_source='r0' is not allowed; choose from"):
         explain_seeded(RuleModel(local_extremum), TASK, n=50, route=False, seed_source="r0")
