@@ -15,8 +15,10 @@ The rule, stated before any number:
    controls) on fresh draws; candidates are ranked by whole-output agreement under scrubbing,
    then the scrub's log-prob share.
 4. **Choice**: with two or more candidates, the decisive experiments
-   (:func:`~circuits.mechanisms.compare_mechanisms`) name the winner, the candidate the model
-   follows against every other; with one, it is the answer. When no experiment separates them
+   (:func:`~circuits.mechanisms.compare_mechanisms`: off-distribution edits of each written
+   answer token, to each value seen there and to each other token of the input's own source
+   (:func:`~circuits.explain.candidates.source_edits`), and patches) name the winner, the
+   candidate the model follows against every other; with one, it is the answer. When no experiment separates them
    the result says INDISTINGUISHABLE and names no winner. The verdict is the chosen
    mechanism's card verdict; a failing card lists the claims that fail (where it falls short).
 """
