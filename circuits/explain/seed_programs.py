@@ -17,8 +17,8 @@ The library (``task`` is the task's registered name):
   and a two-round greedy by priority (``c_v = the smallest colour no higher-priority neighbour
   took``, iterated twice: what two message-passing blocks can compute); the same two with the
   vertex ids as the priority (the textbook deterministic way to break symmetry with unique ids);
-  and a colour drawn from the noise alone (no coordination). Colours are names: a colouring
-  program is scored up to the best relabelling of its colours (3! of them for 3 colours).
+  and a colour drawn from the noise alone (no coordination). Colours are names: these programs
+  are scored up to the best relabelling of their colours (``relabel``; 3! of them for 3 colours).
 - ``recall``: ``lookup`` (the queried key's value: the task's own answer, no seed); a
   *seed-chosen hash*, the associative memory with random key codes: each key gets a ``m``-dim
   +-1 code hashed from (seed, key), the answer bit is the sign of ``sum_j <code(q), code(k_j)>
@@ -44,6 +44,8 @@ import torch
 from torch import Tensor
 
 from interp_rand.registry import Registry
+from interp_rand.seeded_evaluation.symmetry_rule import classical_coloring
+from interp_rand.tasks.coloring import neighbours
 
 CODE_WIDTHS = (8, 16, 32, 64)  # recall's code-memory programs, one per width (enumerated, not fitted)
 FIXED_CODE_SEED = 0  # the seed the fixed-code rival hashes its codes from
@@ -88,13 +90,12 @@ SEED_PROGRAMS: Registry[SeedProgram] = Registry("seed program")
 
 
 def register_seed_program(task: str, name: str, description: str, *, reads_seed: bool, pseudocode: str = "",
-                          relabel: bool | None = None, rival_of: str | None = None):
+                          relabel: bool = False, rival_of: str | None = None):
     """Decorator: register ``fn(batch, task) -> [batch, K]`` as program ``name`` for ``task``
-    (colouring programs are scored up to relabelling unless ``relabel=False``)."""
+    (``relabel``: its answers are names, e.g. colours, scored up to the best relabelling)."""
 
     def add(fn: Callable[[Any, Any], Tensor]) -> Callable[[Any, Any], Tensor]:
-        program = SeedProgram(task, name, description, fn, reads_seed, pseudocode,
-                              task == "coloring" if relabel is None else relabel, rival_of)
+        program = SeedProgram(task, name, description, fn, reads_seed, pseudocode, relabel, rival_of)
         SEED_PROGRAMS.register(f"{task}/{name}", program, description=description)
         return fn
 
@@ -112,23 +113,15 @@ def seed_programs_of(task: Any, declared: list[SeedProgram] = ()) -> list[SeedPr
 # ---------------------------------------------------------------------- colouring
 
 
-def _neighbours(batch: Any) -> Tensor:
-    from interp_rand.tasks.coloring import neighbours
-
-    return neighbours(batch)
-
-
 def _ids(batch: Any) -> Tensor:
     """``[batch, N]`` float: each vertex's id as a priority (the seed-free rival's)."""
     n, N = batch.seeds.shape[:2]
     return torch.arange(N, dtype=torch.float32).expand(n, N)
 
 
-def local_extremum(priority: Tensor, nbrs: Tensor) -> Tensor:
-    """One round: a local maximum of ``priority`` takes colour 0, a local minimum 1, the rest 2."""
-    from interp_rand.seeded_evaluation.symmetry_rule import classical_coloring
-
-    return classical_coloring(priority, nbrs)
+# One round by priority (the classical routine the randomness report compares with): a local
+# maximum takes colour 0, a local minimum 1, the rest 2; ``local_extremum(priority, nbrs)``.
+local_extremum = classical_coloring
 
 
 def greedy_rounds(priority: Tensor, nbrs: Tensor, rounds: int = 2, n_colors: int = 3) -> Tensor:
@@ -142,7 +135,7 @@ def greedy_rounds(priority: Tensor, nbrs: Tensor, rounds: int = 2, n_colors: int
     for _ in range(rounds):
         held = colour.gather(1, nbrs.flatten(1)).view_as(nbrs)
         taken = (torch.nn.functional.one_hot(held, n_colors).bool() & higher[..., None]).any(-2)  # [b, N, colours]
-        colour = (~taken).float().argmax(-1)  # the smallest free colour (one always is: two neighbours, 3 colours)
+        colour = (~taken).float().argmax(-1)  # the smallest free colour (two neighbours leave one of 3)
     return colour
 
 
@@ -154,23 +147,25 @@ def _register_coloring() -> None:
         def priority(batch: Any, source=source) -> Tensor:
             return batch.seeds[..., 0] if source == "noise" else _ids(batch)
 
+        def named(base: str) -> dict[str, Any]:  # a seed-free version rivals the seed-reading one
+            return {"reads_seed": reads, "relabel": True, "rival_of": None if reads else base}
+
         suffix = "" if reads else "_ids"
-        rival = None if reads else "local_extremum"
         register_seed_program(
             "coloring", "local_extremum" + suffix, f"one round by priority ({_PRIORITY_NOTE[source]}): a local "
-            "maximum takes colour 0, a local minimum 1, every other vertex 2", reads_seed=reads, rival_of=rival,
+            "maximum takes colour 0, a local minimum 1, every other vertex 2", **named("local_extremum"),
             pseudocode=f"{_PRIORITY_NOTE[source]}\ncolour_v = 0 if p_v > both neighbours' p, 1 if below both, else 2",
-        )(lambda batch, task, priority=priority: local_extremum(priority(batch), _neighbours(batch)))
+        )(lambda batch, task, priority=priority: local_extremum(priority(batch), neighbours(batch)))
         register_seed_program(
             "coloring", "greedy_by_priority" + suffix, f"two rounds of greedy colouring by priority "
-            f"({_PRIORITY_NOTE[source]})", reads_seed=reads, rival_of=None if reads else "greedy_by_priority",
+            f"({_PRIORITY_NOTE[source]})", **named("greedy_by_priority"),
             pseudocode=f"{_PRIORITY_NOTE[source]}; c_v = 0 for every v\nrepeat twice, at every vertex at once:\n"
                        "    c_v = the smallest colour no neighbour u with p_u > p_v holds",
-        )(lambda batch, task, priority=priority: greedy_rounds(priority(batch), _neighbours(batch), 2,
+        )(lambda batch, task, priority=priority: greedy_rounds(priority(batch), neighbours(batch), 2,
                                                                 int(getattr(task, "n_colors", 3))))
 
     @register_seed_program("coloring", "noise_colour", "colour_v = floor(n_colors * noise_v): each vertex draws "
-                           "its colour from its noise, no coordination", reads_seed=True)
+                           "its colour from its noise, no coordination", reads_seed=True, relabel=True)
     def _noise_colour(batch: Any, task: Any) -> Tensor:
         k = int(getattr(task, "n_colors", 3))
         return (batch.seeds[..., 0] * k).long().clamp(0, k - 1)

@@ -122,17 +122,16 @@ def _best_relabelling(model_answers: Tensor, program_answers: Tensor, n_labels: 
 
 
 def _task_correct(task: Any, batch: Any, ids: Tensor) -> Tensor:
-    """``[batch, K]`` bool: the answer ids right for the task (a colour differing from both
-    neighbours'; else the target's id)."""
+    """``[batch, K]`` bool: the answer ids right for the task, by its loss kind: the target's id,
+    or, for a kind judged without one target (a colouring), its own ``correct`` of the ids as
+    one-hot logits."""
     from interp_rand.losses import get_loss_kind
 
-    target = get_loss_kind(task.loss_kind).target_ids(batch)
+    kind = get_loss_kind(task.loss_kind)
+    target = kind.target_ids(batch)
     if target is not None:
         return ids == target
-    from interp_rand.tasks.coloring import neighbours
-
-    nbrs = neighbours(batch)
-    return (ids.gather(1, nbrs.flatten(1)).view_as(nbrs) != ids[..., None]).all(-1)
+    return kind.correct(torch.nn.functional.one_hot(ids, int(ids.max()) + 1).float(), batch)
 
 
 @torch.no_grad()

@@ -32,6 +32,7 @@ up by position (``count_by_position``) are rival programs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -68,19 +69,35 @@ def _count(n: int, length: int, vocab: int, generator: torch.Generator) -> tuple
     return torch.stack([start, start + length - 1], 1), start[:, None] + torch.arange(length)
 
 
-# kind -> (source and answers for n rows, primitive families, what it is)
-KINDS: dict[str, tuple[Callable[..., tuple[Tensor, Tensor]], tuple[str, ...], str]] = {
-    "sort": (lambda n, L, V, g: (lambda x: (x, x.sort(1).values))(_distinct(n, L, V, g)), ("order", "search", "copy"),
-             "sort distinct tokens ascending"),
-    "unique_copy": (lambda n, L, V, g: (lambda x: (x, x))(_distinct(n, L, V, g)), ("copy", "position"),
-                    "copy distinct tokens"),
-    "unique_reverse": (lambda n, L, V, g: (lambda x: (x, x.flip(1)))(_distinct(n, L, V, g)), ("copy", "position"),
-                       "reverse distinct tokens"),
-    "count": (_count, ("search", "copy", "position"), "count from start to end"),
-    "majority": (lambda n, L, V, g: (lambda x: (x, torch.nn.functional.one_hot(x, V).sum(1).argmax(1, keepdim=True)))(
-        _with_mode(n, L, V, g)), ("count", "order"), "the most frequent token"),
-    "bin_majority": (lambda n, L, V, g: (lambda x: (x, torch.nn.functional.one_hot(x, V).sum(1).argmax(1, keepdim=True)))(
-        _with_mode(n, L, V, g)), ("count", "order"), "the majority bit"),
+def _mode(n: int, length: int, vocab: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    x = _with_mode(n, length, vocab, generator)
+    return x, torch.nn.functional.one_hot(x, vocab).sum(1).argmax(1, keepdim=True)
+
+
+def _each(answer: Callable[[Tensor], Tensor]) -> Callable[..., tuple[Tensor, Tensor]]:
+    """A task on ``length`` distinct tokens whose answers are ``answer(x)``."""
+    return lambda n, length, vocab, generator: (lambda x: (x, answer(x)))(_distinct(n, length, vocab, generator))
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One D-RASP task: ``make(n, length, vocab, generator) -> (x, y)`` the source and the
+    answers of ``n`` rows, the primitive families ``explain`` tries, what it is, and how many
+    answers from the first are not scored (``count``'s start, a copy predicted at SEP)."""
+
+    make: Callable[..., tuple[Tensor, Tensor]]
+    families: tuple[str, ...]
+    what: str
+    unscored: int = 0
+
+
+KINDS: dict[str, Kind] = {
+    "sort": Kind(_each(lambda x: x.sort(1).values), ("order", "search", "copy"), "sort distinct tokens ascending"),
+    "unique_copy": Kind(_each(lambda x: x), ("copy", "position"), "copy distinct tokens"),
+    "unique_reverse": Kind(_each(lambda x: x.flip(1)), ("copy", "position"), "reverse distinct tokens"),
+    "count": Kind(_count, ("search", "copy", "position"), "count from start to end", unscored=1),
+    "majority": Kind(_mode, ("count", "order"), "the most frequent token"),
+    "bin_majority": Kind(_mode, ("count", "order"), "the majority bit"),
 }
 
 
@@ -89,29 +106,27 @@ def drasp_task(kind: str, vocab_size: int, length: int = DEFAULT_LENGTH) -> Task
     source tokens (``count``: ``length`` answers), in their layout (module docstring)."""
     if kind not in KINDS:
         raise ValueError(f"D-RASP task {kind!r} is not read here; known: {', '.join(KINDS)}")
-    make, families, what = KINDS[kind]
-    V = vocab_size - SPECIALS
-    bos, sep = V, V + 1
-    skip = 1 if kind == "count" else 0  # count: start, predicted at SEP (a copy), is not scored (module docstring)
     if not isinstance(length, int) or length < 1:
         raise ValueError(f"length={length!r} must be a positive integer")
+    spec = KINDS[kind]
+    V = vocab_size - SPECIALS
+    bos, sep = V, V + 1
 
     def sample(n: int, generator: torch.Generator) -> Batch:
-        x, y = make(n, length, V, generator)
+        x, y = spec.make(n, length, V, generator)
         seq = torch.cat([torch.full((n, 1), bos), x, torch.full((n, 1), sep), y], 1)
         inputs, targets = seq[:, :-1], seq[:, 1:]
         first = x.shape[1] + 1  # SEP's position: it predicts y_1
-        answers = torch.arange(first + skip, first + y.shape[1])
+        answers = torch.arange(first + spec.unscored, first + y.shape[1])
         mask = torch.zeros_like(targets, dtype=torch.bool)
         mask[:, answers] = True
         return Batch(inputs, targets, mask, answers)
 
-    n_source = 2 if kind == "count" else length
-    n_answers = 1 if kind in ("majority", "bin_majority") else length
-    positions = (["bos"] + [f"x{i + 1}" for i in range(n_source)] + ["sep"]
-                 + [f"y{i + 1}" for i in range(n_answers - 1)])
-    return TaskSpec(f"drasp-{kind}", sample, positions, families=families, source_start=1,
-                    description=f"D-RASP's {kind} ({what}), {length} tokens, BOS x SEP y")
+    x, y = spec.make(1, length, V, torch.Generator().manual_seed(0))  # the layout's widths, from one row
+    positions = (["bos"] + [f"x{i + 1}" for i in range(x.shape[1])] + ["sep"]
+                 + [f"y{i + 1}" for i in range(y.shape[1] - 1)])
+    return TaskSpec(f"drasp-{kind}", sample, positions, families=spec.families, source_start=1,
+                    description=f"D-RASP's {kind} ({spec.what}), {length} tokens, BOS x SEP y")
 
 
 def kind_of(folder: str | Path) -> str:
@@ -133,4 +148,4 @@ def read_drasp(folder: str | Path, length: int = DEFAULT_LENGTH) -> tuple[Any, T
     return read_gpt2(folder).eval(), task
 
 
-__all__ = ["DEFAULT_LENGTH", "KINDS", "drasp_task", "kind_of", "read_drasp"]
+__all__ = ["DEFAULT_LENGTH", "KINDS", "Kind", "drasp_task", "kind_of", "read_drasp"]

@@ -52,9 +52,10 @@ def declared_programs(task: object) -> list:
     kind = getattr(task, "name", None)
     out: list = []
     for name in FLAGSHIPS.names():
-        module = FLAGSHIPS.get(name)
-        if module.task == kind and hasattr(module.load(), "seed_programs"):
-            out += module.load().seed_programs(task)
+        entry = FLAGSHIPS.get(name)
+        module = entry.load() if entry.task == kind else None
+        if hasattr(module, "seed_programs"):
+            out += module.seed_programs(task)
     return out
 
 
